@@ -1,0 +1,82 @@
+#include "app/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "app/commands.h"
+
+namespace switchyard {
+
+int RunCli(int argc, char** argv) {
+  CLI::App app{"Switchyard: a delegation-aware JSON-RPC router for Solana and Ephemeral Rollups"};
+  app.require_subcommand(1);
+
+  std::optional<std::string> config_path;
+  std::optional<std::string> data_dir;
+  auto add_common = [&](CLI::App* cmd) {
+    cmd->add_option("--config", config_path, "TOML configuration file");
+    cmd->add_option("--data-dir", data_dir, "Data directory (overrides storage.data_dir)");
+  };
+
+  CLI::App* log = app.add_subcommand("log", "Read and write the embedded event log");
+  log->require_subcommand(1);
+  LogAppendArgs append_args;
+  CLI::App* append = log->add_subcommand("append", "Append events given as JSON lines");
+  append->add_option("--jsonl", append_args.jsonl_path, "File of events, one JSON object a line")
+      ->required();
+  append->add_flag("--skip-invalid", append_args.skip_invalid,
+                   "Skip invalid lines instead of rejecting the file");
+  add_common(append);
+  LogDumpArgs dump_args;
+  CLI::App* dump = log->add_subcommand("dump", "Print log records as JSON lines");
+  dump->add_option("--from", dump_args.from, "First offset")->check(CLI::NonNegativeNumber);
+  dump->add_option("--limit", dump_args.limit, "Number of records")->check(CLI::PositiveNumber);
+  add_common(dump);
+
+  CLI::App* fold = app.add_subcommand("fold", "Fold the log into the state until caught up");
+  add_common(fold);
+
+  StateGetArgs get_args;
+  CLI::App* state = app.add_subcommand("state", "Read the delegation state");
+  state->require_subcommand(1);
+  CLI::App* get = state->add_subcommand("get", "Show one account");
+  get->add_option("account", get_args.account, "Account (base58)")->required();
+  get->add_option("--at-slot", get_args.at_slot, "As of the end of this slot");
+  add_common(get);
+
+  std::string audit_account;
+  CLI::App* audit = app.add_subcommand("audit", "Show an account's delegation history");
+  audit->add_option("account", audit_account, "Account (base58)")->required();
+  add_common(audit);
+
+  ReplayArgs replay_args;
+  CLI::App* replay =
+      app.add_subcommand("replay", "Fold a fresh state from the log up to a slot");
+  replay->add_option("--to-slot", replay_args.to_slot, "Last slot to apply")->required();
+  replay->add_option("--out", replay_args.out_dir, "Directory for the new state")->required();
+  add_common(replay);
+
+  CLI::App* verify = app.add_subcommand(
+      "verify", "Replay to the live applied slot and compare digests (exit 1 on a mismatch)");
+  add_common(verify);
+
+  CLI11_PARSE(app, argc, argv);
+
+  absl::StatusOr<Config> config = LoadConfig(config_path);
+  if (!config.ok()) {
+    std::cerr << "error: " << config.status().message() << "\n";
+    return 2;
+  }
+  if (data_dir) config->data_dir = *data_dir;
+
+  if (*append) return RunLogAppend(*config, append_args);
+  if (*dump) return RunLogDump(*config, dump_args);
+  if (*fold) return RunFold(*config);
+  if (*get) return RunStateGet(*config, get_args);
+  if (*audit) return RunAudit(*config, audit_account);
+  if (*replay) return RunReplay(*config, replay_args);
+  if (*verify) return RunVerify(*config);
+  return 2;
+}
+
+}  // namespace switchyard

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "app/config.h"
+
+namespace switchyard {
+
+// The subcommands of the `switchyard` binary. Each returns the process exit code and
+// prints its result to stdout, errors to stderr.
+
+struct LogAppendArgs {
+  std::string jsonl_path;
+  bool skip_invalid = false;
+};
+int RunLogAppend(const Config& config, const LogAppendArgs& args);
+
+struct LogDumpArgs {
+  int64_t from = 0;
+  std::optional<int64_t> limit;
+};
+int RunLogDump(const Config& config, const LogDumpArgs& args);
+
+int RunFold(const Config& config);
+
+struct StateGetArgs {
+  std::string account;
+  std::optional<Slot> at_slot;
+};
+int RunStateGet(const Config& config, const StateGetArgs& args);
+
+int RunAudit(const Config& config, const std::string& account);
+
+struct ReplayArgs {
+  Slot to_slot = 0;
+  std::string out_dir;
+};
+int RunReplay(const Config& config, const ReplayArgs& args);
+
+int RunVerify(const Config& config);
+
+}  // namespace switchyard

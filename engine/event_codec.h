@@ -1,0 +1,37 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "engine/event.h"
+
+namespace switchyard {
+
+// The binary record of one event on the log (DESIGN.md §3):
+//
+//   u8 version (= kEventFormatVersion) | u8 kind | fields, little-endian | u32 CRC32C
+//
+// The CRC32C covers every byte before it. Field layouts per kind, after the two header
+// bytes: Delegated = account, validator, owner program (32 bytes each), slot, lamports,
+// commit frequency (u64 each), signature (64); Undelegated = account, slot, signature;
+// SlotSealed, StreamGap, Resynced = slot.
+inline constexpr uint8_t kEventFormatVersion = 1;
+
+// Appends the record of `event` to `out`.
+void EncodeEvent(const Event& event, std::string* out);
+std::string EncodeEvent(const Event& event);
+
+// Decodes one record. A record that is too short, fails its checksum, has an unknown
+// version or kind, or has the wrong length for its kind gets DataLoss with the reason.
+absl::StatusOr<Event> DecodeEvent(std::string_view record);
+
+// The key an event is written under: the account for account events (so that one
+// account's events stay in order in one partition), empty for the stream-wide kinds.
+std::string EventKey(const Event& event);
+
+// CRC32C (Castagnoli) of `data`.
+uint32_t Crc32c(std::string_view data);
+
+}  // namespace switchyard

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace switchyard {
+
+// A record to append. Account events are keyed by their account, which picks the
+// partition; `partition` overrides the key, for the records written to every partition.
+struct OutgoingRecord {
+  std::string key;
+  std::string payload;
+  std::optional<int32_t> partition;
+};
+
+// A record read from the log; the views are valid during the callback only.
+struct LogRecordView {
+  int32_t partition = 0;
+  int64_t offset = 0;
+  std::string_view payload;
+};
+
+// The producer side of the delegation event log. Implementations: storage/EmbeddedEventLog
+// and storage/KafkaEventLog. Thread-safe.
+class EventLogWriter {
+ public:
+  virtual ~EventLogWriter() = default;
+  virtual int32_t partition_count() const = 0;
+  // Appends `records` in order and returns once the log has acknowledged every one of them;
+  // an error means some may not have been written.
+  virtual absl::Status Append(std::span<const OutgoingRecord> records) = 0;
+};
+
+// The consumer side: reads every partition from positions the caller keeps (the state
+// store's offsets, not the log's). One thread at a time.
+class EventLogReader {
+ public:
+  virtual ~EventLogReader() = default;
+  virtual int32_t partition_count() const = 0;
+  // The next Poll reads `partition` from `offset`.
+  virtual absl::Status Seek(int32_t partition, int64_t offset) = 0;
+  // Stops or resumes reading `partition` (back-pressure).
+  virtual void Pause(int32_t partition, bool paused) = 0;
+  // Calls `on_record` for up to `max_records` records, in offset order within each
+  // partition, waiting up to `timeout` for the first. Returns how many it delivered.
+  virtual absl::StatusOr<size_t> Poll(size_t max_records, absl::Duration timeout,
+                                      absl::FunctionRef<void(const LogRecordView&)> on_record) = 0;
+  // The offset one past the last record of `partition` now.
+  virtual absl::StatusOr<int64_t> EndOffset(int32_t partition) = 0;
+};
+
+}  // namespace switchyard

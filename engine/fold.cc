@@ -1,0 +1,159 @@
+#include "engine/fold.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "engine/event_codec.h"
+
+namespace switchyard {
+
+std::optional<Slot> FoldPosition::LimboSince() const {
+  std::optional<Slot> since;
+  for (const auto& p : partitions) {
+    if (p.limbo_since && (!since || *p.limbo_since < *since)) since = p.limbo_since;
+  }
+  return since;
+}
+
+std::optional<AccountState> AccountStateAt(const std::vector<HistoryEntry>& history, Slot slot) {
+  std::optional<AccountState> state;
+  for (const auto& entry : history) {
+    if (entry.ignored || entry.slot > slot) continue;
+    state = ApplyAccountEvent(state ? &*state : nullptr, entry.event).next;
+  }
+  return state;
+}
+
+Fold::Fold(FoldOptions options, LoadedState state, int32_t partition_count)
+    : options_(options),
+      accounts_(std::move(state.accounts)),
+      position_(std::move(state.position)),
+      partitions_(static_cast<size_t>(std::max(partition_count, 1))) {
+  position_.partitions.resize(partitions_.size());
+  for (size_t p = 0; p < partitions_.size(); ++p) {
+    partitions_[p].read_offset = position_.partitions[p].next_offset;
+  }
+  accounts_.ForEach([this](const Pubkey&, const AccountState& s) {
+    if (s.delegated) ++delegated_count_;
+  });
+}
+
+bool Fold::Saturated(int32_t partition) const {
+  return partitions_[partition].pending.size() >= options_.max_pending_per_partition;
+}
+
+bool Fold::ReachedStop() const {
+  if (!options_.stop_at_slot) return false;
+  for (const auto& p : position_.partitions) {
+    if (p.sealed_slot < *options_.stop_at_slot) return false;
+  }
+  return true;
+}
+
+Slot Fold::ComputeAppliedSlot() const {
+  Slot applied = std::numeric_limits<Slot>::max();
+  for (const auto& p : position_.partitions) applied = std::min(applied, p.sealed_slot);
+  if (options_.stop_at_slot) applied = std::min(applied, *options_.stop_at_slot);
+  return std::max(applied, position_.applied_slot);
+}
+
+void Fold::Add(int32_t partition, int64_t offset, std::string_view record) {
+  PartitionQueue& queue = partitions_[partition];
+  queue.read_offset = offset + 1;
+  PendingRecord pending;
+  pending.offset = offset;
+  absl::StatusOr<Event> event = DecodeEvent(record);
+  if (event.ok()) {
+    if (const auto* seal = std::get_if<SlotSealedEvent>(&*event)) {
+      auto& cursor = position_.partitions[partition];
+      cursor.sealed_slot = std::max(cursor.sealed_slot, seal->slot);
+    }
+    if (AccountOf(*event) != nullptr) pending.record = std::string(record);
+    pending.event = *std::move(event);
+  } else {
+    pending.error = std::string(event.status().message());
+    pending.record = std::string(record);
+  }
+  queue.pending.push_back(std::move(pending));
+
+  const Slot applied = ComputeAppliedSlot();
+  if (applied == position_.applied_slot) {
+    Drain(partition);
+    return;
+  }
+  position_.applied_slot = applied;
+  for (int32_t p = 0; p < partition_count(); ++p) Drain(p);
+  batch_.sealed_digests.emplace_back(applied, position_.digest);
+}
+
+void Fold::Drain(int32_t partition) {
+  PartitionQueue& queue = partitions_[partition];
+  auto& cursor = position_.partitions[partition];
+  while (!queue.pending.empty() && FoldHead(partition)) {
+    queue.pending.pop_front();
+  }
+  cursor.next_offset = queue.pending.empty() ? queue.read_offset : queue.pending.front().offset;
+}
+
+bool Fold::FoldHead(int32_t partition) {
+  PendingRecord& head = partitions_[partition].pending.front();
+  auto& cursor = position_.partitions[partition];
+  if (!head.event) {
+    batch_.quarantine.push_back(
+        {partition, head.offset, std::move(head.error), std::move(head.record)});
+    ++position_.counters.quarantined;
+    return true;
+  }
+  const Event& event = *head.event;
+  if (std::holds_alternative<SlotSealedEvent>(event)) {
+    ++position_.counters.seals;
+    return true;
+  }
+  if (SlotOf(event) > position_.applied_slot) return false;
+  if (const auto* gap = std::get_if<StreamGapEvent>(&event)) {
+    if (!cursor.limbo_since) cursor.limbo_since = gap->slot;
+    ++position_.counters.stream_gaps;
+  } else if (std::holds_alternative<ResyncedEvent>(event)) {
+    cursor.limbo_since.reset();
+    ++position_.counters.resyncs;
+  } else {
+    FoldAccountEvent(event, std::move(head.record));
+  }
+  return true;
+}
+
+void Fold::FoldAccountEvent(const Event& event, std::string record) {
+  const Pubkey& account = *AccountOf(event);
+  const AccountState* current = accounts_.Find(account);
+  const ApplyResult result = ApplyAccountEvent(current, event);
+  const bool ignored = result.outcome == ApplyOutcome::kIgnoredStale;
+  batch_.history.push_back(
+      {account, SlotOf(event), position_.next_seq++, ignored, std::move(record)});
+  if (ignored) {
+    ++position_.counters.ignored_stale;
+    return;
+  }
+  ++position_.counters.applied;
+  if (current != nullptr) {
+    position_.digest.Remove(account, *current);
+    if (current->delegated) --delegated_count_;
+  }
+  position_.digest.Add(account, result.next);
+  if (result.next.delegated) ++delegated_count_;
+  accounts_.Upsert(account, result.next);
+  batch_.accounts.push_back({account, result.next});
+}
+
+FoldBatch Fold::TakeBatch() {
+  FoldBatch out = std::move(batch_);
+  batch_ = FoldBatch();
+  out.position = position_;
+  return out;
+}
+
+std::shared_ptr<const Snapshot> Fold::MakeSnapshot() const {
+  return std::make_shared<const Snapshot>(accounts_, position_.applied_slot, position_.digest,
+                                          position_.LimboSince(), delegated_count_);
+}
+
+}  // namespace switchyard

@@ -1,0 +1,85 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/account_map.h"
+#include "engine/snapshot.h"
+#include "engine/state_store.h"
+
+namespace switchyard {
+
+struct FoldOptions {
+  // Records read but not yet foldable (their slot is above the applied slot) that one
+  // partition may hold before Saturated() asks the reader to stop reading it.
+  size_t max_pending_per_partition = 200'000;
+  // Replay: the applied slot never passes this slot.
+  std::optional<Slot> stop_at_slot;
+};
+
+// Folds log records into the delegation state; pure logic, no I/O. Owned and called by one
+// thread (the fold runner, or a test).
+//
+// Records are fed per partition in offset order. A SlotSealed(S) record raises its
+// partition's sealed slot; the applied slot is the lowest sealed slot over all partitions
+// (capped by `stop_at_slot`). A record is folded only once its slot is at or below the
+// applied slot, and in its partition's order, so the state is always that of a whole slot.
+// Records that fail to decode are quarantined in order. Everything the fold changes is
+// collected into the next FoldBatch, whose position says where to resume after a restart:
+// re-reading from each partition's `next_offset` rebuilds the records still pending.
+class Fold {
+ public:
+  Fold(FoldOptions options, LoadedState state, int32_t partition_count);
+
+  int32_t partition_count() const { return static_cast<int32_t>(partitions_.size()); }
+  // The offset of the next record to feed from `partition`.
+  int64_t read_offset(int32_t partition) const { return partitions_[partition].read_offset; }
+  // True while `partition` holds as many pending records as allowed.
+  bool Saturated(int32_t partition) const;
+  // True once every partition has sealed `stop_at_slot` (only with a stop slot).
+  bool ReachedStop() const;
+
+  // Feeds the record at `offset` of `partition`; offsets of a partition must increase.
+  void Add(int32_t partition, int64_t offset, std::string_view record);
+
+  // The changes since the previous call.
+  FoldBatch TakeBatch();
+  // An immutable snapshot of the state now. Cheap: shares the account map's shards.
+  std::shared_ptr<const Snapshot> MakeSnapshot() const;
+
+  const FoldPosition& position() const { return position_; }
+  const AccountMap& accounts() const { return accounts_; }
+  size_t delegated_count() const { return delegated_count_; }
+
+ private:
+  struct PendingRecord {
+    int64_t offset = 0;
+    std::optional<Event> event;  // empty: failed to decode
+    std::string record;          // kept for history rows and quarantine
+    std::string error;
+  };
+  struct PartitionQueue {
+    int64_t read_offset = 0;
+    std::deque<PendingRecord> pending;
+  };
+
+  Slot ComputeAppliedSlot() const;
+  void Drain(int32_t partition);
+  // Folds the head record of the partition if it may be folded now; false when it must wait.
+  bool FoldHead(int32_t partition);
+  void FoldAccountEvent(const Event& event, std::string record);
+
+  FoldOptions options_;
+  AccountMap accounts_;
+  FoldPosition position_;
+  std::vector<PartitionQueue> partitions_;
+  size_t delegated_count_ = 0;
+  FoldBatch batch_;
+};
+
+}  // namespace switchyard

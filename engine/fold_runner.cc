@@ -1,0 +1,151 @@
+#include "engine/fold_runner.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/status.h"
+
+namespace switchyard {
+
+FoldMetrics::FoldMetrics(MetricsRegistry& r)
+    : records(r.AddCounter("switchyard_fold_records_total", "Log records read by the fold")),
+      applied(r.AddCounter("switchyard_fold_events_applied_total",
+                           "Account events that changed the delegation state")),
+      ignored_stale(r.AddCounter("switchyard_fold_events_ignored_stale_total",
+                                 "Account events ignored as older than the account's last event")),
+      quarantined(r.AddCounter("switchyard_fold_records_quarantined_total",
+                               "Log records that failed to decode and were quarantined")),
+      commits(r.AddCounter("switchyard_fold_commits_total", "Fold batches committed")),
+      errors(r.AddCounter("switchyard_fold_errors_total", "Fold steps that failed and were retried")),
+      applied_slot(r.AddGauge("switchyard_fold_applied_slot", "The applied slot")),
+      in_limbo(r.AddGauge("switchyard_fold_in_limbo",
+                          "1 between a StreamGap and the next Resynced, else 0")),
+      commit_seconds(r.AddHistogram("switchyard_fold_commit_seconds",
+                                    "Time to write one fold batch", LatencyBucketsSeconds())) {}
+
+FoldRunner::FoldRunner(FoldRunnerOptions options, EventLogReader* reader, StateStore* store,
+                       SnapshotHolder* snapshots, const Clock* clock, FoldMetrics* metrics)
+    : options_(options),
+      reader_(reader),
+      store_(store),
+      snapshots_(snapshots),
+      clock_(clock),
+      metrics_(metrics) {}
+
+FoldRunner::~FoldRunner() { Stop(); }
+
+absl::Status FoldRunner::Init() {
+  ASSIGN_OR_RETURN(LoadedState loaded, store_->Load());
+  fold_ = std::make_unique<Fold>(options_.fold, std::move(loaded), reader_->partition_count());
+  for (int32_t p = 0; p < fold_->partition_count(); ++p) {
+    RETURN_IF_ERROR(reader_->Seek(p, fold_->read_offset(p)));
+  }
+  reported_ = fold_->position().counters;
+  published_slot_ = fold_->position().applied_slot;
+  published_limbo_ = fold_->position().LimboSince();
+  last_publish_ = clock_->Monotonic();
+  if (snapshots_ != nullptr) snapshots_->Publish(fold_->MakeSnapshot());
+  if (metrics_ != nullptr) {
+    metrics_->applied_slot.Set(static_cast<int64_t>(published_slot_));
+    metrics_->in_limbo.Set(published_limbo_ ? 1 : 0);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> FoldRunner::Step(absl::Duration timeout) {
+  for (int32_t p = 0; p < fold_->partition_count(); ++p) reader_->Pause(p, fold_->Saturated(p));
+  const size_t room = options_.max_batch_records - uncommitted_records_;
+  ASSIGN_OR_RETURN(size_t read, reader_->Poll(room, timeout, [this](const LogRecordView& r) {
+    fold_->Add(r.partition, r.offset, r.payload);
+  }));
+  uncommitted_records_ += read;
+  if (metrics_ != nullptr) metrics_->records.Increment(read);
+  const bool caught_up = read < room;
+  if (uncommitted_records_ >= options_.max_batch_records || caught_up) {
+    RETURN_IF_ERROR(CommitAndPublish(caught_up));
+  }
+  return read;
+}
+
+absl::Status FoldRunner::CommitAndPublish(bool caught_up) {
+  if (uncommitted_records_ > 0) {
+    FoldBatch batch = fold_->TakeBatch();
+    uncommitted_records_ = 0;
+    const absl::Duration start = clock_->Monotonic();
+    RETURN_IF_ERROR(store_->Commit(batch));
+    if (metrics_ != nullptr) {
+      const FoldCounters& now = batch.position.counters;
+      metrics_->commits.Increment();
+      metrics_->commit_seconds.Observe(absl::ToDoubleSeconds(clock_->Monotonic() - start));
+      metrics_->applied.Increment(now.applied - reported_.applied);
+      metrics_->ignored_stale.Increment(now.ignored_stale - reported_.ignored_stale);
+      metrics_->quarantined.Increment(now.quarantined - reported_.quarantined);
+      reported_ = now;
+    }
+  }
+  const FoldPosition& position = fold_->position();
+  if (metrics_ != nullptr) {
+    metrics_->applied_slot.Set(static_cast<int64_t>(position.applied_slot));
+    metrics_->in_limbo.Set(position.LimboSince() ? 1 : 0);
+  }
+  const bool changed =
+      position.applied_slot != published_slot_ || position.LimboSince() != published_limbo_;
+  const absl::Duration now = clock_->Monotonic();
+  if (changed && (caught_up || now - last_publish_ >= options_.publish_interval)) {
+    if (snapshots_ != nullptr) snapshots_->Publish(fold_->MakeSnapshot());
+    published_slot_ = position.applied_slot;
+    published_limbo_ = position.LimboSince();
+    last_publish_ = now;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FoldRunner::RunUntilCaughtUp() {
+  std::vector<int64_t> ends(fold_->partition_count());
+  for (int32_t p = 0; p < fold_->partition_count(); ++p) {
+    ASSIGN_OR_RETURN(ends[p], reader_->EndOffset(p));
+  }
+  auto done = [&] {
+    if (fold_->ReachedStop()) return true;
+    for (int32_t p = 0; p < fold_->partition_count(); ++p) {
+      if (fold_->read_offset(p) < ends[p]) return false;
+    }
+    return true;
+  };
+  while (!done()) {
+    ASSIGN_OR_RETURN(size_t read, Step(options_.poll_timeout));
+    if (read == 0 && !done()) {
+      // Every unread partition is paused behind a full queue that cannot drain: the other
+      // partitions never sealed the slots it waits for.
+      bool all_saturated = true;
+      for (int32_t p = 0; p < fold_->partition_count(); ++p) {
+        if (fold_->read_offset(p) < ends[p] && !fold_->Saturated(p)) all_saturated = false;
+      }
+      if (all_saturated) {
+        return absl::FailedPreconditionError(
+            "fold cannot make progress: partitions wait for slots the others never sealed");
+      }
+    }
+  }
+  return CommitAndPublish(/*caught_up=*/true);
+}
+
+void FoldRunner::Start() {
+  stopping_ = false;
+  thread_ = std::thread([this] {
+    while (!stopping_.load()) {
+      absl::StatusOr<size_t> read = Step(options_.poll_timeout);
+      if (!read.ok()) {
+        if (metrics_ != nullptr) metrics_->errors.Increment();
+        spdlog::warn("fold step failed, retrying: {}", read.status().ToString());
+        absl::SleepFor(options_.error_backoff);
+      }
+    }
+  });
+}
+
+void FoldRunner::Stop() {
+  stopping_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace switchyard

@@ -1,0 +1,88 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "engine/event_log.h"
+#include "engine/fold.h"
+#include "engine/snapshot.h"
+#include "engine/state_store.h"
+
+namespace switchyard {
+
+struct FoldRunnerOptions {
+  size_t max_batch_records = 50'000;  // records folded per commit
+  absl::Duration poll_timeout = absl::Milliseconds(100);
+  // While catching up, a new snapshot at most this often; when caught up, after every batch
+  // that moves the applied slot or the limbo flag.
+  absl::Duration publish_interval = absl::Milliseconds(50);
+  absl::Duration error_backoff = absl::Milliseconds(200);
+  FoldOptions fold;
+};
+
+// The fold's metrics, declared in one place.
+struct FoldMetrics {
+  explicit FoldMetrics(MetricsRegistry& registry);
+  Counter& records;
+  Counter& applied;
+  Counter& ignored_stale;
+  Counter& quarantined;
+  Counter& commits;
+  Counter& errors;
+  Gauge& applied_slot;
+  Gauge& in_limbo;
+  Histogram& commit_seconds;
+};
+
+// Drives a Fold: reads the log from the state's stored offsets, folds, commits each batch to
+// the StateStore, and publishes snapshots. Owns the fold's thread between Start() and
+// Stop(); the other methods are for a caller that drives it on its own thread instead.
+class FoldRunner {
+ public:
+  FoldRunner(FoldRunnerOptions options, EventLogReader* reader, StateStore* store,
+             SnapshotHolder* snapshots, const Clock* clock, FoldMetrics* metrics = nullptr);
+  ~FoldRunner();
+
+  // Loads the state from the store, publishes it, and positions the reader.
+  absl::Status Init();
+  // Reads up to one batch (waiting up to `timeout` for the first record), folds and commits
+  // it. Returns the number of records read.
+  absl::StatusOr<size_t> Step(absl::Duration timeout);
+  // Folds until every record that was in the log when called has been read, or, with a
+  // stop slot, until every partition has sealed it.
+  absl::Status RunUntilCaughtUp();
+
+  // Runs Step in a thread until Stop(); errors are logged, counted and retried.
+  void Start();
+  void Stop();
+
+  const Fold& fold() const { return *fold_; }
+
+ private:
+  absl::Status CommitAndPublish(bool caught_up);
+
+  FoldRunnerOptions options_;
+  EventLogReader* reader_;
+  StateStore* store_;
+  SnapshotHolder* snapshots_;
+  const Clock* clock_;
+  FoldMetrics* metrics_;
+  std::unique_ptr<Fold> fold_;
+  size_t uncommitted_records_ = 0;
+  FoldCounters reported_;  // counters already added to the metrics
+  Slot published_slot_ = 0;
+  std::optional<Slot> published_limbo_;
+  absl::Duration last_publish_ = absl::ZeroDuration();
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace switchyard

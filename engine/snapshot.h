@@ -1,0 +1,59 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+
+#include "common/pubkey.h"
+#include "common/slot.h"
+#include "engine/account_map.h"
+#include "engine/state_digest.h"
+
+namespace switchyard {
+
+// The delegation state at one whole applied slot, as the router reads it. Immutable once
+// built, so any number of threads may read it without locking.
+class Snapshot {
+ public:
+  Snapshot(AccountMap accounts, Slot applied_slot, StateDigest digest,
+           std::optional<Slot> limbo_since, size_t delegated_count)
+      : accounts_(std::move(accounts)),
+        applied_slot_(applied_slot),
+        digest_(digest),
+        limbo_since_(limbo_since),
+        delegated_count_(delegated_count) {}
+
+  // The delegation of `account`, or null when the account is not delegated.
+  const AccountState* FindDelegation(const Pubkey& account) const {
+    const AccountState* state = accounts_.Find(account);
+    return state != nullptr && state->delegated ? state : nullptr;
+  }
+
+  Slot applied_slot() const { return applied_slot_; }
+  const StateDigest& digest() const { return digest_; }
+  // Set between a StreamGap and the next Resynced: the slot the stream was lost at.
+  std::optional<Slot> limbo_since() const { return limbo_since_; }
+  size_t delegated_count() const { return delegated_count_; }
+
+ private:
+  const AccountMap accounts_;
+  const Slot applied_slot_;
+  const StateDigest digest_;
+  const std::optional<Slot> limbo_since_;
+  const size_t delegated_count_;
+};
+
+// The current snapshot. The fold publishes; readers on any thread take the current one
+// with one atomic load and keep it as long as they need it.
+class SnapshotHolder {
+ public:
+  std::shared_ptr<const Snapshot> Current() const { return current_.load(std::memory_order_acquire); }
+  void Publish(std::shared_ptr<const Snapshot> snapshot) {
+    current_.store(std::move(snapshot), std::memory_order_release);
+  }
+
+ private:
+  std::atomic<std::shared_ptr<const Snapshot>> current_;
+};
+
+}  // namespace switchyard

@@ -1,0 +1,122 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/pubkey.h"
+#include "common/slot.h"
+#include "engine/account_map.h"
+#include "engine/account_state.h"
+#include "engine/event.h"
+#include "engine/state_digest.h"
+
+namespace switchyard {
+
+// Where the fold stands in one partition of the log.
+struct PartitionCursor {
+  int64_t next_offset = 0;  // the first record not yet folded into the state
+  Slot sealed_slot = 0;     // the highest SlotSealed read from this partition (0: none)
+  std::optional<Slot> limbo_since;  // set by StreamGap, cleared by Resynced
+
+  friend bool operator==(const PartitionCursor&, const PartitionCursor&) = default;
+};
+
+// Totals since the state was created; persisted with it.
+struct FoldCounters {
+  uint64_t applied = 0;        // account events that changed the state
+  uint64_t ignored_stale = 0;  // account events older than the account's last event
+  uint64_t quarantined = 0;    // records that failed to decode
+  uint64_t seals = 0;
+  uint64_t stream_gaps = 0;
+  uint64_t resyncs = 0;
+
+  friend bool operator==(const FoldCounters&, const FoldCounters&) = default;
+};
+
+// Everything but the accounts: the fold's position in the log and what it has computed.
+struct FoldPosition {
+  std::vector<PartitionCursor> partitions;
+  Slot applied_slot = 0;
+  StateDigest digest;
+  uint64_t next_seq = 0;  // the sequence number of the next history row
+  FoldCounters counters;
+
+  std::optional<Slot> LimboSince() const;
+};
+
+// One row of an account's history: every account event folded, in fold order.
+struct HistoryEntry {
+  Slot slot = 0;
+  uint64_t seq = 0;
+  bool ignored = false;  // true when the fold ignored the event as stale
+  Event event;
+};
+
+// A record that could not be decoded, kept with its place in the log.
+struct QuarantineEntry {
+  int32_t partition = 0;
+  int64_t offset = 0;
+  std::string reason;
+  std::string record;
+};
+
+// The changes of one fold batch; a StateStore writes them atomically.
+struct FoldBatch {
+  struct AccountWrite {
+    Pubkey account;
+    AccountState state;
+  };
+  struct HistoryRow {
+    Pubkey account;
+    Slot slot = 0;
+    uint64_t seq = 0;
+    bool ignored = false;
+    std::string record;  // the event's log record, byte for byte
+  };
+  std::vector<AccountWrite> accounts;  // in fold order; a later write to an account wins
+  std::vector<HistoryRow> history;
+  std::vector<QuarantineEntry> quarantine;
+  std::vector<std::pair<Slot, StateDigest>> sealed_digests;  // digest at each applied slot reached
+  FoldPosition position;  // after the batch
+
+  bool HasChanges() const {
+    return !accounts.empty() || !history.empty() || !quarantine.empty() || !sealed_digests.empty();
+  }
+};
+
+// The state as loaded at start-up.
+struct LoadedState {
+  AccountMap accounts;
+  FoldPosition position;
+};
+
+// The persistent delegation state. Implemented by storage/ (RocksDbStateStore). Called from
+// the fold's thread for writes; reads may come from any thread.
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+
+  virtual absl::StatusOr<LoadedState> Load() = 0;
+  // Writes a batch atomically and durably: all of it or none of it.
+  virtual absl::Status Commit(const FoldBatch& batch) = 0;
+
+  virtual absl::StatusOr<FoldPosition> Position() = 0;
+  // The account now (tombstones included), or nullopt for an account never seen.
+  virtual absl::StatusOr<std::optional<AccountState>> GetAccount(const Pubkey& account) = 0;
+  // The account as of the end of `slot`, rebuilt from its history.
+  virtual absl::StatusOr<std::optional<AccountState>> GetAccountAt(const Pubkey& account,
+                                                                   Slot slot) = 0;
+  virtual absl::StatusOr<std::vector<HistoryEntry>> History(const Pubkey& account) = 0;
+  // The digest recorded when the applied slot reached `slot`, if it stopped there.
+  virtual absl::StatusOr<std::optional<StateDigest>> SealedDigest(Slot slot) = 0;
+  virtual absl::StatusOr<std::vector<std::pair<Slot, StateDigest>>> SealedDigests() = 0;
+  virtual absl::StatusOr<std::vector<QuarantineEntry>> Quarantine() = 0;
+};
+
+// The account's state after every non-ignored history entry at or below `slot`.
+std::optional<AccountState> AccountStateAt(const std::vector<HistoryEntry>& history, Slot slot);
+
+}  // namespace switchyard

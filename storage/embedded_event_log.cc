@@ -1,0 +1,162 @@
+#include "storage/embedded_event_log.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/endian.h"
+#include "common/status.h"
+#include "storage/internal/rocksdb_status.h"
+
+namespace switchyard {
+namespace {
+
+using storage_internal::FromRocksDb;
+
+constexpr char kLogCf[] = "log";
+
+std::string OffsetKey(int64_t offset) {
+  std::string key;
+  AppendU64BE(&key, static_cast<uint64_t>(offset));
+  return key;
+}
+
+}  // namespace
+
+class EmbeddedEventLog::Reader final : public EventLogReader {
+ public:
+  explicit Reader(const EmbeddedEventLog* log) : log_(log) {}
+
+  int32_t partition_count() const override { return 1; }
+
+  absl::Status Seek(int32_t partition, int64_t offset) override {
+    if (partition != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the embedded log has one partition, not ", partition + 1));
+    }
+    next_ = offset;
+    iterator_.reset();
+    return absl::OkStatus();
+  }
+
+  void Pause(int32_t, bool paused) override { paused_ = paused; }
+
+  absl::StatusOr<size_t> Poll(size_t max_records, absl::Duration timeout,
+                              absl::FunctionRef<void(const LogRecordView&)> on_record) override {
+    if (paused_ || max_records == 0) return size_t{0};
+    if (!log_->WaitForOffset(next_, timeout)) return size_t{0};
+    if (!iterator_) {
+      rocksdb::ReadOptions read;
+      read.readahead_size = 2 << 20;
+      iterator_.reset(log_->db_->NewIterator(read, log_->log_cf_));
+      iterator_->Seek(OffsetKey(next_));
+    } else {
+      // Records appended since the iterator was made are not visible to it: refresh.
+      RETURN_IF_ERROR(FromRocksDb(iterator_->Refresh(), "refreshing the log iterator"));
+      iterator_->Seek(OffsetKey(next_));
+    }
+    size_t delivered = 0;
+    for (; iterator_->Valid() && delivered < max_records; iterator_->Next()) {
+      const rocksdb::Slice key = iterator_->key();
+      if (key.size() != 8) return absl::DataLossError("malformed embedded log key");
+      const auto offset = static_cast<int64_t>(LoadU64BE(AsBytes(key.data())));
+      if (offset != next_) {
+        return absl::DataLossError(
+            absl::StrCat("embedded log has a hole: expected offset ", next_, ", found ", offset));
+      }
+      const rocksdb::Slice value = iterator_->value();
+      on_record(LogRecordView{0, offset, std::string_view(value.data(), value.size())});
+      ++next_;
+      ++delivered;
+    }
+    RETURN_IF_ERROR(FromRocksDb(iterator_->status(), "reading the embedded log"));
+    return delivered;
+  }
+
+  absl::StatusOr<int64_t> EndOffset(int32_t) override { return log_->end_offset(); }
+
+ private:
+  const EmbeddedEventLog* log_;
+  int64_t next_ = 0;
+  bool paused_ = false;
+  std::unique_ptr<rocksdb::Iterator> iterator_;
+};
+
+EmbeddedEventLog::EmbeddedEventLog(std::unique_ptr<rocksdb::DB> db,
+                                   std::vector<rocksdb::ColumnFamilyHandle*> handles,
+                                   int64_t end, bool sync_appends)
+    : db_(std::move(db)),
+      handles_(std::move(handles)),
+      log_cf_(handles_[1]),
+      sync_appends_(sync_appends),
+      end_(end) {}
+
+EmbeddedEventLog::~EmbeddedEventLog() {
+  for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+}
+
+absl::StatusOr<std::unique_ptr<EmbeddedEventLog>> EmbeddedEventLog::Open(
+    const std::string& path, const EmbeddedEventLogOptions& options) {
+  rocksdb::Options db_options;
+  db_options.create_if_missing = options.create_if_missing;
+  db_options.create_missing_column_families = true;
+  db_options.max_background_jobs = 2;
+  rocksdb::ColumnFamilyOptions cf_options;
+  cf_options.compression = rocksdb::kLZ4Compression;
+  cf_options.write_buffer_size = 64 << 20;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, cf_options}, {kLogCf, cf_options}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  RETURN_IF_ERROR(FromRocksDb(rocksdb::DB::Open(db_options, path, families, &handles, &raw),
+                              absl::StrCat("opening the event log at ", path)));
+  std::unique_ptr<rocksdb::DB> db(raw);
+  int64_t end = 0;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), handles[1]));
+    it->SeekToLast();
+    if (it->Valid()) {
+      if (it->key().size() != 8) return absl::DataLossError("malformed embedded log key");
+      end = static_cast<int64_t>(LoadU64BE(AsBytes(it->key().data()))) + 1;
+    }
+    RETURN_IF_ERROR(FromRocksDb(it->status(), "finding the end of the event log"));
+  }
+  return std::unique_ptr<EmbeddedEventLog>(
+      new EmbeddedEventLog(std::move(db), std::move(handles), end, options.sync_appends));
+}
+
+absl::Status EmbeddedEventLog::Append(std::span<const OutgoingRecord> records) {
+  absl::MutexLock lock(&mu_);
+  rocksdb::WriteBatch batch;
+  int64_t next = end_;
+  for (const OutgoingRecord& r : records) {
+    if (r.partition && *r.partition != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the embedded log has one partition; record addressed to ", *r.partition));
+    }
+    RETURN_IF_ERROR(FromRocksDb(batch.Put(log_cf_, OffsetKey(next++), r.payload), "batch put"));
+  }
+  rocksdb::WriteOptions write;
+  write.sync = sync_appends_;
+  RETURN_IF_ERROR(FromRocksDb(db_->Write(write, &batch), "appending to the event log"));
+  end_ = next;
+  return absl::OkStatus();
+}
+
+std::unique_ptr<EventLogReader> EmbeddedEventLog::NewReader() {
+  return std::make_unique<Reader>(this);
+}
+
+int64_t EmbeddedEventLog::end_offset() const {
+  absl::MutexLock lock(&mu_);
+  return end_;
+}
+
+bool EmbeddedEventLog::WaitForOffset(int64_t offset, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this, offset]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return end_ > offset; };
+  return mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+}
+
+}  // namespace switchyard

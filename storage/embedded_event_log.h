@@ -1,0 +1,57 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/event_log.h"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+}  // namespace rocksdb
+
+namespace switchyard {
+
+struct EmbeddedEventLogOptions {
+  // fsync on every append, so an acknowledged record survives power loss.
+  bool sync_appends = true;
+  bool create_if_missing = true;
+};
+
+// The event log on one machine: one partition, records in a RocksDB column family keyed by
+// their sequence number (big-endian u64, from 0). Append is the producer side; NewReader
+// makes consumers. The log outlives its readers. Thread-safe.
+class EmbeddedEventLog final : public EventLogWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<EmbeddedEventLog>> Open(
+      const std::string& path, const EmbeddedEventLogOptions& options = {});
+  ~EmbeddedEventLog() override;
+
+  int32_t partition_count() const override { return 1; }
+  absl::Status Append(std::span<const OutgoingRecord> records) override;
+
+  // A reader positioned at offset 0.
+  std::unique_ptr<EventLogReader> NewReader();
+  // The sequence number the next record will get.
+  int64_t end_offset() const;
+
+ private:
+  class Reader;
+  EmbeddedEventLog(std::unique_ptr<rocksdb::DB> db,
+                   std::vector<rocksdb::ColumnFamilyHandle*> handles, int64_t end,
+                   bool sync_appends);
+  // Waits until the log holds a record at `offset` or `timeout` passes.
+  bool WaitForOffset(int64_t offset, absl::Duration timeout) const;
+
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  rocksdb::ColumnFamilyHandle* log_cf_;
+  const bool sync_appends_;
+  mutable absl::Mutex mu_;
+  int64_t end_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace switchyard

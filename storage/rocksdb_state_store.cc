@@ -1,0 +1,348 @@
+#include "storage/rocksdb_state_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/slice.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/endian.h"
+#include "common/status.h"
+#include "engine/event_codec.h"
+#include "storage/internal/rocksdb_status.h"
+
+namespace switchyard {
+namespace {
+
+using storage_internal::FromRocksDb;
+
+constexpr char kStateCf[] = "state";
+constexpr char kHistoryCf[] = "history";
+constexpr char kMetaCf[] = "meta";
+constexpr char kQuarantineCf[] = "quarantine";
+constexpr char kSchemaKey[] = "schema_version";
+constexpr char kPositionKey[] = "position";
+constexpr char kSealedPrefix[] = "sealed/";
+constexpr uint8_t kHistoryIgnored = 1;
+
+rocksdb::Slice AsSlice(const Pubkey& key) {
+  return rocksdb::Slice(reinterpret_cast<const char*>(key.data()), Pubkey::kSize);
+}
+
+std::string HistoryKey(const Pubkey& account, Slot slot, uint64_t seq) {
+  std::string key(reinterpret_cast<const char*>(account.data()), Pubkey::kSize);
+  AppendU64BE(&key, slot);
+  AppendU64BE(&key, seq);
+  return key;
+}
+
+std::string SealedKey(Slot slot) {
+  std::string key = kSealedPrefix;
+  AppendU64BE(&key, slot);
+  return key;
+}
+
+std::string EncodeDigest(const StateDigest& d) {
+  std::string out;
+  AppendU64LE(&out, d.high());
+  AppendU64LE(&out, d.low());
+  return out;
+}
+
+std::optional<StateDigest> DecodeDigest(std::string_view v) {
+  if (v.size() != 16) return std::nullopt;
+  return StateDigest::FromParts(LoadU64LE(AsBytes(v.data())), LoadU64LE(AsBytes(v.data() + 8)));
+}
+
+std::string EncodePosition(const FoldPosition& p) {
+  std::string out;
+  AppendU64LE(&out, p.applied_slot);
+  out += EncodeDigest(p.digest);
+  AppendU64LE(&out, p.next_seq);
+  for (uint64_t c : {p.counters.applied, p.counters.ignored_stale, p.counters.quarantined,
+                     p.counters.seals, p.counters.stream_gaps, p.counters.resyncs}) {
+    AppendU64LE(&out, c);
+  }
+  AppendU32LE(&out, static_cast<uint32_t>(p.partitions.size()));
+  for (const auto& c : p.partitions) {
+    AppendU64LE(&out, static_cast<uint64_t>(c.next_offset));
+    AppendU64LE(&out, c.sealed_slot);
+    out.push_back(c.limbo_since ? 1 : 0);
+    AppendU64LE(&out, c.limbo_since.value_or(0));
+  }
+  return out;
+}
+
+absl::StatusOr<FoldPosition> DecodePosition(std::string_view v) {
+  constexpr size_t kFixed = 8 + 16 + 8 + 6 * 8 + 4;
+  constexpr size_t kPerPartition = 8 + 8 + 1 + 8;
+  auto corrupt = [&] {
+    return absl::DataLossError(absl::StrCat("stored fold position is malformed (", v.size(),
+                                            " bytes)"));
+  };
+  if (v.size() < kFixed) return corrupt();
+  const uint8_t* p = AsBytes(v.data());
+  FoldPosition pos;
+  pos.applied_slot = LoadU64LE(p);
+  pos.digest = *DecodeDigest(v.substr(8, 16));
+  pos.next_seq = LoadU64LE(p + 24);
+  uint64_t* counters[] = {&pos.counters.applied,     &pos.counters.ignored_stale,
+                          &pos.counters.quarantined, &pos.counters.seals,
+                          &pos.counters.stream_gaps, &pos.counters.resyncs};
+  for (int i = 0; i < 6; ++i) *counters[i] = LoadU64LE(p + 32 + 8 * i);
+  const uint32_t partitions = LoadU32LE(p + 80);
+  if (v.size() != kFixed + partitions * kPerPartition) return corrupt();
+  for (uint32_t i = 0; i < partitions; ++i) {
+    const uint8_t* q = p + kFixed + i * kPerPartition;
+    PartitionCursor c;
+    c.next_offset = static_cast<int64_t>(LoadU64LE(q));
+    c.sealed_slot = LoadU64LE(q + 8);
+    if (q[16] == 1) c.limbo_since = LoadU64LE(q + 17);
+    pos.partitions.push_back(c);
+  }
+  return pos;
+}
+
+absl::StatusOr<HistoryEntry> DecodeHistoryRow(rocksdb::Slice key, rocksdb::Slice value) {
+  if (key.size() != 48 || value.size() < 1) {
+    return absl::DataLossError("malformed history row");
+  }
+  HistoryEntry entry;
+  entry.slot = LoadU64BE(AsBytes(key.data() + 32));
+  entry.seq = LoadU64BE(AsBytes(key.data() + 40));
+  entry.ignored = (value[0] & kHistoryIgnored) != 0;
+  ASSIGN_OR_RETURN(entry.event,
+                   DecodeEvent(std::string_view(value.data() + 1, value.size() - 1)));
+  return entry;
+}
+
+}  // namespace
+
+RocksDbStateStore::RocksDbStateStore(std::unique_ptr<rocksdb::DB> db,
+                                     std::vector<rocksdb::ColumnFamilyHandle*> handles,
+                                     bool sync_commits)
+    : db_(std::move(db)),
+      handles_(std::move(handles)),
+      state_cf_(handles_[1]),
+      history_cf_(handles_[2]),
+      meta_cf_(handles_[3]),
+      quarantine_cf_(handles_[4]),
+      sync_commits_(sync_commits) {}
+
+RocksDbStateStore::~RocksDbStateStore() {
+  for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+}
+
+absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
+    const std::string& path, const RocksDbStateStoreOptions& options) {
+  rocksdb::Options db_options;
+  db_options.create_if_missing = options.create_if_missing;
+  db_options.create_missing_column_families = true;
+  db_options.max_background_jobs = 2;
+  db_options.IncreaseParallelism(2);
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  rocksdb::ColumnFamilyOptions cf_options;
+  cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  cf_options.compression = rocksdb::kLZ4Compression;
+  rocksdb::ColumnFamilyOptions history_options = cf_options;
+  history_options.write_buffer_size = 128 << 20;
+  cf_options.write_buffer_size = 64 << 20;
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, cf_options},
+      {kStateCf, cf_options},
+      {kHistoryCf, history_options},
+      {kMetaCf, cf_options},
+      {kQuarantineCf, cf_options},
+  };
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  RETURN_IF_ERROR(FromRocksDb(rocksdb::DB::Open(db_options, path, families, &handles, &raw),
+                              absl::StrCat("opening the state store at ", path)));
+  std::unique_ptr<RocksDbStateStore> store(
+      new RocksDbStateStore(std::unique_ptr<rocksdb::DB>(raw), std::move(handles),
+                            options.sync_commits));
+  RETURN_IF_ERROR(store->CheckSchemaVersion(path));
+  return store;
+}
+
+absl::Status RocksDbStateStore::CheckSchemaVersion(const std::string& path) {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_cf_, kSchemaKey, &value);
+  if (s.IsNotFound()) {
+    std::string encoded;
+    AppendU32LE(&encoded, kSchemaVersion);
+    rocksdb::WriteOptions write;
+    write.sync = true;
+    return FromRocksDb(db_->Put(write, meta_cf_, kSchemaKey, encoded), "writing schema version");
+  }
+  RETURN_IF_ERROR(FromRocksDb(s, "reading schema version"));
+  if (value.size() != 4) return absl::DataLossError("stored schema version is malformed");
+  const uint32_t stored = LoadU32LE(AsBytes(value.data()));
+  if (stored > kSchemaVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the state store at ", path, " has schema version ", stored,
+                     ", newer than version ", kSchemaVersion, " that this build reads"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
+  rocksdb::WriteBatch wb;
+  std::string value;
+  for (const auto& write : batch.accounts) {
+    value.clear();
+    EncodeAccountState(write.state, &value);
+    RETURN_IF_ERROR(FromRocksDb(wb.Put(state_cf_, AsSlice(write.account), value), "batch put"));
+  }
+  for (const auto& row : batch.history) {
+    value.clear();
+    value.push_back(static_cast<char>(row.ignored ? kHistoryIgnored : 0));
+    value += row.record;
+    RETURN_IF_ERROR(FromRocksDb(
+        wb.Put(history_cf_, HistoryKey(row.account, row.slot, row.seq), value), "batch put"));
+  }
+  for (const auto& q : batch.quarantine) {
+    std::string key;
+    AppendU64BE(&key, static_cast<uint32_t>(q.partition));
+    AppendU64BE(&key, static_cast<uint64_t>(q.offset));
+    value.clear();
+    AppendU32LE(&value, static_cast<uint32_t>(q.reason.size()));
+    value += q.reason;
+    value += q.record;
+    RETURN_IF_ERROR(FromRocksDb(wb.Put(quarantine_cf_, key, value), "batch put"));
+  }
+  for (const auto& [slot, digest] : batch.sealed_digests) {
+    RETURN_IF_ERROR(
+        FromRocksDb(wb.Put(meta_cf_, SealedKey(slot), EncodeDigest(digest)), "batch put"));
+  }
+  RETURN_IF_ERROR(
+      FromRocksDb(wb.Put(meta_cf_, kPositionKey, EncodePosition(batch.position)), "batch put"));
+  rocksdb::WriteOptions write;
+  write.sync = sync_commits_;
+  return FromRocksDb(db_->Write(write, &wb), "committing a fold batch");
+}
+
+absl::StatusOr<FoldPosition> RocksDbStateStore::Position() {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_cf_, kPositionKey, &value);
+  if (s.IsNotFound()) return FoldPosition();
+  RETURN_IF_ERROR(FromRocksDb(s, "reading the fold position"));
+  return DecodePosition(value);
+}
+
+absl::StatusOr<LoadedState> RocksDbStateStore::Load() {
+  LoadedState loaded;
+  ASSIGN_OR_RETURN(loaded.position, Position());
+  rocksdb::ReadOptions read;
+  read.fill_cache = false;
+  read.readahead_size = 4 << 20;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, state_cf_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const rocksdb::Slice key = it->key();
+    std::optional<AccountState> state =
+        DecodeAccountState(std::string_view(it->value().data(), it->value().size()));
+    if (key.size() != Pubkey::kSize || !state) {
+      return absl::DataLossError(absl::StrCat("malformed state row of ", key.size(), " bytes"));
+    }
+    loaded.accounts.Append(Pubkey::FromBytes(AsBytes(key.data())), *state);
+  }
+  RETURN_IF_ERROR(FromRocksDb(it->status(), "loading the state"));
+  loaded.accounts.ShrinkToFit();
+  return loaded;
+}
+
+absl::StatusOr<std::optional<AccountState>> RocksDbStateStore::GetAccount(const Pubkey& account) {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), state_cf_, AsSlice(account), &value);
+  if (s.IsNotFound()) return std::optional<AccountState>();
+  RETURN_IF_ERROR(FromRocksDb(s, "reading an account"));
+  std::optional<AccountState> state = DecodeAccountState(value);
+  if (!state) return absl::DataLossError("malformed state row");
+  return state;
+}
+
+absl::StatusOr<std::vector<HistoryEntry>> RocksDbStateStore::History(const Pubkey& account) {
+  std::vector<HistoryEntry> out;
+  std::string upper(reinterpret_cast<const char*>(account.data()), Pubkey::kSize);
+  upper.append(16, '\xff');
+  rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions read;
+  read.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, history_cf_));
+  for (it->Seek(AsSlice(account)); it->Valid(); it->Next()) {
+    ASSIGN_OR_RETURN(HistoryEntry entry, DecodeHistoryRow(it->key(), it->value()));
+    out.push_back(std::move(entry));
+  }
+  RETURN_IF_ERROR(FromRocksDb(it->status(), "reading history"));
+  // Rows sort by slot; within a slot by sequence, which is fold order.
+  return out;
+}
+
+absl::StatusOr<std::optional<AccountState>> RocksDbStateStore::GetAccountAt(
+    const Pubkey& account, Slot slot) {
+  ASSIGN_OR_RETURN(std::vector<HistoryEntry> history, History(account));
+  // History rows are in (slot, seq) order; the fold's order within an account is seq order,
+  // and a stale event (lower slot, higher seq) is marked ignored, so slot order is fold order
+  // for every row that counts.
+  return AccountStateAt(history, slot);
+}
+
+absl::StatusOr<std::optional<StateDigest>> RocksDbStateStore::SealedDigest(Slot slot) {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_cf_, SealedKey(slot), &value);
+  if (s.IsNotFound()) return std::optional<StateDigest>();
+  RETURN_IF_ERROR(FromRocksDb(s, "reading a sealed digest"));
+  std::optional<StateDigest> digest = DecodeDigest(value);
+  if (!digest) return absl::DataLossError("malformed sealed digest");
+  return digest;
+}
+
+absl::StatusOr<std::vector<std::pair<Slot, StateDigest>>> RocksDbStateStore::SealedDigests() {
+  std::vector<std::pair<Slot, StateDigest>> out;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_cf_));
+  const rocksdb::Slice prefix(kSealedPrefix);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    const rocksdb::Slice key = it->key();
+    std::optional<StateDigest> digest =
+        DecodeDigest(std::string_view(it->value().data(), it->value().size()));
+    if (key.size() != prefix.size() + 8 || !digest) {
+      return absl::DataLossError("malformed sealed digest row");
+    }
+    out.emplace_back(LoadU64BE(AsBytes(key.data() + prefix.size())), *digest);
+  }
+  RETURN_IF_ERROR(FromRocksDb(it->status(), "reading sealed digests"));
+  return out;
+}
+
+absl::StatusOr<std::vector<QuarantineEntry>> RocksDbStateStore::Quarantine() {
+  std::vector<QuarantineEntry> out;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), quarantine_cf_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const rocksdb::Slice key = it->key();
+    const rocksdb::Slice value = it->value();
+    if (key.size() != 16 || value.size() < 4) return absl::DataLossError("malformed quarantine row");
+    const uint32_t reason_size = LoadU32LE(AsBytes(value.data()));
+    if (value.size() < 4 + size_t{reason_size}) return absl::DataLossError("malformed quarantine row");
+    QuarantineEntry q;
+    q.partition = static_cast<int32_t>(LoadU64BE(AsBytes(key.data())));
+    q.offset = static_cast<int64_t>(LoadU64BE(AsBytes(key.data() + 8)));
+    q.reason.assign(value.data() + 4, reason_size);
+    q.record.assign(value.data() + 4 + reason_size, value.size() - 4 - reason_size);
+    out.push_back(std::move(q));
+  }
+  RETURN_IF_ERROR(FromRocksDb(it->status(), "reading quarantine"));
+  return out;
+}
+
+absl::StatusOr<uint64_t> RocksDbStateStore::CountHistoryRows() {
+  uint64_t count = 0;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), history_cf_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) ++count;
+  RETURN_IF_ERROR(FromRocksDb(it->status(), "counting history"));
+  return count;
+}
+
+}  // namespace switchyard
