@@ -1,0 +1,101 @@
+#include "common/base58.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/pubkey.h"
+
+namespace switchyard {
+namespace {
+
+TEST(Base58Test, SystemProgramIsAllZeroBytes) {
+  auto key = Pubkey::FromBase58("11111111111111111111111111111111");
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_TRUE(key->IsZero());
+  EXPECT_EQ(key->ToBase58(), "11111111111111111111111111111111");
+}
+
+TEST(Base58Test, DelegationProgramIdRoundTrips) {
+  const std::string text = "DELeGGvXpWV2fqJUhqcF5ZSYMS4JTLjteaAMARRSaeSh";
+  auto key = Pubkey::FromBase58(text);
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(key->ToBase58(), text);
+  // First and last bytes of the program id, computed independently.
+  EXPECT_EQ(key->data()[0], 0xb5);
+  EXPECT_EQ(key->data()[31], 0x3e);
+}
+
+TEST(Base58Test, KnownSmallVectors) {
+  EXPECT_EQ(Base58Encode(std::vector<uint8_t>{}), "");
+  EXPECT_EQ(Base58Encode(std::vector<uint8_t>{0}), "1");
+  EXPECT_EQ(Base58Encode(std::vector<uint8_t>{0, 0, 1}), "112");
+  EXPECT_EQ(Base58Encode(std::vector<uint8_t>{57}), "z");
+  EXPECT_EQ(Base58Encode(std::vector<uint8_t>{58}), "21");
+  const std::string hello = "Hello World!";
+  EXPECT_EQ(Base58Encode(std::vector<uint8_t>(hello.begin(), hello.end())), "2NEpo7TZRRrLZSi2U");
+  std::vector<uint8_t> out(12);
+  ASSERT_TRUE(Base58DecodeExact("2NEpo7TZRRrLZSi2U", out).ok());
+  EXPECT_EQ(std::string(out.begin(), out.end()), hello);
+}
+
+TEST(Base58Test, RejectsWrongLength) {
+  EXPECT_FALSE(Pubkey::FromBase58("1111111111111111111111111111111").ok());    // 31 zero bytes
+  EXPECT_FALSE(Pubkey::FromBase58("111111111111111111111111111111111").ok());  // 33 zero bytes
+  EXPECT_FALSE(Pubkey::FromBase58("").ok());
+  EXPECT_FALSE(Pubkey::FromBase58("2NEpo7TZRRrLZSi2U").ok());  // 12 bytes
+  // 64 bytes of 0xff is a valid signature but too long for a key.
+  std::vector<uint8_t> sig(64, 0xff);
+  EXPECT_FALSE(Pubkey::FromBase58(Base58Encode(sig)).ok());
+  EXPECT_TRUE(Signature::FromBase58(Base58Encode(sig)).ok());
+}
+
+TEST(Base58Test, RejectsCharactersOutsideTheAlphabet) {
+  for (char bad : {'0', 'O', 'I', 'l', '+', '/', ' ', '\xc3'}) {
+    std::string text = "DELeGGvXpWV2fqJUhqcF5ZSYMS4JTLjteaAMARRSaeSh";
+    text[5] = bad;
+    auto key = Pubkey::FromBase58(text);
+    EXPECT_FALSE(key.ok()) << "accepted character " << static_cast<int>(bad);
+    EXPECT_NE(std::string(key.status().message()).find("invalid character"), std::string::npos);
+  }
+}
+
+TEST(Base58Test, RejectsNonCanonicalLeadingZeros) {
+  // A key whose first byte is zero must start with '1'. Encoding the same number without
+  // that '1' gives 31 bytes, which must not be padded back to 32.
+  std::vector<uint8_t> bytes(32, 0x42);
+  bytes[0] = 0;
+  const std::string canonical = Base58Encode(bytes);
+  ASSERT_EQ(canonical[0], '1');
+  EXPECT_TRUE(Pubkey::FromBase58(canonical).ok());
+  EXPECT_FALSE(Pubkey::FromBase58(canonical.substr(1)).ok());
+  // And an extra leading '1' adds a byte.
+  EXPECT_FALSE(Pubkey::FromBase58("1" + canonical).ok());
+}
+
+TEST(Base58Test, RejectsValuesThatOverflow) {
+  EXPECT_FALSE(Pubkey::FromBase58(std::string(45, 'z')).ok());
+  EXPECT_FALSE(Pubkey::FromBase58(std::string(200, 'z')).ok());
+}
+
+TEST(Base58Test, RandomRoundTrips) {
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    std::array<uint8_t, 64> bytes;
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    // Exercise leading zeros too.
+    const int zeros = static_cast<int>(rng() % 5);
+    for (int z = 0; z < zeros; ++z) bytes[z] = 0;
+    const Signature sig(bytes);
+    auto back = Signature::FromBase58(sig.ToBase58());
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, sig);
+    Pubkey key = Pubkey::FromBytes(bytes.data());
+    auto key_back = Pubkey::FromBase58(key.ToBase58());
+    ASSERT_TRUE(key_back.ok());
+    EXPECT_EQ(*key_back, key);
+  }
+}
+
+}  // namespace
+}  // namespace switchyard

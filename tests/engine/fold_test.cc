@@ -1,0 +1,354 @@
+#include "engine/fold.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "engine/event_codec.h"
+#include "tests/support/event_generator.h"
+
+namespace switchyard {
+namespace {
+
+using testing::GenerateEvents;
+using testing::GeneratorOptions;
+using testing::ReferenceFold;
+
+Pubkey Key(uint8_t fill) {
+  std::array<uint8_t, 32> b;
+  b.fill(fill);
+  return Pubkey(b);
+}
+
+DelegatedEvent Delegated(uint8_t account, Slot slot, uint8_t validator = 0xEE) {
+  DelegatedEvent d;
+  d.account = Key(account);
+  d.validator = Key(validator);
+  d.owner_program = Key(0xAA);
+  d.slot = slot;
+  d.lamports = 1000 + account;
+  d.commit_frequency_ms = 30000;
+  return d;
+}
+
+// Feeds a Fold with records per partition, keeping offsets.
+class Feeder {
+ public:
+  explicit Feeder(int32_t partitions, FoldOptions options = {},
+                  LoadedState state = LoadedState())
+      : fold_(options, std::move(state), partitions), next_(partitions, 0) {
+    for (int32_t p = 0; p < partitions; ++p) next_[p] = fold_.read_offset(p);
+  }
+  void Add(const Event& event, int32_t partition = 0) { AddRaw(EncodeEvent(event), partition); }
+  void AddRaw(const std::string& record, int32_t partition = 0) {
+    fold_.Add(partition, next_[partition]++, record);
+  }
+  Fold& fold() { return fold_; }
+
+ private:
+  Fold fold_;
+  std::vector<int64_t> next_;
+};
+
+TEST(FoldTest, EventsWaitUntilTheirSlotIsSealed) {
+  Feeder f(1);
+  f.Add(Delegated(1, 5));
+  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(1)), nullptr);
+  EXPECT_EQ(f.fold().position().applied_slot, 0u);
+  EXPECT_EQ(f.fold().position().partitions[0].next_offset, 0);  // still pending
+  f.Add(SlotSealedEvent{4});
+  EXPECT_EQ(f.fold().position().applied_slot, 4u);
+  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(1)), nullptr);
+  f.Add(SlotSealedEvent{5});
+  auto snapshot = f.fold().MakeSnapshot();
+  ASSERT_NE(snapshot->FindDelegation(Key(1)), nullptr);
+  EXPECT_EQ(snapshot->FindDelegation(Key(1))->validator, Key(0xEE));
+  EXPECT_EQ(snapshot->applied_slot(), 5u);
+  EXPECT_EQ(f.fold().position().partitions[0].next_offset, 3);
+}
+
+TEST(FoldTest, StaleEventIsIgnoredAndCounted) {
+  Feeder f(1);
+  f.Add(UndelegatedEvent{Key(1), 10, Signature()});
+  f.Add(SlotSealedEvent{10});
+  f.Add(Delegated(1, 8));  // older than the undelegation: stale
+  FoldBatch batch = f.fold().TakeBatch();
+  EXPECT_EQ(batch.position.counters.ignored_stale, 1u);
+  EXPECT_EQ(batch.position.counters.applied, 1u);
+  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(1)), nullptr);
+  ASSERT_EQ(batch.history.size(), 2u);
+  EXPECT_FALSE(batch.history[0].ignored);
+  EXPECT_TRUE(batch.history[1].ignored);
+  EXPECT_EQ(batch.history[1].slot, 8u);
+}
+
+TEST(FoldTest, EventAtTheSameSlotAsTheLastIsApplied) {
+  Feeder f(1);
+  f.Add(Delegated(1, 10));
+  f.Add(UndelegatedEvent{Key(1), 10, Signature()});
+  f.Add(Delegated(1, 10, 0x77));
+  f.Add(SlotSealedEvent{10});
+  const AccountState* s = f.fold().MakeSnapshot()->FindDelegation(Key(1));
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->validator, Key(0x77));
+  EXPECT_EQ(f.fold().position().counters.applied, 3u);
+}
+
+TEST(FoldTest, AppliedSlotIsTheLowestSealedSlotOverPartitions) {
+  Feeder f(2);
+  f.Add(Delegated(1, 3), 0);
+  f.Add(SlotSealedEvent{3}, 0);
+  f.Add(SlotSealedEvent{7}, 0);
+  EXPECT_EQ(f.fold().position().applied_slot, 0u);  // partition 1 sealed nothing
+  f.Add(SlotSealedEvent{2}, 1);
+  EXPECT_EQ(f.fold().position().applied_slot, 2u);
+  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(1)), nullptr);
+  f.Add(SlotSealedEvent{5}, 1);
+  EXPECT_EQ(f.fold().position().applied_slot, 5u);
+  EXPECT_NE(f.fold().MakeSnapshot()->FindDelegation(Key(1)), nullptr);
+  const FoldBatch batch = f.fold().TakeBatch();
+  ASSERT_EQ(batch.sealed_digests.size(), 2u);
+  EXPECT_EQ(batch.sealed_digests[0].first, 2u);
+  EXPECT_EQ(batch.sealed_digests[1].first, 5u);
+  EXPECT_NE(batch.sealed_digests[0].second, batch.sealed_digests[1].second);
+}
+
+TEST(FoldTest, StreamGapSetsLimboAndResyncedClearsIt) {
+  Feeder f(1);
+  f.Add(SlotSealedEvent{10});
+  f.Add(StreamGapEvent{10});
+  EXPECT_EQ(f.fold().MakeSnapshot()->limbo_since(), std::optional<Slot>(10));
+  f.Add(StreamGapEvent{12});  // still in limbo since the first gap
+  EXPECT_EQ(f.fold().position().LimboSince(), std::optional<Slot>(10));
+  f.Add(ResyncedEvent{15});   // waits for slot 15 to be sealed
+  EXPECT_EQ(f.fold().position().LimboSince(), std::optional<Slot>(10));
+  f.Add(SlotSealedEvent{15});
+  EXPECT_EQ(f.fold().position().LimboSince(), std::nullopt);
+  EXPECT_EQ(f.fold().MakeSnapshot()->limbo_since(), std::nullopt);
+  EXPECT_EQ(f.fold().position().counters.stream_gaps, 2u);
+  EXPECT_EQ(f.fold().position().counters.resyncs, 1u);
+}
+
+TEST(FoldTest, CorruptRecordIsQuarantinedWithItsOffsetAndFoldingGoesOn) {
+  Feeder f(1);
+  f.Add(Delegated(1, 1));
+  std::string bad = EncodeEvent(Delegated(2, 1));
+  bad[10] ^= 0x40;
+  f.AddRaw(bad);
+  std::string future = EncodeEvent(SlotSealedEvent{1});
+  future[0] = 9;  // a version this build does not know
+  f.AddRaw(future);
+  f.Add(Delegated(3, 1));
+  f.Add(SlotSealedEvent{1});
+  FoldBatch batch = f.fold().TakeBatch();
+  ASSERT_EQ(batch.quarantine.size(), 2u);
+  EXPECT_EQ(batch.quarantine[0].offset, 1);
+  EXPECT_EQ(batch.quarantine[0].record, bad);
+  EXPECT_NE(batch.quarantine[0].reason.find("checksum"), std::string::npos);
+  EXPECT_EQ(batch.quarantine[1].offset, 2);
+  EXPECT_NE(batch.quarantine[1].reason.find("version 9"), std::string::npos);
+  EXPECT_EQ(batch.position.counters.quarantined, 2u);
+  auto snapshot = f.fold().MakeSnapshot();
+  EXPECT_NE(snapshot->FindDelegation(Key(1)), nullptr);
+  EXPECT_EQ(snapshot->FindDelegation(Key(2)), nullptr);
+  EXPECT_NE(snapshot->FindDelegation(Key(3)), nullptr);
+  EXPECT_EQ(batch.position.partitions[0].next_offset, 5);
+}
+
+TEST(FoldTest, SnapshotDoesNotSeeLaterWrites) {
+  Feeder f(1);
+  f.Add(Delegated(1, 1));
+  f.Add(SlotSealedEvent{1});
+  auto before = f.fold().MakeSnapshot();
+  f.Add(UndelegatedEvent{Key(1), 2, Signature()});
+  f.Add(Delegated(2, 2));
+  f.Add(SlotSealedEvent{2});
+  auto after = f.fold().MakeSnapshot();
+  EXPECT_NE(before->FindDelegation(Key(1)), nullptr);
+  EXPECT_EQ(before->FindDelegation(Key(2)), nullptr);
+  EXPECT_EQ(before->delegated_count(), 1u);
+  EXPECT_EQ(after->FindDelegation(Key(1)), nullptr);
+  EXPECT_NE(after->FindDelegation(Key(2)), nullptr);
+  EXPECT_EQ(after->delegated_count(), 1u);
+  EXPECT_NE(before->digest(), after->digest());
+}
+
+TEST(FoldTest, MatchesTheReferenceFoldAtEverySealedSlot) {
+  GeneratorOptions options;
+  options.accounts = 300;
+  options.slots = 200;
+  options.events_per_slot = 20;
+  options.gap_probability = 0.05;
+  const std::vector<Event> events = GenerateEvents(options);
+  ReferenceFold reference;
+  Feeder f(1);
+  std::vector<std::pair<Slot, StateDigest>> sealed;
+  for (const Event& e : events) {
+    reference.Apply(e);
+    f.Add(e);
+    FoldBatch batch = f.fold().TakeBatch();
+    sealed.insert(sealed.end(), batch.sealed_digests.begin(), batch.sealed_digests.end());
+  }
+  ASSERT_EQ(sealed.size(), options.slots);
+  for (const auto& [slot, digest] : sealed) {
+    EXPECT_EQ(digest, reference.sealed_digests.at(slot)) << "slot " << slot;
+  }
+  EXPECT_EQ(f.fold().position().digest, reference.digest);
+  EXPECT_GT(reference.ignored_stale, 0u);
+  EXPECT_EQ(f.fold().position().counters.ignored_stale, reference.ignored_stale);
+  EXPECT_EQ(f.fold().delegated_count(), reference.Delegated().size());
+}
+
+// Splits a single-partition stream into `partitions` partitions the way the log does:
+// account events by key, watermarks and stream markers to every partition.
+std::vector<std::vector<Event>> Partition(const std::vector<Event>& events, int partitions) {
+  std::vector<std::vector<Event>> out(partitions);
+  for (const Event& e : events) {
+    if (const Pubkey* account = AccountOf(e)) {
+      out[account->data()[7] % partitions].push_back(e);
+    } else {
+      for (auto& p : out) p.push_back(e);
+    }
+  }
+  return out;
+}
+
+// Property: however partitions interleave, the fold reaches the same digest at every slot
+// it stops at, and the same final state, as the reference fold of the single stream.
+TEST(FoldTest, DigestIsIndependentOfPartitionInterleaving) {
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    GeneratorOptions options;
+    options.seed = seed;
+    options.accounts = 50 + seed * 10;
+    options.slots = 60;
+    options.events_per_slot = 15;
+    options.late_fraction = 0;  // late events make intermediate digests timing-dependent
+    const std::vector<Event> events = GenerateEvents(options);
+    ReferenceFold reference;
+    for (const Event& e : events) reference.Apply(e);
+
+    const int partitions = 1 + static_cast<int>(seed % 4);
+    const auto split = Partition(events, partitions);
+    std::mt19937_64 rng(seed);
+    Feeder f(partitions);
+    std::vector<size_t> next(partitions, 0);
+    size_t remaining = 0;
+    for (const auto& p : split) remaining += p.size();
+    while (remaining > 0) {
+      const int p = static_cast<int>(rng() % partitions);
+      if (next[p] == split[p].size()) continue;
+      f.Add(split[p][next[p]++], p);
+      --remaining;
+      for (const auto& [slot, digest] : f.fold().TakeBatch().sealed_digests) {
+        ASSERT_EQ(digest, reference.sealed_digests.at(slot)) << "seed " << seed << " slot " << slot;
+      }
+    }
+    EXPECT_EQ(f.fold().position().applied_slot, options.first_slot + options.slots - 1);
+    EXPECT_EQ(f.fold().position().digest, reference.digest) << "seed " << seed;
+  }
+}
+
+TEST(FoldTest, DigestIsEqualForEqualStatesReachedDifferently) {
+  Feeder a(1);
+  a.Add(Delegated(1, 1));
+  a.Add(Delegated(2, 2));
+  a.Add(SlotSealedEvent{2});
+  Feeder b(1);
+  b.Add(Delegated(2, 1, 0x55));
+  b.Add(Delegated(3, 1));
+  b.Add(Delegated(2, 2));
+  b.Add(UndelegatedEvent{Key(3), 2, Signature()});
+  b.Add(Delegated(1, 1));
+  b.Add(SlotSealedEvent{2});
+  EXPECT_EQ(a.fold().position().digest, b.fold().position().digest);
+  Feeder c(1);
+  c.Add(Delegated(1, 1));
+  c.Add(SlotSealedEvent{2});
+  EXPECT_NE(a.fold().position().digest, c.fold().position().digest);
+}
+
+// A restart resumes from the committed position: re-reading from next_offset rebuilds the
+// pending records, and the result equals an uninterrupted fold.
+TEST(FoldTest, RestartFromACommittedPositionGivesTheSameResult) {
+  GeneratorOptions options;
+  options.slots = 40;
+  const std::vector<Event> events = GenerateEvents(options);
+  const auto split = Partition(events, 2);
+  Feeder whole(2);
+  for (int p = 0; p < 2; ++p) {
+    for (const Event& e : split[p]) whole.Add(e, p);
+  }
+
+  // Fold a prefix of each partition, "commit", and restart from the committed state.
+  Feeder first(2);
+  for (int p = 0; p < 2; ++p) {
+    for (size_t i = 0; i < split[p].size() / (p + 2); ++i) first.Add(split[p][i], p);
+  }
+  FoldBatch committed = first.fold().TakeBatch();
+  LoadedState state{first.fold().accounts(), committed.position};
+  Feeder second(2, FoldOptions(), std::move(state));
+  for (int p = 0; p < 2; ++p) {
+    for (size_t i = static_cast<size_t>(second.fold().read_offset(p)); i < split[p].size(); ++i) {
+      second.Add(split[p][i], p);
+    }
+  }
+  EXPECT_EQ(second.fold().position().digest, whole.fold().position().digest);
+  EXPECT_EQ(second.fold().position().applied_slot, whole.fold().position().applied_slot);
+  EXPECT_EQ(second.fold().position().partitions, whole.fold().position().partitions);
+  EXPECT_EQ(second.fold().position().counters, whole.fold().position().counters);
+  EXPECT_EQ(second.fold().position().next_seq, whole.fold().position().next_seq);
+}
+
+TEST(FoldTest, StopSlotCapsTheAppliedSlot) {
+  FoldOptions options;
+  options.stop_at_slot = 3;
+  Feeder f(1, options);
+  f.Add(Delegated(1, 2));
+  f.Add(SlotSealedEvent{2});
+  EXPECT_FALSE(f.fold().ReachedStop());
+  f.Add(Delegated(2, 4));
+  f.Add(SlotSealedEvent{4});
+  EXPECT_TRUE(f.fold().ReachedStop());
+  EXPECT_EQ(f.fold().position().applied_slot, 3u);
+  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(2)), nullptr);
+}
+
+TEST(FoldTest, SaturatedWhenThePendingQueueIsFull) {
+  FoldOptions options;
+  options.max_pending_per_partition = 3;
+  Feeder f(2, options);
+  for (Slot s = 1; s <= 3; ++s) f.Add(Delegated(1, s), 0);
+  EXPECT_TRUE(f.fold().Saturated(0));
+  EXPECT_FALSE(f.fold().Saturated(1));
+  f.Add(SlotSealedEvent{3}, 0);
+  f.Add(SlotSealedEvent{3}, 1);
+  EXPECT_FALSE(f.fold().Saturated(0));
+}
+
+TEST(AccountStateTest, EncodingRoundTripsAndRejectsBadInput) {
+  AccountState s;
+  s.validator = Key(1);
+  s.owner_program = Key(2);
+  s.delegation_slot = 3;
+  s.lamports = 4;
+  s.commit_frequency_ms = 5;
+  s.last_event_slot = 6;
+  s.delegated = true;
+  std::string bytes;
+  EncodeAccountState(s, &bytes);
+  ASSERT_EQ(bytes.size(), kAccountStateSize);
+  EXPECT_EQ(DecodeAccountState(bytes), s);
+  EXPECT_EQ(DecodeAccountState(bytes.substr(1)), std::nullopt);
+  bytes.back() = 2;
+  EXPECT_EQ(DecodeAccountState(bytes), std::nullopt);
+}
+
+TEST(StateDigestTest, HexRoundTrips) {
+  StateDigest d = StateDigest::FromParts(0x0123456789abcdefULL, 0xfedcba9876543210ULL);
+  EXPECT_EQ(d.ToHex(), "0123456789abcdeffedcba9876543210");
+  EXPECT_EQ(StateDigest::FromHex(d.ToHex()), d);
+  EXPECT_EQ(StateDigest::FromHex("xyz"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace switchyard
