@@ -1,0 +1,170 @@
+#include "storage/rocksdb_state_store.h"
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include "engine/event_codec.h"
+#include "engine/fold.h"
+#include "tests/support/event_generator.h"
+#include "tests/support/temp_dir.h"
+
+namespace switchyard {
+namespace {
+
+using testing::TempDir;
+
+Pubkey Key(uint8_t fill) {
+  std::array<uint8_t, 32> b;
+  b.fill(fill);
+  return Pubkey(b);
+}
+
+DelegatedEvent Delegated(uint8_t account, Slot slot, uint8_t validator = 0xEE) {
+  DelegatedEvent d;
+  d.account = Key(account);
+  d.validator = Key(validator);
+  d.owner_program = Key(0xAA);
+  d.slot = slot;
+  d.lamports = 5000;
+  d.commit_frequency_ms = 30000;
+  return d;
+}
+
+// Folds events (one partition) and returns the batch.
+FoldBatch FoldEvents(Fold& fold, int64_t& offset, const std::vector<Event>& events) {
+  for (const Event& e : events) fold.Add(0, offset++, EncodeEvent(e));
+  return fold.TakeBatch();
+}
+
+TEST(RocksDbStateStoreTest, CommitThenLoadRestoresStateAndPosition) {
+  TempDir dir;
+  testing::GeneratorOptions options;
+  options.slots = 30;
+  options.gap_probability = 0.1;
+  const std::vector<Event> events = testing::GenerateEvents(options);
+  FoldPosition position;
+  StateDigest digest;
+  {
+    auto store = RocksDbStateStore::Open(dir.Sub("state"));
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto loaded = (*store)->Load();
+    ASSERT_TRUE(loaded.ok());
+    Fold fold(FoldOptions(), std::move(*loaded), 1);
+    int64_t offset = 0;
+    const size_t half = events.size() / 2;
+    ASSERT_TRUE((*store)->Commit(FoldEvents(fold, offset, {events.begin(), events.begin() + half})).ok());
+    ASSERT_TRUE((*store)->Commit(FoldEvents(fold, offset, {events.begin() + half, events.end()})).ok());
+    position = fold.position();
+  }
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto loaded = (*store)->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->position.applied_slot, position.applied_slot);
+  EXPECT_EQ(loaded->position.digest, position.digest);
+  EXPECT_EQ(loaded->position.partitions, position.partitions);
+  EXPECT_EQ(loaded->position.counters, position.counters);
+  EXPECT_EQ(loaded->position.next_seq, position.next_seq);
+  // The loaded accounts reproduce the digest.
+  StateDigest recomputed;
+  size_t delegated = 0;
+  loaded->accounts.ForEach([&](const Pubkey& k, const AccountState& s) {
+    recomputed.Add(k, s);
+    delegated += s.delegated;
+  });
+  EXPECT_EQ(recomputed, position.digest);
+  testing::ReferenceFold reference;
+  for (const Event& e : events) reference.Apply(e);
+  EXPECT_EQ(delegated, reference.Delegated().size());
+  auto sealed = (*store)->SealedDigests();
+  ASSERT_TRUE(sealed.ok());
+  ASSERT_EQ(sealed->size(), options.slots);
+  for (const auto& [slot, d] : *sealed) EXPECT_EQ(d, reference.sealed_digests.at(slot));
+  auto rows = (*store)->CountHistoryRows();
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(*rows, reference.account_events);
+}
+
+TEST(RocksDbStateStoreTest, HistoryAndAccountAsOfSlot) {
+  TempDir dir;
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  ASSERT_TRUE(store.ok());
+  Fold fold(FoldOptions(), LoadedState(), 1);
+  int64_t offset = 0;
+  ASSERT_TRUE((*store)
+                  ->Commit(FoldEvents(fold, offset,
+                                      {Delegated(1, 10, 0x01), SlotSealedEvent{10},
+                                       UndelegatedEvent{Key(1), 20, Signature()},
+                                       SlotSealedEvent{20}, Delegated(1, 15, 0x02),  // stale
+                                       Delegated(1, 30, 0x03), SlotSealedEvent{30}}))
+                  .ok());
+  auto history = (*store)->History(Key(1));
+  ASSERT_TRUE(history.ok());
+  ASSERT_EQ(history->size(), 4u);
+  EXPECT_EQ((*history)[0].slot, 10u);
+  EXPECT_EQ((*history)[1].slot, 15u);
+  EXPECT_TRUE((*history)[1].ignored);
+  EXPECT_EQ((*history)[2].slot, 20u);
+  EXPECT_EQ(KindOf((*history)[2].event), EventKind::kUndelegated);
+  EXPECT_EQ((*history)[3].slot, 30u);
+
+  auto at = [&](Slot s) { return *(*store)->GetAccountAt(Key(1), s); };
+  EXPECT_EQ(at(9), std::nullopt);
+  ASSERT_TRUE(at(10).has_value());
+  EXPECT_TRUE(at(10)->delegated);
+  EXPECT_EQ(at(10)->validator, Key(0x01));
+  EXPECT_FALSE(at(25)->delegated);  // the stale delegation at 15 does not count
+  EXPECT_EQ(at(30)->validator, Key(0x03));
+  auto now = (*store)->GetAccount(Key(1));
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(**now, *at(30));
+  EXPECT_EQ(*(*store)->GetAccount(Key(2)), std::nullopt);
+  EXPECT_EQ((*(*store)->History(Key(2))).size(), 0u);
+}
+
+TEST(RocksDbStateStoreTest, QuarantinedRecordsArePersistedWithTheirOffsets) {
+  TempDir dir;
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  ASSERT_TRUE(store.ok());
+  Fold fold(FoldOptions(), LoadedState(), 1);
+  fold.Add(0, 0, EncodeEvent(Delegated(1, 1)));
+  fold.Add(0, 1, "garbage");
+  fold.Add(0, 2, EncodeEvent(SlotSealedEvent{1}));
+  ASSERT_TRUE((*store)->Commit(fold.TakeBatch()).ok());
+  auto quarantine = (*store)->Quarantine();
+  ASSERT_TRUE(quarantine.ok());
+  ASSERT_EQ(quarantine->size(), 1u);
+  EXPECT_EQ((*quarantine)[0].offset, 1);
+  EXPECT_EQ((*quarantine)[0].record, "garbage");
+  EXPECT_FALSE((*quarantine)[0].reason.empty());
+  EXPECT_EQ((*(*store)->Position()).counters.quarantined, 1u);
+}
+
+TEST(RocksDbStateStoreTest, NewerSchemaVersionIsRefusedNamingBothVersions) {
+  TempDir dir;
+  { ASSERT_TRUE(RocksDbStateStore::Open(dir.Sub("state")).ok()); }
+  {
+    // Rewrite the schema version as a future build would.
+    rocksdb::DBOptions options;
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const char* name : {"default", "state", "history", "meta", "quarantine"}) {
+      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    }
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, dir.Sub("state"), families, &handles, &db).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[3], "schema_version",
+                        std::string("\x07\x00\x00\x00", 4))
+                    .ok());
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+    delete db;
+  }
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  ASSERT_FALSE(store.ok());
+  const std::string message(store.status().message());
+  EXPECT_NE(message.find("schema version 7"), std::string::npos) << message;
+  EXPECT_NE(message.find("version 1"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace switchyard
