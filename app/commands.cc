@@ -25,8 +25,6 @@ int Fail(const absl::Status& status) {
 
 absl::StatusOr<std::unique_ptr<EmbeddedEventLog>> OpenLog(const Config& config,
                                                           bool create_if_missing) {
-  std::error_code ec;
-  std::filesystem::create_directories(config.data_dir, ec);
   EmbeddedEventLogOptions options;
   options.sync_appends = config.sync;
   options.create_if_missing = create_if_missing;
@@ -35,8 +33,6 @@ absl::StatusOr<std::unique_ptr<EmbeddedEventLog>> OpenLog(const Config& config,
 
 absl::StatusOr<std::unique_ptr<RocksDbStateStore>> OpenState(const Config& config,
                                                              const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(dir).parent_path(), ec);
   RocksDbStateStoreOptions options;
   options.sync_commits = config.sync;
   options.block_cache_bytes = config.block_cache_mb << 20;

@@ -1,59 +1,115 @@
 #include "engine/account_map.h"
 
-#include <algorithm>
+#include "absl/hash/hash.h"
 
 namespace switchyard {
 namespace {
 
-bool KeyLess(const AccountMap::Entry& e, const Pubkey& key) { return e.key < key; }
+constexpr size_t kMinCapacity = 8;
+
+size_t HashOf(const Pubkey& key) { return absl::Hash<Pubkey>()(key); }
 
 }  // namespace
 
-const AccountState* AccountMap::Find(const Pubkey& key) const {
-  const auto& shard = shards_[ShardOf(key)];
-  if (!shard) return nullptr;
-  auto it = std::lower_bound(shard->begin(), shard->end(), key, KeyLess);
-  if (it == shard->end() || it->key != key) return nullptr;
-  return &it->state;
+AccountMap::AccountMap() : interner_(std::make_shared<Interner>()) {}
+
+std::optional<AccountState> AccountMap::Find(const Pubkey& key) const {
+  const size_t hash = HashOf(key);
+  const Root& root = roots_[hash >> (64 - kShardBits)];
+  if (root.cells == nullptr) return std::nullopt;
+  for (size_t i = hash & root.mask;; i = (i + 1) & root.mask) {
+    const Cell& cell = root.cells[i];
+    if (!cell.occupied()) return std::nullopt;
+    if (cell.key == key) return Expand(cell);
+  }
 }
 
-AccountMap::Shard& AccountMap::MutableShard(size_t index) {
-  auto& shard = shards_[index];
-  if (!shard) {
-    shard = std::make_shared<Shard>();
-  } else if (shard.use_count() > 1) {
+AccountState AccountMap::Expand(const Cell& cell) const {
+  AccountState s;
+  s.validator = interner_->keys[cell.validator_id];
+  s.owner_program = interner_->keys[cell.owner_id];
+  s.delegation_slot = cell.delegation_slot;
+  s.lamports = cell.lamports;
+  s.commit_frequency_ms = cell.commit_frequency_ms;
+  s.last_event_slot = cell.last_event_slot;
+  s.delegated = (cell.flags & kDelegated) != 0;
+  return s;
+}
+
+uint32_t AccountMap::Intern(const Pubkey& key) {
+  auto it = interner_->ids.find(key);
+  if (it != interner_->ids.end()) return it->second;
+  // Snapshots share the intern table; ids they hold stay valid because ids only grow.
+  if (interner_.use_count() > 1) interner_ = std::make_shared<Interner>(*interner_);
+  const auto id = static_cast<uint32_t>(interner_->keys.size());
+  interner_->keys.push_back(key);
+  interner_->ids.emplace(key, id);
+  return id;
+}
+
+void AccountMap::InsertCell(Table& table, const Cell& cell, size_t hash) {
+  const size_t mask = table.cells.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    if (!table.cells[i].occupied()) {
+      table.cells[i] = cell;
+      ++table.size;
+      return;
+    }
+  }
+}
+
+AccountMap::Table& AccountMap::MutableTable(size_t shard) {
+  Root& root = roots_[shard];
+  if (!root.table) {
+    root.table = std::make_shared<Table>();
+    root.table->cells.resize(kMinCapacity);
+  } else if (root.table.use_count() > 1) {
     // Shared with a snapshot: copy before writing. A count of one cannot grow behind our
     // back, since every other copy of this map was made from us.
-    shard = std::make_shared<Shard>(*shard);
+    root.table = std::make_shared<Table>(*root.table);
   }
-  return *shard;
+  root.cells = root.table->cells.data();
+  root.mask = root.table->cells.size() - 1;
+  return *root.table;
 }
 
 void AccountMap::Upsert(const Pubkey& key, const AccountState& state) {
-  Shard& shard = MutableShard(ShardOf(key));
-  auto it = std::lower_bound(shard.begin(), shard.end(), key, KeyLess);
-  if (it != shard.end() && it->key == key) {
-    it->state = state;
-    return;
-  }
-  shard.insert(it, Entry{key, state});
-  ++size_;
-}
+  Cell cell;
+  cell.key = key;
+  cell.validator_id = Intern(state.validator);
+  cell.owner_id = Intern(state.owner_program);
+  cell.delegation_slot = state.delegation_slot;
+  cell.lamports = state.lamports;
+  cell.commit_frequency_ms = state.commit_frequency_ms;
+  cell.last_event_slot = state.last_event_slot;
+  cell.flags = kOccupied | (state.delegated ? kDelegated : 0);
 
-void AccountMap::Append(const Pubkey& key, const AccountState& state) {
-  Shard& shard = MutableShard(ShardOf(key));
-  if (!shard.empty() && !(shard.back().key < key)) {
-    Upsert(key, state);
-    return;
+  const size_t hash = HashOf(key);
+  const size_t shard = hash >> (64 - kShardBits);
+  Table& table = MutableTable(shard);
+  const size_t mask = table.cells.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    Cell& existing = table.cells[i];
+    if (!existing.occupied()) break;
+    if (existing.key == key) {
+      existing = cell;
+      return;
+    }
   }
-  shard.push_back(Entry{key, state});
+  // A new key. Keep the load at or below 3/4 so that probes stay short.
+  if ((table.size + 1) * 4 > table.cells.size() * 3) {
+    Table grown;
+    grown.cells.resize(table.cells.size() * 2);
+    for (const Cell& c : table.cells) {
+      if (c.occupied()) InsertCell(grown, c, HashOf(c.key));
+    }
+    table = std::move(grown);
+    Root& root = roots_[shard];
+    root.cells = table.cells.data();
+    root.mask = table.cells.size() - 1;
+  }
+  InsertCell(table, cell, hash);
   ++size_;
-}
-
-void AccountMap::ShrinkToFit() {
-  for (size_t i = 0; i < shards_.size(); ++i) {
-    if (shards_[i]) MutableShard(i).shrink_to_fit();
-  }
 }
 
 }  // namespace switchyard

@@ -2,57 +2,85 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "common/pubkey.h"
 #include "engine/account_state.h"
 
 namespace switchyard {
 
-// Pubkey -> AccountState, split into 4096 shards by the key's first 12 bits; each shard is
-// a vector sorted by key. Copying a map shares its shards, and a write clones only the shard
-// it touches when that shard is shared: the fold keeps one map and hands cheap copies to
-// immutable snapshots. A map value belongs to one thread at a time; the shards it shares
-// with other copies are never mutated.
+// Pubkey -> AccountState, built for the router's lookups: 4096 shards chosen by the key's
+// hash, each an open-addressing table of compact cells (the validator and owner program are
+// interned to 32-bit ids), so that a lookup costs about one cache miss.
+//
+// Copying a map shares its shards and its intern table; a write clones only the shard it
+// touches when that shard is shared. The fold keeps one map and hands cheap copies to
+// immutable snapshots. A map value belongs to one thread at a time; the parts it shares with
+// other copies are never mutated.
 class AccountMap {
  public:
-  struct Entry {
-    Pubkey key;
-    AccountState state;
-  };
+  AccountMap();
 
-  AccountMap() = default;
-
-  const AccountState* Find(const Pubkey& key) const;
+  std::optional<AccountState> Find(const Pubkey& key) const;
   // Inserts or replaces.
   void Upsert(const Pubkey& key, const AccountState& state);
-  // Appends an entry whose key is greater than every key of its shard (bulk load in key
-  // order); falls back to Upsert otherwise.
-  void Append(const Pubkey& key, const AccountState& state);
-  // Releases spare capacity after a bulk load.
-  void ShrinkToFit();
 
   size_t size() const { return size_; }
 
-  // Visits every entry in key order.
+  // Visits every entry, in no particular order.
   template <typename F>
   void ForEach(F&& f) const {
-    for (const auto& shard : shards_) {
-      if (!shard) continue;
-      for (const Entry& e : *shard) f(e.key, e.state);
+    for (const Root& root : roots_) {
+      if (!root.table) continue;
+      for (const Cell& cell : root.table->cells) {
+        if (cell.occupied()) f(cell.key, Expand(cell));
+      }
     }
   }
 
  private:
   static constexpr int kShardBits = 12;
-  using Shard = std::vector<Entry>;
-  static size_t ShardOf(const Pubkey& key) {
-    return (static_cast<size_t>(key.data()[0]) << 4) | (key.data()[1] >> 4);
-  }
-  Shard& MutableShard(size_t index);
+  static constexpr uint8_t kOccupied = 1;
+  static constexpr uint8_t kDelegated = 2;
 
-  std::array<std::shared_ptr<Shard>, size_t{1} << kShardBits> shards_;
+  // 80 bytes: the key and the account's state with interned keys.
+  struct Cell {
+    Pubkey key;
+    uint32_t validator_id = 0;
+    uint32_t owner_id = 0;
+    uint64_t delegation_slot = 0;
+    uint64_t lamports = 0;
+    uint64_t commit_frequency_ms = 0;
+    uint64_t last_event_slot = 0;
+    uint8_t flags = 0;
+    bool occupied() const { return (flags & kOccupied) != 0; }
+  };
+  struct Table {
+    std::vector<Cell> cells;  // capacity is a power of two
+    size_t size = 0;
+  };
+  // Everything a lookup needs, so that it touches only the cell it probes.
+  struct Root {
+    std::shared_ptr<Table> table;
+    const Cell* cells = nullptr;
+    size_t mask = 0;
+  };
+  struct Interner {
+    std::vector<Pubkey> keys;
+    absl::flat_hash_map<Pubkey, uint32_t> ids;
+  };
+
+  AccountState Expand(const Cell& cell) const;
+  uint32_t Intern(const Pubkey& key);
+  Table& MutableTable(size_t shard);
+  static void InsertCell(Table& table, const Cell& cell, size_t hash);
+
+  std::array<Root, size_t{1} << kShardBits> roots_;
+  std::shared_ptr<Interner> interner_;
   size_t size_ = 0;
 };
 

@@ -124,7 +124,8 @@ bool Fold::FoldHead(int32_t partition) {
 
 void Fold::FoldAccountEvent(const Event& event, std::string record) {
   const Pubkey& account = *AccountOf(event);
-  const AccountState* current = accounts_.Find(account);
+  const std::optional<AccountState> found = accounts_.Find(account);
+  const AccountState* current = found ? &*found : nullptr;
   const ApplyResult result = ApplyAccountEvent(current, event);
   const bool ignored = result.outcome == ApplyOutcome::kIgnoredStale;
   batch_.history.push_back(

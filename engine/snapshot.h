@@ -23,10 +23,11 @@ class Snapshot {
         limbo_since_(limbo_since),
         delegated_count_(delegated_count) {}
 
-  // The delegation of `account`, or null when the account is not delegated.
-  const AccountState* FindDelegation(const Pubkey& account) const {
-    const AccountState* state = accounts_.Find(account);
-    return state != nullptr && state->delegated ? state : nullptr;
+  // The delegation of `account`, or nullopt when the account is not delegated.
+  std::optional<AccountState> FindDelegation(const Pubkey& account) const {
+    std::optional<AccountState> state = accounts_.Find(account);
+    if (state && !state->delegated) return std::nullopt;
+    return state;
   }
 
   Slot applied_slot() const { return applied_slot_; }

@@ -1,11 +1,15 @@
 #include "storage/rocksdb_state_store.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <filesystem>
+
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/endian.h"
 #include "common/status.h"
@@ -131,28 +135,48 @@ RocksDbStateStore::RocksDbStateStore(std::unique_ptr<rocksdb::DB> db,
       sync_commits_(sync_commits) {}
 
 RocksDbStateStore::~RocksDbStateStore() {
+  // A flushed memtable means no write-ahead log to replay at the next Open.
+  (void)db_->Flush(rocksdb::FlushOptions(), {state_cf_, history_cf_, meta_cf_, quarantine_cf_});
   for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
 }
 
 absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
     const std::string& path, const RocksDbStateStoreOptions& options) {
+  if (options.create_if_missing) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  }
   rocksdb::Options db_options;
   db_options.create_if_missing = options.create_if_missing;
   db_options.create_missing_column_families = true;
   db_options.max_background_jobs = 2;
+  // Restart speed: keep recovered write-ahead-log data in the memtable instead of flushing it
+  // during Open; a clean close flushes (see the destructor).
+  db_options.avoid_flush_during_recovery = true;
   db_options.IncreaseParallelism(2);
+  db_options.allow_concurrent_memtable_write = false;  // required by the vector memtable
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  table.checksum = rocksdb::kXXH3;
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   cf_options.compression = rocksdb::kLZ4Compression;
+  // History rows are written in bulk and read rarely (audits): an append-only vector
+  // memtable, sorted once at flush, takes them in at a fraction of a skiplist's cost.
   rocksdb::ColumnFamilyOptions history_options = cf_options;
   history_options.write_buffer_size = 128 << 20;
+  history_options.max_write_buffer_number = 4;  // absorb bursts while a flush runs
+  history_options.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
+  history_options.compression = rocksdb::kNoCompression;  // keys and signatures are random
+  // The state is written the same way and read at start-up only (a full scan), so it takes
+  // the same memtable.
   cf_options.write_buffer_size = 64 << 20;
+  rocksdb::ColumnFamilyOptions state_options = cf_options;
+  state_options.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
 
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, cf_options},
-      {kStateCf, cf_options},
+      {kStateCf, state_options},
       {kHistoryCf, history_options},
       {kMetaCf, cf_options},
       {kQuarantineCf, cf_options},
@@ -190,9 +214,13 @@ absl::Status RocksDbStateStore::CheckSchemaVersion(const std::string& path) {
 }
 
 absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
-  rocksdb::WriteBatch wb;
+  rocksdb::WriteBatch wb(batch.history.size() * 260 + batch.accounts.size() * 160 + 4096);
   std::string value;
-  for (const auto& write : batch.accounts) {
+  // Only the last write of each account in the batch matters.
+  absl::flat_hash_set<Pubkey> written;
+  for (auto it = batch.accounts.rbegin(); it != batch.accounts.rend(); ++it) {
+    const auto& write = *it;
+    if (!written.insert(write.account).second) continue;
     value.clear();
     EncodeAccountState(write.state, &value);
     RETURN_IF_ERROR(FromRocksDb(wb.Put(state_cf_, AsSlice(write.account), value), "batch put"));
@@ -247,10 +275,9 @@ absl::StatusOr<LoadedState> RocksDbStateStore::Load() {
     if (key.size() != Pubkey::kSize || !state) {
       return absl::DataLossError(absl::StrCat("malformed state row of ", key.size(), " bytes"));
     }
-    loaded.accounts.Append(Pubkey::FromBytes(AsBytes(key.data())), *state);
+    loaded.accounts.Upsert(Pubkey::FromBytes(AsBytes(key.data())), *state);
   }
   RETURN_IF_ERROR(FromRocksDb(it->status(), "loading the state"));
-  loaded.accounts.ShrinkToFit();
   return loaded;
 }
 

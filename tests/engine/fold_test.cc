@@ -53,15 +53,15 @@ class Feeder {
 TEST(FoldTest, EventsWaitUntilTheirSlotIsSealed) {
   Feeder f(1);
   f.Add(Delegated(1, 5));
-  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(1)), nullptr);
+  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(1)), std::nullopt);
   EXPECT_EQ(f.fold().position().applied_slot, 0u);
   EXPECT_EQ(f.fold().position().partitions[0].next_offset, 0);  // still pending
   f.Add(SlotSealedEvent{4});
   EXPECT_EQ(f.fold().position().applied_slot, 4u);
-  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(1)), nullptr);
+  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(1)), std::nullopt);
   f.Add(SlotSealedEvent{5});
   auto snapshot = f.fold().MakeSnapshot();
-  ASSERT_NE(snapshot->FindDelegation(Key(1)), nullptr);
+  ASSERT_NE(snapshot->FindDelegation(Key(1)), std::nullopt);
   EXPECT_EQ(snapshot->FindDelegation(Key(1))->validator, Key(0xEE));
   EXPECT_EQ(snapshot->applied_slot(), 5u);
   EXPECT_EQ(f.fold().position().partitions[0].next_offset, 3);
@@ -75,7 +75,7 @@ TEST(FoldTest, StaleEventIsIgnoredAndCounted) {
   FoldBatch batch = f.fold().TakeBatch();
   EXPECT_EQ(batch.position.counters.ignored_stale, 1u);
   EXPECT_EQ(batch.position.counters.applied, 1u);
-  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(1)), nullptr);
+  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(1)), std::nullopt);
   ASSERT_EQ(batch.history.size(), 2u);
   EXPECT_FALSE(batch.history[0].ignored);
   EXPECT_TRUE(batch.history[1].ignored);
@@ -88,8 +88,8 @@ TEST(FoldTest, EventAtTheSameSlotAsTheLastIsApplied) {
   f.Add(UndelegatedEvent{Key(1), 10, Signature()});
   f.Add(Delegated(1, 10, 0x77));
   f.Add(SlotSealedEvent{10});
-  const AccountState* s = f.fold().MakeSnapshot()->FindDelegation(Key(1));
-  ASSERT_NE(s, nullptr);
+  const std::optional<AccountState> s = f.fold().MakeSnapshot()->FindDelegation(Key(1));
+  ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->validator, Key(0x77));
   EXPECT_EQ(f.fold().position().counters.applied, 3u);
 }
@@ -102,10 +102,10 @@ TEST(FoldTest, AppliedSlotIsTheLowestSealedSlotOverPartitions) {
   EXPECT_EQ(f.fold().position().applied_slot, 0u);  // partition 1 sealed nothing
   f.Add(SlotSealedEvent{2}, 1);
   EXPECT_EQ(f.fold().position().applied_slot, 2u);
-  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(1)), nullptr);
+  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(1)), std::nullopt);
   f.Add(SlotSealedEvent{5}, 1);
   EXPECT_EQ(f.fold().position().applied_slot, 5u);
-  EXPECT_NE(f.fold().MakeSnapshot()->FindDelegation(Key(1)), nullptr);
+  EXPECT_NE(f.fold().MakeSnapshot()->FindDelegation(Key(1)), std::nullopt);
   const FoldBatch batch = f.fold().TakeBatch();
   ASSERT_EQ(batch.sealed_digests.size(), 2u);
   EXPECT_EQ(batch.sealed_digests[0].first, 2u);
@@ -149,9 +149,9 @@ TEST(FoldTest, CorruptRecordIsQuarantinedWithItsOffsetAndFoldingGoesOn) {
   EXPECT_NE(batch.quarantine[1].reason.find("version 9"), std::string::npos);
   EXPECT_EQ(batch.position.counters.quarantined, 2u);
   auto snapshot = f.fold().MakeSnapshot();
-  EXPECT_NE(snapshot->FindDelegation(Key(1)), nullptr);
-  EXPECT_EQ(snapshot->FindDelegation(Key(2)), nullptr);
-  EXPECT_NE(snapshot->FindDelegation(Key(3)), nullptr);
+  EXPECT_NE(snapshot->FindDelegation(Key(1)), std::nullopt);
+  EXPECT_EQ(snapshot->FindDelegation(Key(2)), std::nullopt);
+  EXPECT_NE(snapshot->FindDelegation(Key(3)), std::nullopt);
   EXPECT_EQ(batch.position.partitions[0].next_offset, 5);
 }
 
@@ -164,11 +164,11 @@ TEST(FoldTest, SnapshotDoesNotSeeLaterWrites) {
   f.Add(Delegated(2, 2));
   f.Add(SlotSealedEvent{2});
   auto after = f.fold().MakeSnapshot();
-  EXPECT_NE(before->FindDelegation(Key(1)), nullptr);
-  EXPECT_EQ(before->FindDelegation(Key(2)), nullptr);
+  EXPECT_NE(before->FindDelegation(Key(1)), std::nullopt);
+  EXPECT_EQ(before->FindDelegation(Key(2)), std::nullopt);
   EXPECT_EQ(before->delegated_count(), 1u);
-  EXPECT_EQ(after->FindDelegation(Key(1)), nullptr);
-  EXPECT_NE(after->FindDelegation(Key(2)), nullptr);
+  EXPECT_EQ(after->FindDelegation(Key(1)), std::nullopt);
+  EXPECT_NE(after->FindDelegation(Key(2)), std::nullopt);
   EXPECT_EQ(after->delegated_count(), 1u);
   EXPECT_NE(before->digest(), after->digest());
 }
@@ -310,7 +310,7 @@ TEST(FoldTest, StopSlotCapsTheAppliedSlot) {
   f.Add(SlotSealedEvent{4});
   EXPECT_TRUE(f.fold().ReachedStop());
   EXPECT_EQ(f.fold().position().applied_slot, 3u);
-  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(2)), nullptr);
+  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(2)), std::nullopt);
 }
 
 TEST(FoldTest, SaturatedWhenThePendingQueueIsFull) {

@@ -50,10 +50,10 @@ TEST(FoldRunnerTest, FoldsTheLogAndPublishesWholeSlotSnapshots) {
   const auto delegated = reference.Delegated();
   EXPECT_EQ(snapshot->delegated_count(), delegated.size());
   for (const Pubkey& account : testing::GeneratedAccounts(options)) {
-    const AccountState* found = snapshot->FindDelegation(account);
+    const std::optional<AccountState> found = snapshot->FindDelegation(account);
     auto it = delegated.find(account);
-    ASSERT_EQ(found != nullptr, it != delegated.end());
-    if (found != nullptr) {
+    ASSERT_EQ(found.has_value(), it != delegated.end());
+    if (found) {
       EXPECT_EQ(*found, it->second);
     }
   }

@@ -1,0 +1,170 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+
+#include "app/event_json.h"
+#include "engine/event_codec.h"
+#include "storage/rocksdb_state_store.h"
+#include "tests/support/event_generator.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace switchyard {
+namespace {
+
+using testing::CommandResult;
+using testing::RunCommand;
+using testing::TempDir;
+
+class CliTest : public ::testing::Test {
+ protected:
+  CommandResult Run(std::vector<std::string> args) {
+    args.insert(args.begin(), SWITCHYARD_BINARY);
+    args.push_back("--data-dir");
+    args.push_back(dir_.Sub("data"));
+    return RunCommand(args);
+  }
+  std::string WriteFile(const std::string& name, const std::string& content) {
+    const std::string path = dir_.Sub(name);
+    std::ofstream(path) << content;
+    return path;
+  }
+  std::string WriteEvents(const std::vector<Event>& events) {
+    std::string text;
+    for (const Event& e : events) text += EventToJson(e) + "\n";
+    return WriteFile("events.jsonl", text);
+  }
+  static std::string Field(const std::string& out, const std::string& key) {
+    std::smatch m;
+    if (!std::regex_search(out, m, std::regex(key + "=([^ \n]+)"))) return "";
+    return m[1];
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(CliTest, AppendRejectsAWholeFileWithAnInvalidLine) {
+  const std::string path = WriteFile(
+      "bad.jsonl",
+      "{\"kind\":\"slot_sealed\",\"slot\":1}\n"
+      "{\"kind\":\"delegated\",\"account\":\"0OIl\",\"validator\":\"11111111111111111111111111111111\","
+      "\"owner\":\"11111111111111111111111111111111\",\"slot\":2}\n"
+      "{\"kind\":\"slot_sealed\",\"slot\":2}\n");
+  CommandResult r = Run({"log", "append", "--jsonl", path});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("bad.jsonl:2:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("field 'account'"), std::string::npos) << r.err;
+  CommandResult dump = Run({"log", "dump"});
+  EXPECT_EQ(dump.out, "");
+
+  CommandResult skip = Run({"log", "append", "--jsonl", path, "--skip-invalid"});
+  EXPECT_EQ(skip.exit_code, 0) << skip.err;
+  EXPECT_EQ(Field(skip.out, "appended"), "2");
+  EXPECT_EQ(Field(skip.out, "skipped"), "1");
+  dump = Run({"log", "dump", "--from", "1"});
+  EXPECT_EQ(dump.out, "{\"offset\":1,\"event\":{\"kind\":\"slot_sealed\",\"slot\":2}}\n");
+}
+
+TEST_F(CliTest, FoldStateGetAuditReplayAndVerify) {
+  testing::GeneratorOptions options;
+  options.slots = 80;
+  options.gap_probability = 0.05;
+  const std::vector<Event> events = testing::GenerateEvents(options);
+  testing::ReferenceFold reference;
+  for (const Event& e : events) reference.Apply(e);
+  ASSERT_EQ(Run({"log", "append", "--jsonl", WriteEvents(events)}).exit_code, 0);
+
+  CommandResult fold = Run({"fold"});
+  ASSERT_EQ(fold.exit_code, 0) << fold.err;
+  EXPECT_EQ(Field(fold.out, "applied_slot"), "80");
+  EXPECT_EQ(Field(fold.out, "digest"), reference.digest.ToHex());
+  EXPECT_EQ(Field(fold.out, "next_offset"), std::to_string(events.size()));
+
+  // An account that is delegated now.
+  const auto delegated = reference.Delegated();
+  ASSERT_FALSE(delegated.empty());
+  const auto& [account, state] = *delegated.begin();
+  CommandResult get = Run({"state", "get", account.ToBase58()});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(Field(get.out, "status"), "delegated");
+  EXPECT_EQ(Field(get.out, "validator"), state.validator.ToBase58());
+  EXPECT_EQ(Field(get.out, "delegation_slot"), std::to_string(state.delegation_slot));
+  CommandResult before = Run({"state", "get", account.ToBase58(), "--at-slot", "0"});
+  EXPECT_EQ(Field(before.out, "status"), "unknown");
+  CommandResult bad = Run({"state", "get", "not-a-key"});
+  EXPECT_EQ(bad.exit_code, 1);
+
+  CommandResult audit = Run({"audit", account.ToBase58()});
+  ASSERT_EQ(audit.exit_code, 0) << audit.err;
+  size_t account_events = 0;
+  for (const Event& e : events) {
+    if (AccountOf(e) != nullptr && *AccountOf(e) == account) ++account_events;
+  }
+  EXPECT_EQ(static_cast<size_t>(std::count(audit.out.begin(), audit.out.end(), '\n')),
+            account_events + 1);  // plus the header
+
+  for (Slot s : {Slot{1}, Slot{17}, Slot{40}, Slot{80}}) {
+    const std::string out = dir_.Sub("replay-" + std::to_string(s));
+    CommandResult replay = Run({"replay", "--to-slot", std::to_string(s), "--out", out});
+    ASSERT_EQ(replay.exit_code, 0) << replay.err;
+    EXPECT_EQ(Field(replay.out, "digest"), reference.sealed_digests.at(s).ToHex()) << s;
+  }
+  CommandResult too_far = Run({"replay", "--to-slot", "500", "--out", dir_.Sub("far")});
+  EXPECT_EQ(too_far.exit_code, 1);
+  EXPECT_NE(too_far.err.find("only up to 80"), std::string::npos) << too_far.err;
+
+  CommandResult verify = Run({"verify"});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  EXPECT_EQ(Field(verify.out, "result"), "ok");
+}
+
+TEST_F(CliTest, VerifyFailsWhenTheLiveStateDisagreesWithTheLog) {
+  testing::GeneratorOptions options;
+  options.slots = 20;
+  ASSERT_EQ(Run({"log", "append", "--jsonl", WriteEvents(testing::GenerateEvents(options))})
+                .exit_code,
+            0);
+  ASSERT_EQ(Run({"fold"}).exit_code, 0);
+  {
+    // Tamper with the live state: a delegation the log never contained.
+    auto store = RocksDbStateStore::Open(dir_.Sub("data") + "/state");
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto position = (*store)->Position();
+    FoldBatch batch;
+    batch.position = *position;
+    AccountState forged;
+    forged.delegated = true;
+    forged.delegation_slot = 5;
+    batch.accounts.push_back({Pubkey(), forged});
+    batch.position.digest.Add(Pubkey(), forged);
+    ASSERT_TRUE((*store)->Commit(batch).ok());
+  }
+  CommandResult verify = Run({"verify"});
+  EXPECT_EQ(verify.exit_code, 1);
+  EXPECT_EQ(Field(verify.out, "result"), "MISMATCH");
+}
+
+TEST_F(CliTest, ConfigErrorsNameTheKeyAndTheFile) {
+  const std::string bad_type = WriteFile("bad-type.toml", "[fold]\nmax_batch_records = \"many\"\n");
+  CommandResult r = Run({"fold", "--config", bad_type});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad-type.toml"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'fold.max_batch_records'"), std::string::npos) << r.err;
+
+  const std::string unknown = WriteFile("unknown.toml", "[storage]\ndata_dri = \"x\"\n");
+  r = Run({"fold", "--config", unknown});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown.toml: unknown key 'storage.data_dri'"), std::string::npos) << r.err;
+
+  const std::string syntax = WriteFile("syntax.toml", "[fold\n");
+  r = Run({"fold", "--config", syntax});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("syntax.toml:1:"), std::string::npos) << r.err;
+
+  const std::string good = WriteFile("good.toml", "[fold]\nmax_batch_records = 10\n");
+  EXPECT_EQ(Run({"fold", "--config", good}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace switchyard
