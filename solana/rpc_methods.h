@@ -1,0 +1,34 @@
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace switchyard {
+
+// How the router decides where a JSON-RPC method goes (DESIGN.md §5).
+enum class RoutingClass {
+  kOneAccount,   // by the one pubkey in params[0]: its ER when delegated, else base
+  kAccountList,  // split a pubkey list by target, merge in order
+  kTransaction,  // decode the transaction, route by its writable accounts
+  kSignature,    // by the router's memory of each signature, else ask everyone
+  kBaseOnly,     // always the base layer
+  kRouter,       // answered by the router itself, as MagicBlock's router does
+  kUnknown,      // not a method this catalogue knows
+};
+
+std::string_view RoutingClassName(RoutingClass routing);
+
+struct RpcMethod {
+  std::string_view name;
+  RoutingClass routing;
+};
+
+// Every HTTP JSON-RPC method of Solana (Agave 2.x, plus the deprecated ones that older
+// clients still send) and of MagicBlock's router, with its class. Method names are
+// case-sensitive, as in Solana. A constant-time hash lookup; thread-safe.
+RoutingClass ClassifyMethod(std::string_view method);
+
+// The catalogue, in alphabetical order.
+std::span<const RpcMethod> KnownMethods();
+
+}  // namespace switchyard

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang++-14 in <build-dir> and runs each for <seconds>
+# from the committed seed corpus (tests/fuzz/corpus/<target>). New inputs go to a scratch
+# directory, never into the committed corpus. Exits non-zero on a crash, a leak, a sanitizer
+# report or a build failure; a crashing input is left as <build-dir>/crash-<target>-*.
+#
+# Usage: tests/fuzz/run_fuzzers.sh <build-dir> <seconds-per-target>
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:?build directory}
+seconds=${2:?seconds per target}
+cxx=${SWITCHYARD_FUZZ_CXX:-clang++-14}
+
+cmake -S "$here" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$build.configure.log" 2>&1 ||
+  { cat "$build.configure.log"; exit 1; }
+cmake --build "$build" -j2
+
+for target in transaction_fuzzer delegation_fuzzer; do
+  scratch="$build/scratch/$target"
+  rm -rf "$scratch"
+  mkdir -p "$scratch"
+  echo "== $target for ${seconds}s"
+  "$build/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$build/crash-$target-" \
+    "$scratch" "$here/corpus/$target"
+done
