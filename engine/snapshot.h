@@ -1,8 +1,14 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 #include "common/pubkey.h"
 #include "common/slot.h"
@@ -45,16 +51,37 @@ class Snapshot {
 };
 
 // The current snapshot. The fold publishes; readers on any thread take the current one
-// with one atomic load and keep it as long as they need it.
+// with one atomic load and keep it as long as they need it. Listeners (for example the
+// router's consistency gate, which waits for an applied slot) are told of each publication
+// on the publishing thread and must not block.
 class SnapshotHolder {
  public:
+  using Listener = std::function<void(const std::shared_ptr<const Snapshot>&)>;
+
   std::shared_ptr<const Snapshot> Current() const { return current_.load(std::memory_order_acquire); }
+
   void Publish(std::shared_ptr<const Snapshot> snapshot) {
-    current_.store(std::move(snapshot), std::memory_order_release);
+    current_.store(snapshot, std::memory_order_release);
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, listener] : listeners_) listener(snapshot);
+  }
+
+  // Returns an id for RemoveListener.
+  uint64_t AddListener(Listener listener) {
+    absl::MutexLock lock(&mu_);
+    listeners_.emplace_back(next_id_, std::move(listener));
+    return next_id_++;
+  }
+  void RemoveListener(uint64_t id) {
+    absl::MutexLock lock(&mu_);
+    std::erase_if(listeners_, [id](const auto& entry) { return entry.first == id; });
   }
 
  private:
   std::atomic<std::shared_ptr<const Snapshot>> current_;
+  absl::Mutex mu_;
+  std::vector<std::pair<uint64_t, Listener>> listeners_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace switchyard

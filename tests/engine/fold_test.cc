@@ -352,3 +352,22 @@ TEST(StateDigestTest, HexRoundTrips) {
 
 }  // namespace
 }  // namespace switchyard
+
+namespace switchyard {
+namespace {
+
+TEST(SnapshotHolderTest, ListenersHearEachPublicationUntilRemoved) {
+  SnapshotHolder holder;
+  std::vector<Slot> heard;
+  const uint64_t id = holder.AddListener(
+      [&](const std::shared_ptr<const Snapshot>& s) { heard.push_back(s->applied_slot()); });
+  holder.Publish(std::make_shared<const Snapshot>(AccountMap(), 5, StateDigest(), std::nullopt, 0));
+  holder.Publish(std::make_shared<const Snapshot>(AccountMap(), 6, StateDigest(), std::nullopt, 0));
+  holder.RemoveListener(id);
+  holder.Publish(std::make_shared<const Snapshot>(AccountMap(), 7, StateDigest(), std::nullopt, 0));
+  EXPECT_EQ(heard, (std::vector<Slot>{5, 6}));
+  EXPECT_EQ(holder.Current()->applied_slot(), 7u);
+}
+
+}  // namespace
+}  // namespace switchyard
