@@ -50,8 +50,7 @@ int RunCli(int argc, char** argv) {
   add_common(audit);
 
   ReplayArgs replay_args;
-  CLI::App* replay =
-      app.add_subcommand("replay", "Fold a fresh state from the log up to a slot");
+  CLI::App* replay = app.add_subcommand("replay", "Fold a fresh state from the log up to a slot");
   replay->add_option("--to-slot", replay_args.to_slot, "Last slot to apply")->required();
   replay->add_option("--out", replay_args.out_dir, "Directory for the new state")->required();
   add_common(replay);

@@ -77,12 +77,13 @@ void PrintAccount(const Pubkey& account, const std::optional<AccountState>& stat
     return;
   }
   if (!state->delegated) {
-    std::cout << "account=" << account.ToBase58() << " status=undelegated last_event_slot="
-              << state->last_event_slot << "\n";
+    std::cout << "account=" << account.ToBase58()
+              << " status=undelegated last_event_slot=" << state->last_event_slot << "\n";
     return;
   }
-  std::cout << "account=" << account.ToBase58() << " status=delegated validator="
-            << state->validator.ToBase58() << " owner=" << state->owner_program.ToBase58()
+  std::cout << "account=" << account.ToBase58()
+            << " status=delegated validator=" << state->validator.ToBase58()
+            << " owner=" << state->owner_program.ToBase58()
             << " delegation_slot=" << state->delegation_slot << " lamports=" << state->lamports
             << " commit_frequency_ms=" << state->commit_frequency_ms
             << " last_event_slot=" << state->last_event_slot << "\n";
@@ -103,9 +104,9 @@ int RunLogAppend(const Config& config, const LogAppendArgs& args) {
     absl::StatusOr<Event> event = ParseEventJson(line);
     if (!event.ok()) {
       if (!args.skip_invalid) {
-        return Fail(absl::InvalidArgumentError(
-            absl::StrCat(args.jsonl_path, ":", line_number, ": ", event.status().message(),
-                         " (nothing was appended)")));
+        return Fail(absl::InvalidArgumentError(absl::StrCat(args.jsonl_path, ":", line_number, ": ",
+                                                            event.status().message(),
+                                                            " (nothing was appended)")));
       }
       std::cerr << "skipped " << args.jsonl_path << ":" << line_number << ": "
                 << event.status().message() << "\n";
@@ -138,8 +139,8 @@ int RunLogDump(const Config& config, const LogDumpArgs& args) {
                              absl::ZeroDuration(), [](const LogRecordView& r) {
                                absl::StatusOr<Event> event = DecodeEvent(r.payload);
                                if (event.ok()) {
-                                 std::cout << "{\"offset\":" << r.offset << ",\"event\":"
-                                           << EventToJson(*event) << "}\n";
+                                 std::cout << "{\"offset\":" << r.offset
+                                           << ",\"event\":" << EventToJson(*event) << "}\n";
                                } else {
                                  std::cout << "{\"offset\":" << r.offset << ",\"error\":\""
                                            << event.status().message() << "\"}\n";
@@ -213,8 +214,8 @@ int RunReplay(const Config& config, const ReplayArgs& args) {
   if (!summary.ok()) return Fail(summary.status());
   const FoldPosition& p = summary->position;
   if (p.applied_slot < args.to_slot) {
-    return Fail(absl::OutOfRangeError(absl::StrCat("the log seals slots only up to ",
-                                                   p.applied_slot, ", not ", args.to_slot)));
+    return Fail(absl::OutOfRangeError(
+        absl::StrCat("the log seals slots only up to ", p.applied_slot, ", not ", args.to_slot)));
   }
   std::cout << "replayed_to_slot=" << p.applied_slot << " records=" << summary->records
             << " digest=" << p.digest.ToHex() << "\n";

@@ -1,10 +1,9 @@
 #include "app/config.h"
 
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "absl/container/flat_hash_set.h"
-#include <fmt/format.h>
-
 #include "common/status.h"
 
 namespace switchyard {
@@ -74,8 +73,7 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   try {
     root = toml::parse_file(*path);
   } catch (const toml::parse_error& error) {
-    return absl::InvalidArgumentError(fmt::format("{}:{}:{}: {}", *path,
-                                                  error.source().begin.line,
+    return absl::InvalidArgumentError(fmt::format("{}:{}:{}: {}", *path, error.source().begin.line,
                                                   error.source().begin.column,
                                                   error.description()));
   }

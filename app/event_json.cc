@@ -1,8 +1,7 @@
 #include "app/event_json.h"
 
-#include <simdjson.h>
-
 #include <fmt/format.h>
+#include <simdjson.h>
 
 #include "common/status.h"
 
@@ -92,8 +91,8 @@ std::string EventToJson(const Event& event) {
     return fmt::format(
         R"({{"kind":"{}","account":"{}","validator":"{}","owner":"{}","slot":{},"lamports":{},)"
         R"("commit_frequency_ms":{},"signature":"{}"}})",
-        kind, d->account.ToBase58(), d->validator.ToBase58(), d->owner_program.ToBase58(),
-        d->slot, d->lamports, d->commit_frequency_ms, d->signature.ToBase58());
+        kind, d->account.ToBase58(), d->validator.ToBase58(), d->owner_program.ToBase58(), d->slot,
+        d->lamports, d->commit_frequency_ms, d->signature.ToBase58());
   }
   if (const auto* u = std::get_if<UndelegatedEvent>(&event)) {
     return fmt::format(R"({{"kind":"{}","account":"{}","slot":{},"signature":"{}"}})", kind,

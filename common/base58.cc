@@ -64,8 +64,8 @@ absl::Status Base58DecodeExact(std::string_view text, std::span<uint8_t> out) {
   // A value of n bytes needs at most ceil(n * log(256)/log(58)) + n characters.
   if (text.empty()) return absl::InvalidArgumentError("base58: empty string");
   if (text.size() > out.size() * 2 + 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("base58: ", text.size(), " characters is too long for ", out.size(), " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "base58: ", text.size(), " characters is too long for ", out.size(), " bytes"));
   }
   size_t ones = 0;
   while (ones < text.size() && text[ones] == '1') ++ones;
@@ -100,8 +100,8 @@ absl::Status Base58DecodeExact(std::string_view text, std::span<uint8_t> out) {
   auto byte_at = [&](size_t i) { return static_cast<uint8_t>(limbs[i / 4] >> (8 * (i % 4))); };
   while (significant > 0 && byte_at(significant - 1) == 0) --significant;
   if (ones + significant != out.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("base58: decodes to ", ones + significant,
-                                                   " bytes, expected ", out.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("base58: decodes to ", ones + significant, " bytes, expected ", out.size()));
   }
   for (size_t i = 0; i < ones; ++i) out[i] = 0;
   for (size_t i = 0; i < significant; ++i) out[ones + i] = byte_at(significant - 1 - i);

@@ -122,23 +122,24 @@ std::string MetricsRegistry::RenderPrometheus() const {
       const auto counts = e->histogram->CumulativeCounts();
       const auto& bounds = e->histogram->upper_bounds();
       for (size_t i = 0; i < bounds.size(); ++i) {
-        absl::StrAppend(&out, e->name, "_bucket", RenderLabels(e->labels, "le", FormatBound(bounds[i])),
-                        " ", counts[i], "\n");
+        absl::StrAppend(&out, e->name, "_bucket",
+                        RenderLabels(e->labels, "le", FormatBound(bounds[i])), " ", counts[i],
+                        "\n");
       }
       absl::StrAppend(&out, e->name, "_bucket", RenderLabels(e->labels, "le", "+Inf"), " ",
                       counts.back(), "\n");
       absl::StrAppend(&out, e->name, "_sum", RenderLabels(e->labels), " ", e->histogram->sum(),
                       "\n");
-      absl::StrAppend(&out, e->name, "_count", RenderLabels(e->labels), " ",
-                      e->histogram->count(), "\n");
+      absl::StrAppend(&out, e->name, "_count", RenderLabels(e->labels), " ", e->histogram->count(),
+                      "\n");
     }
   }
   return out;
 }
 
 std::vector<double> LatencyBucketsSeconds() {
-  return {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
-          1e-2, 2.5e-2, 5e-2, 0.1,  0.25,   0.5,  1.0,  2.5,    5.0,  10.0};
+  return {1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+          2.5e-2, 5e-2,   0.1,  0.25, 0.5,    1.0,  2.5,  5.0,    10.0};
 }
 
 }  // namespace switchyard

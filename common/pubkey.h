@@ -21,7 +21,9 @@ class FixedBytes {
   static constexpr size_t kSize = N;
 
   constexpr FixedBytes() = default;
-  explicit FixedBytes(std::span<const uint8_t, N> bytes) { std::memcpy(bytes_.data(), bytes.data(), N); }
+  explicit FixedBytes(std::span<const uint8_t, N> bytes) {
+    std::memcpy(bytes_.data(), bytes.data(), N);
+  }
 
   // Parses the canonical base58 form; see Base58DecodeExact for what is rejected.
   static absl::StatusOr<FixedBytes> FromBase58(std::string_view text) {

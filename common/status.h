@@ -6,10 +6,10 @@
 #include "absl/status/statusor.h"
 
 // Returns early with the status of `expr` when it is not OK.
-#define RETURN_IF_ERROR(expr)                                          \
-  do {                                                                 \
-    ::absl::Status switchyard_status_ = (expr);                        \
-    if (!switchyard_status_.ok()) return switchyard_status_;           \
+#define RETURN_IF_ERROR(expr)                                \
+  do {                                                       \
+    ::absl::Status switchyard_status_ = (expr);              \
+    if (!switchyard_status_.ok()) return switchyard_status_; \
   } while (false)
 
 #define SWITCHYARD_CONCAT_INNER(a, b) a##b

@@ -17,10 +17,11 @@ std::optional<AccountState> AccountMap::Find(const Pubkey& key) const {
   const size_t hash = HashOf(key);
   const Root& root = roots_[hash >> (64 - kShardBits)];
   if (root.cells == nullptr) return std::nullopt;
-  for (size_t i = hash & root.mask;; i = (i + 1) & root.mask) {
+  for (size_t i = Home(hash, root.capacity);;) {
     const Cell& cell = root.cells[i];
     if (!cell.occupied()) return std::nullopt;
     if (cell.key == key) return Expand(cell);
+    if (++i == root.capacity) i = 0;
   }
 }
 
@@ -48,13 +49,54 @@ uint32_t AccountMap::Intern(const Pubkey& key) {
 }
 
 void AccountMap::InsertCell(Table& table, const Cell& cell, size_t hash) {
-  const size_t mask = table.cells.size() - 1;
-  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+  const size_t capacity = table.cells.size();
+  for (size_t i = Home(hash, capacity);;) {
     if (!table.cells[i].occupied()) {
       table.cells[i] = cell;
       ++table.size;
       return;
     }
+    if (++i == capacity) i = 0;
+  }
+}
+
+void AccountMap::Rehash(size_t shard, size_t capacity) {
+  Root& root = roots_[shard];
+  auto grown = std::make_shared<Table>();
+  grown->cells.resize(capacity);
+  if (root.table) {
+    for (const Cell& c : root.table->cells) {
+      if (c.occupied()) InsertCell(*grown, c, HashOf(c.key));
+    }
+  }
+  root.table = std::move(grown);
+  root.cells = root.table->cells.data();
+  root.capacity = capacity;
+}
+
+void AccountMap::UpsertMany(std::span<const std::pair<Pubkey, AccountState>> entries) {
+  // Random cells in a large map each cost a cache miss; asking for them a few entries ahead
+  // overlaps the misses.
+  constexpr size_t kAhead = 8;
+  auto prefetch = [this](const Pubkey& key) {
+    const size_t hash = HashOf(key);
+    const Root& root = roots_[hash >> (64 - kShardBits)];
+    if (root.cells != nullptr) __builtin_prefetch(&root.cells[Home(hash, root.capacity)], 1);
+  };
+  for (size_t i = 0; i < entries.size() && i < kAhead; ++i) prefetch(entries[i].first);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (i + kAhead < entries.size()) prefetch(entries[i + kAhead].first);
+    Upsert(entries[i].first, entries[i].second);
+  }
+}
+
+void AccountMap::Reserve(size_t accounts) {
+  if (accounts == 0) return;
+  const size_t per_shard = accounts / roots_.size() + 1;
+  // A load of at most 3/4 after the expected inserts, with some slack for uneven shards.
+  const size_t capacity = std::max(kMinCapacity, per_shard * 3 / 2);
+  for (size_t shard = 0; shard < roots_.size(); ++shard) {
+    if (!roots_[shard].table || roots_[shard].capacity < capacity) Rehash(shard, capacity);
   }
 }
 
@@ -69,7 +111,7 @@ AccountMap::Table& AccountMap::MutableTable(size_t shard) {
     root.table = std::make_shared<Table>(*root.table);
   }
   root.cells = root.table->cells.data();
-  root.mask = root.table->cells.size() - 1;
+  root.capacity = root.table->cells.size();
   return *root.table;
 }
 
@@ -86,29 +128,23 @@ void AccountMap::Upsert(const Pubkey& key, const AccountState& state) {
 
   const size_t hash = HashOf(key);
   const size_t shard = hash >> (64 - kShardBits);
-  Table& table = MutableTable(shard);
-  const size_t mask = table.cells.size() - 1;
-  for (size_t i = hash & mask;; i = (i + 1) & mask) {
-    Cell& existing = table.cells[i];
+  Table* table = &MutableTable(shard);
+  const size_t capacity = table->cells.size();
+  for (size_t i = Home(hash, capacity);;) {
+    Cell& existing = table->cells[i];
     if (!existing.occupied()) break;
     if (existing.key == key) {
       existing = cell;
       return;
     }
+    if (++i == capacity) i = 0;
   }
   // A new key. Keep the load at or below 3/4 so that probes stay short.
-  if ((table.size + 1) * 4 > table.cells.size() * 3) {
-    Table grown;
-    grown.cells.resize(table.cells.size() * 2);
-    for (const Cell& c : table.cells) {
-      if (c.occupied()) InsertCell(grown, c, HashOf(c.key));
-    }
-    table = std::move(grown);
-    Root& root = roots_[shard];
-    root.cells = table.cells.data();
-    root.mask = table.cells.size() - 1;
+  if ((table->size + 1) * 4 > capacity * 3) {
+    Rehash(shard, capacity * 2);
+    table = roots_[shard].table.get();
   }
-  InsertCell(table, cell, hash);
+  InsertCell(*table, cell, hash);
   ++size_;
 }
 

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -28,6 +30,10 @@ class AccountMap {
   std::optional<AccountState> Find(const Pubkey& key) const;
   // Inserts or replaces.
   void Upsert(const Pubkey& key, const AccountState& state);
+  // Sizes the tables for about `accounts` entries, so that a bulk load does not rehash.
+  void Reserve(size_t accounts);
+  // Upserts many entries, prefetching each one's cell ahead of the write (bulk loads).
+  void UpsertMany(std::span<const std::pair<Pubkey, AccountState>> entries);
 
   size_t size() const { return size_; }
 
@@ -60,15 +66,21 @@ class AccountMap {
     bool occupied() const { return (flags & kOccupied) != 0; }
   };
   struct Table {
-    std::vector<Cell> cells;  // capacity is a power of two
+    std::vector<Cell> cells;  // linear probing from Home(), wrapping at the end
     size_t size = 0;
   };
   // Everything a lookup needs, so that it touches only the cell it probes.
   struct Root {
     std::shared_ptr<Table> table;
     const Cell* cells = nullptr;
-    size_t mask = 0;
+    size_t capacity = 0;
   };
+  // The first cell to probe: the hash's low 32 bits scaled to the capacity (the top bits
+  // chose the shard), so capacities need not be powers of two.
+  static size_t Home(size_t hash, size_t capacity) {
+    return static_cast<size_t>((static_cast<uint64_t>(static_cast<uint32_t>(hash)) * capacity) >>
+                               32);
+  }
   struct Interner {
     std::vector<Pubkey> keys;
     absl::flat_hash_map<Pubkey, uint32_t> ids;
@@ -78,6 +90,7 @@ class AccountMap {
   uint32_t Intern(const Pubkey& key);
   Table& MutableTable(size_t shard);
   static void InsertCell(Table& table, const Cell& cell, size_t hash);
+  void Rehash(size_t shard, size_t capacity);
 
   std::array<Root, size_t{1} << kShardBits> roots_;
   std::shared_ptr<Interner> interner_;

@@ -2,9 +2,7 @@
 
 namespace switchyard {
 
-EventKind KindOf(const Event& event) {
-  return static_cast<EventKind>(event.index() + 1);
-}
+EventKind KindOf(const Event& event) { return static_cast<EventKind>(event.index() + 1); }
 
 Slot SlotOf(const Event& event) {
   return std::visit([](const auto& e) { return e.slot; }, event);

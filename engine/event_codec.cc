@@ -107,8 +107,8 @@ absl::StatusOr<Event> DecodeEvent(std::string_view record) {
   const uint32_t stored = LoadU32LE(bytes + body);
   const uint32_t computed = Crc32c(record.substr(0, body));
   if (stored != computed) {
-    return absl::DataLossError(absl::StrCat("event record checksum mismatch: stored ", stored,
-                                            ", computed ", computed));
+    return absl::DataLossError(
+        absl::StrCat("event record checksum mismatch: stored ", stored, ", computed ", computed));
   }
   const uint8_t raw_kind = bytes[1];
   if (raw_kind < 1 || raw_kind > 5) {
@@ -116,9 +116,9 @@ absl::StatusOr<Event> DecodeEvent(std::string_view record) {
   }
   const auto kind = static_cast<EventKind>(raw_kind);
   if (body - kHeaderSize != PayloadSize(kind)) {
-    return absl::DataLossError(absl::StrCat("event record of kind ", std::string(KindName(kind)), " has ",
-                                            body - kHeaderSize, " payload bytes, expected ",
-                                            PayloadSize(kind)));
+    return absl::DataLossError(absl::StrCat("event record of kind ", std::string(KindName(kind)),
+                                            " has ", body - kHeaderSize,
+                                            " payload bytes, expected ", PayloadSize(kind)));
   }
   FieldReader r(bytes + kHeaderSize);
   switch (kind) {

@@ -15,7 +15,8 @@ FoldMetrics::FoldMetrics(MetricsRegistry& r)
       quarantined(r.AddCounter("switchyard_fold_records_quarantined_total",
                                "Log records that failed to decode and were quarantined")),
       commits(r.AddCounter("switchyard_fold_commits_total", "Fold batches committed")),
-      errors(r.AddCounter("switchyard_fold_errors_total", "Fold steps that failed and were retried")),
+      errors(
+          r.AddCounter("switchyard_fold_errors_total", "Fold steps that failed and were retried")),
       applied_slot(r.AddGauge("switchyard_fold_applied_slot", "The applied slot")),
       in_limbo(r.AddGauge("switchyard_fold_in_limbo",
                           "1 between a StreamGap and the next Resynced, else 0")),

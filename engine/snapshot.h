@@ -9,7 +9,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-
 #include "common/pubkey.h"
 #include "common/slot.h"
 #include "engine/account_map.h"
@@ -58,7 +57,9 @@ class SnapshotHolder {
  public:
   using Listener = std::function<void(const std::shared_ptr<const Snapshot>&)>;
 
-  std::shared_ptr<const Snapshot> Current() const { return current_.load(std::memory_order_acquire); }
+  std::shared_ptr<const Snapshot> Current() const {
+    return current_.load(std::memory_order_acquire);
+  }
 
   void Publish(std::shared_ptr<const Snapshot> snapshot) {
     current_.store(snapshot, std::memory_order_release);

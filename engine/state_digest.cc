@@ -40,7 +40,8 @@ std::optional<StateDigest> StateDigest::FromHex(std::string_view hex) {
   if (hex.size() != 32) return std::nullopt;
   uint64_t parts[2];
   for (int i = 0; i < 2; ++i) {
-    if (!absl::SimpleHexAtoi(absl::string_view(hex.data() + 16 * i, 16), &parts[i])) return std::nullopt;
+    if (!absl::SimpleHexAtoi(absl::string_view(hex.data() + 16 * i, 16), &parts[i]))
+      return std::nullopt;
   }
   return FromParts(parts[0], parts[1]);
 }

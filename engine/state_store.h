@@ -17,8 +17,8 @@ namespace switchyard {
 
 // Where the fold stands in one partition of the log.
 struct PartitionCursor {
-  int64_t next_offset = 0;  // the first record not yet folded into the state
-  Slot sealed_slot = 0;     // the highest SlotSealed read from this partition (0: none)
+  int64_t next_offset = 0;          // the first record not yet folded into the state
+  Slot sealed_slot = 0;             // the highest SlotSealed read from this partition (0: none)
   std::optional<Slot> limbo_since;  // set by StreamGap, cleared by Resynced
 
   friend bool operator==(const PartitionCursor&, const PartitionCursor&) = default;
@@ -80,7 +80,7 @@ struct FoldBatch {
   std::vector<HistoryRow> history;
   std::vector<QuarantineEntry> quarantine;
   std::vector<std::pair<Slot, StateDigest>> sealed_digests;  // digest at each applied slot reached
-  FoldPosition position;  // after the batch
+  FoldPosition position;                                     // after the batch
 
   bool HasChanges() const {
     return !accounts.empty() || !history.empty() || !quarantine.empty() || !sealed_digests.empty();

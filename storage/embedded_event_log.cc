@@ -86,8 +86,8 @@ class EmbeddedEventLog::Reader final : public EventLogReader {
 };
 
 EmbeddedEventLog::EmbeddedEventLog(std::unique_ptr<rocksdb::DB> db,
-                                   std::vector<rocksdb::ColumnFamilyHandle*> handles,
-                                   int64_t end, bool sync_appends)
+                                   std::vector<rocksdb::ColumnFamilyHandle*> handles, int64_t end,
+                                   bool sync_appends)
     : db_(std::move(db)),
       handles_(std::move(handles)),
       log_cf_(handles_[1]),

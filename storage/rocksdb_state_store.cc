@@ -82,8 +82,8 @@ absl::StatusOr<FoldPosition> DecodePosition(std::string_view v) {
   constexpr size_t kFixed = 8 + 16 + 8 + 6 * 8 + 4;
   constexpr size_t kPerPartition = 8 + 8 + 1 + 8;
   auto corrupt = [&] {
-    return absl::DataLossError(absl::StrCat("stored fold position is malformed (", v.size(),
-                                            " bytes)"));
+    return absl::DataLossError(
+        absl::StrCat("stored fold position is malformed (", v.size(), " bytes)"));
   };
   if (v.size() < kFixed) return corrupt();
   const uint8_t* p = AsBytes(v.data());
@@ -116,8 +116,7 @@ absl::StatusOr<HistoryEntry> DecodeHistoryRow(rocksdb::Slice key, rocksdb::Slice
   entry.slot = LoadU64BE(AsBytes(key.data() + 32));
   entry.seq = LoadU64BE(AsBytes(key.data() + 40));
   entry.ignored = (value[0] & kHistoryIgnored) != 0;
-  ASSIGN_OR_RETURN(entry.event,
-                   DecodeEvent(std::string_view(value.data() + 1, value.size() - 1)));
+  ASSIGN_OR_RETURN(entry.event, DecodeEvent(std::string_view(value.data() + 1, value.size() - 1)));
   return entry;
 }
 
@@ -185,9 +184,8 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
   rocksdb::DB* raw = nullptr;
   RETURN_IF_ERROR(FromRocksDb(rocksdb::DB::Open(db_options, path, families, &handles, &raw),
                               absl::StrCat("opening the state store at ", path)));
-  std::unique_ptr<RocksDbStateStore> store(
-      new RocksDbStateStore(std::unique_ptr<rocksdb::DB>(raw), std::move(handles),
-                            options.sync_commits));
+  std::unique_ptr<RocksDbStateStore> store(new RocksDbStateStore(
+      std::unique_ptr<rocksdb::DB>(raw), std::move(handles), options.sync_commits));
   RETURN_IF_ERROR(store->CheckSchemaVersion(path));
   return store;
 }
@@ -267,7 +265,13 @@ absl::StatusOr<LoadedState> RocksDbStateStore::Load() {
   rocksdb::ReadOptions read;
   read.fill_cache = false;
   read.readahead_size = 4 << 20;
+  uint64_t estimated = 0;
+  if (db_->GetIntProperty(state_cf_, "rocksdb.estimate-num-keys", &estimated)) {
+    loaded.accounts.Reserve(estimated);
+  }
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, state_cf_));
+  std::vector<std::pair<Pubkey, AccountState>> chunk;
+  chunk.reserve(1024);
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const rocksdb::Slice key = it->key();
     std::optional<AccountState> state =
@@ -275,9 +279,14 @@ absl::StatusOr<LoadedState> RocksDbStateStore::Load() {
     if (key.size() != Pubkey::kSize || !state) {
       return absl::DataLossError(absl::StrCat("malformed state row of ", key.size(), " bytes"));
     }
-    loaded.accounts.Upsert(Pubkey::FromBytes(AsBytes(key.data())), *state);
+    chunk.emplace_back(Pubkey::FromBytes(AsBytes(key.data())), *state);
+    if (chunk.size() == chunk.capacity()) {
+      loaded.accounts.UpsertMany(chunk);
+      chunk.clear();
+    }
   }
   RETURN_IF_ERROR(FromRocksDb(it->status(), "loading the state"));
+  loaded.accounts.UpsertMany(chunk);
   return loaded;
 }
 
@@ -308,8 +317,8 @@ absl::StatusOr<std::vector<HistoryEntry>> RocksDbStateStore::History(const Pubke
   return out;
 }
 
-absl::StatusOr<std::optional<AccountState>> RocksDbStateStore::GetAccountAt(
-    const Pubkey& account, Slot slot) {
+absl::StatusOr<std::optional<AccountState>> RocksDbStateStore::GetAccountAt(const Pubkey& account,
+                                                                            Slot slot) {
   ASSIGN_OR_RETURN(std::vector<HistoryEntry> history, History(account));
   // History rows are in (slot, seq) order; the fold's order within an account is seq order,
   // and a stale event (lower slot, higher seq) is marked ignored, so slot order is fold order
@@ -350,9 +359,11 @@ absl::StatusOr<std::vector<QuarantineEntry>> RocksDbStateStore::Quarantine() {
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const rocksdb::Slice key = it->key();
     const rocksdb::Slice value = it->value();
-    if (key.size() != 16 || value.size() < 4) return absl::DataLossError("malformed quarantine row");
+    if (key.size() != 16 || value.size() < 4)
+      return absl::DataLossError("malformed quarantine row");
     const uint32_t reason_size = LoadU32LE(AsBytes(value.data()));
-    if (value.size() < 4 + size_t{reason_size}) return absl::DataLossError("malformed quarantine row");
+    if (value.size() < 4 + size_t{reason_size})
+      return absl::DataLossError("malformed quarantine row");
     QuarantineEntry q;
     q.partition = static_cast<int32_t>(LoadU64BE(AsBytes(key.data())));
     q.offset = static_cast<int64_t>(LoadU64BE(AsBytes(key.data() + 8)));

@@ -1,8 +1,8 @@
 #pragma once
 
-#include <string_view>
-
 #include <rocksdb/status.h>
+
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"

@@ -45,12 +45,12 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, AppendRejectsAWholeFileWithAnInvalidLine) {
-  const std::string path = WriteFile(
-      "bad.jsonl",
-      "{\"kind\":\"slot_sealed\",\"slot\":1}\n"
-      "{\"kind\":\"delegated\",\"account\":\"0OIl\",\"validator\":\"11111111111111111111111111111111\","
-      "\"owner\":\"11111111111111111111111111111111\",\"slot\":2}\n"
-      "{\"kind\":\"slot_sealed\",\"slot\":2}\n");
+  const std::string path = WriteFile("bad.jsonl",
+                                     "{\"kind\":\"slot_sealed\",\"slot\":1}\n"
+                                     "{\"kind\":\"delegated\",\"account\":\"0OIl\",\"validator\":"
+                                     "\"11111111111111111111111111111111\","
+                                     "\"owner\":\"11111111111111111111111111111111\",\"slot\":2}\n"
+                                     "{\"kind\":\"slot_sealed\",\"slot\":2}\n");
   CommandResult r = Run({"log", "append", "--jsonl", path});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("bad.jsonl:2:"), std::string::npos) << r.err;
@@ -122,9 +122,9 @@ TEST_F(CliTest, FoldStateGetAuditReplayAndVerify) {
 TEST_F(CliTest, VerifyFailsWhenTheLiveStateDisagreesWithTheLog) {
   testing::GeneratorOptions options;
   options.slots = 20;
-  ASSERT_EQ(Run({"log", "append", "--jsonl", WriteEvents(testing::GenerateEvents(options))})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      Run({"log", "append", "--jsonl", WriteEvents(testing::GenerateEvents(options))}).exit_code,
+      0);
   ASSERT_EQ(Run({"fold"}).exit_code, 0);
   {
     // Tamper with the live state: a delegation the log never contained.

@@ -2,10 +2,9 @@
 // is SIGKILLed at random moments, then restarted; at the end the state must equal a
 // reference fold computed in memory, with no history row duplicated and the offsets at the
 // end of the log. The number of kills comes from SWITCHYARD_CRASH_KILLS (default 50).
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -48,7 +47,7 @@ TEST(CrashTest, FoldSurvivesSigkillAtRandomMoments) {
   const std::string config = dir.Sub("crash.toml");
   std::ofstream(config) << "[fold]\nmax_batch_records = 3000\n";
   const std::vector<std::string> fold = {SWITCHYARD_BINARY, "fold", "--data-dir", data,
-                                         "--config", config};
+                                         "--config",        config};
 
   std::mt19937_64 rng(1234);
   int killed = 0;
@@ -78,8 +77,7 @@ TEST(CrashTest, FoldSurvivesSigkillAtRandomMoments) {
         position->partitions.empty() ? 0 : position->partitions[0].next_offset;
     EXPECT_GT(committed, 0);
     EXPECT_LT(committed, static_cast<int64_t>(events.size()));
-    std::cout << "killed runs committed " << committed << " of " << events.size()
-              << " records\n";
+    std::cout << "killed runs committed " << committed << " of " << events.size() << " records\n";
   }
   testing::CommandResult last = testing::RunCommand(fold);
   ASSERT_EQ(last.exit_code, 0) << last.err;

@@ -33,8 +33,7 @@ TEST(Crc32cTest, MatchesTheStandardCheckValue) {
 }
 
 TEST(EventCodecTest, EveryKindRoundTrips) {
-  const std::vector<Event> events = {SampleDelegated(),
-                                     UndelegatedEvent{Key(9), 77, Signature()},
+  const std::vector<Event> events = {SampleDelegated(), UndelegatedEvent{Key(9), 77, Signature()},
                                      SlotSealedEvent{5}, StreamGapEvent{6}, ResyncedEvent{7}};
   for (const Event& e : events) {
     const std::string record = EncodeEvent(e);
@@ -47,8 +46,8 @@ TEST(EventCodecTest, EveryKindRoundTrips) {
 TEST(EventCodecTest, LayoutIsVersionKindFieldsCrc) {
   const std::string record = EncodeEvent(SlotSealedEvent{0x0102030405060708ULL});
   ASSERT_EQ(record.size(), 2u + 8 + 4);
-  EXPECT_EQ(record[0], 1);  // version
-  EXPECT_EQ(record[1], 3);  // SlotSealed
+  EXPECT_EQ(record[0], 1);                           // version
+  EXPECT_EQ(record[1], 3);                           // SlotSealed
   EXPECT_EQ(static_cast<uint8_t>(record[2]), 0x08);  // little-endian
   EXPECT_EQ(static_cast<uint8_t>(record[9]), 0x01);
   EXPECT_EQ(EncodeEvent(SampleDelegated()).size(), 2u + 184 + 4);

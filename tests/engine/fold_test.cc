@@ -34,8 +34,7 @@ DelegatedEvent Delegated(uint8_t account, Slot slot, uint8_t validator = 0xEE) {
 // Feeds a Fold with records per partition, keeping offsets.
 class Feeder {
  public:
-  explicit Feeder(int32_t partitions, FoldOptions options = {},
-                  LoadedState state = LoadedState())
+  explicit Feeder(int32_t partitions, FoldOptions options = {}, LoadedState state = LoadedState())
       : fold_(options, std::move(state), partitions), next_(partitions, 0) {
     for (int32_t p = 0; p < partitions; ++p) next_[p] = fold_.read_offset(p);
   }
@@ -120,7 +119,7 @@ TEST(FoldTest, StreamGapSetsLimboAndResyncedClearsIt) {
   EXPECT_EQ(f.fold().MakeSnapshot()->limbo_since(), std::optional<Slot>(10));
   f.Add(StreamGapEvent{12});  // still in limbo since the first gap
   EXPECT_EQ(f.fold().position().LimboSince(), std::optional<Slot>(10));
-  f.Add(ResyncedEvent{15});   // waits for slot 15 to be sealed
+  f.Add(ResyncedEvent{15});  // waits for slot 15 to be sealed
   EXPECT_EQ(f.fold().position().LimboSince(), std::optional<Slot>(10));
   f.Add(SlotSealedEvent{15});
   EXPECT_EQ(f.fold().position().LimboSince(), std::nullopt);

@@ -72,9 +72,8 @@ TEST(EmbeddedEventLogTest, PollWaitsForAnAppendUntilItsTimeout) {
   EXPECT_EQ(*none, 0u);
   std::thread writer([&] { ASSERT_TRUE((*log)->Append(Records(0, 1)).ok()); });
   std::vector<std::string> got;
-  auto n = reader->Poll(10, absl::Seconds(30), [&](const LogRecordView& r) {
-    got.emplace_back(r.payload);
-  });
+  auto n = reader->Poll(10, absl::Seconds(30),
+                        [&](const LogRecordView& r) { got.emplace_back(r.payload); });
   writer.join();
   ASSERT_TRUE(n.ok());
   ASSERT_EQ(got.size(), 1u);

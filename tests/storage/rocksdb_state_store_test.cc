@@ -52,8 +52,10 @@ TEST(RocksDbStateStoreTest, CommitThenLoadRestoresStateAndPosition) {
     Fold fold(FoldOptions(), std::move(*loaded), 1);
     int64_t offset = 0;
     const size_t half = events.size() / 2;
-    ASSERT_TRUE((*store)->Commit(FoldEvents(fold, offset, {events.begin(), events.begin() + half})).ok());
-    ASSERT_TRUE((*store)->Commit(FoldEvents(fold, offset, {events.begin() + half, events.end()})).ok());
+    ASSERT_TRUE(
+        (*store)->Commit(FoldEvents(fold, offset, {events.begin(), events.begin() + half})).ok());
+    ASSERT_TRUE(
+        (*store)->Commit(FoldEvents(fold, offset, {events.begin() + half, events.end()})).ok());
     position = fold.position();
   }
   auto store = RocksDbStateStore::Open(dir.Sub("state"));

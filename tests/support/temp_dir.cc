@@ -7,7 +7,8 @@
 namespace switchyard::testing {
 
 TempDir::TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "switchyard-test-XXXXXX").string();
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "switchyard-test-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   path_ = pattern;
 }
