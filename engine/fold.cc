@@ -39,7 +39,11 @@ Fold::Fold(FoldOptions options, LoadedState state, int32_t partition_count)
 }
 
 bool Fold::Saturated(int32_t partition) const {
-  return partitions_[partition].pending.size() >= options_.max_pending_per_partition;
+  // Only a partition that is ahead (it sealed more than the applied slot) waits for the
+  // others; the partition that holds the applied slot back must keep reading towards its
+  // next SlotSealed, however much it holds.
+  return partitions_[partition].pending.size() >= options_.max_pending_per_partition &&
+         position_.partitions[partition].sealed_slot > position_.applied_slot;
 }
 
 bool Fold::ReachedStop() const {

@@ -39,7 +39,8 @@ class Fold {
   int32_t partition_count() const { return static_cast<int32_t>(partitions_.size()); }
   // The offset of the next record to feed from `partition`.
   int64_t read_offset(int32_t partition) const { return partitions_[partition].read_offset; }
-  // True while `partition` holds as many pending records as allowed.
+  // True while `partition` holds as many pending records as allowed and is ahead of the
+  // applied slot: the reader should stop reading it until the other partitions catch up.
   bool Saturated(int32_t partition) const;
   // True once every partition has sealed `stop_at_slot` (only with a stop slot).
   bool ReachedStop() const;

@@ -312,16 +312,29 @@ TEST(FoldTest, StopSlotCapsTheAppliedSlot) {
   EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(2)), std::nullopt);
 }
 
-TEST(FoldTest, SaturatedWhenThePendingQueueIsFull) {
+TEST(FoldTest, SaturatedWhenAPartitionAheadHoldsAFullQueue) {
   FoldOptions options;
   options.max_pending_per_partition = 3;
   Feeder f(2, options);
   for (Slot s = 1; s <= 3; ++s) f.Add(Delegated(1, s), 0);
+  f.Add(SlotSealedEvent{3}, 0);  // partition 0 is ahead of partition 1
   EXPECT_TRUE(f.fold().Saturated(0));
   EXPECT_FALSE(f.fold().Saturated(1));
-  f.Add(SlotSealedEvent{3}, 0);
   f.Add(SlotSealedEvent{3}, 1);
   EXPECT_FALSE(f.fold().Saturated(0));
+  EXPECT_NE(f.fold().MakeSnapshot()->FindDelegation(Key(1)), std::nullopt);
+}
+
+// Regression: a lone partition with more pending records than the bound, before its next
+// SlotSealed, was paused and could never read that seal.
+TEST(FoldTest, PartitionHoldingTheAppliedSlotBackIsNeverSaturated) {
+  FoldOptions options;
+  options.max_pending_per_partition = 3;
+  Feeder f(1, options);
+  for (uint8_t a = 1; a <= 6; ++a) f.Add(Delegated(a, 2));
+  EXPECT_FALSE(f.fold().Saturated(0));
+  f.Add(SlotSealedEvent{2});
+  EXPECT_EQ(f.fold().delegated_count(), 6u);
 }
 
 TEST(AccountStateTest, EncodingRoundTripsAndRejectsBadInput) {

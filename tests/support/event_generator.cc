@@ -24,7 +24,8 @@ Signature SignatureFrom(std::mt19937_64& rng) {
 }  // namespace
 
 std::vector<Pubkey> GeneratedAccounts(const GeneratorOptions& options) {
-  std::mt19937_64 rng(options.seed * 7919 + 1);
+  const uint64_t seed = options.account_seed != 0 ? options.account_seed : options.seed;
+  std::mt19937_64 rng(seed * 7919 + 1);
   std::vector<Pubkey> accounts;
   accounts.reserve(options.accounts);
   for (size_t i = 0; i < options.accounts; ++i) accounts.push_back(KeyFrom(rng));

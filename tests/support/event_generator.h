@@ -13,6 +13,9 @@ namespace switchyard::testing {
 
 struct GeneratorOptions {
   uint64_t seed = 1;
+  // Picks the account set; 0 means `seed`. Streams with different seeds and the same
+  // account seed continue one another (give them consecutive slot ranges).
+  uint64_t account_seed = 0;
   size_t accounts = 100;
   size_t validators = 4;
   Slot first_slot = 1;
