@@ -147,11 +147,9 @@ BENCHMARK(BM_FoldIntoRocksDb)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2);
 
-// A snapshot of 1 M delegated accounts; looks up present and absent keys at random.
-void BM_SnapshotLookup(benchmark::State& state) {
-  std::mt19937_64 rng(3);
+// 1 M delegated accounts; their keys go to `keys`.
+AccountMap MillionDelegatedAccounts(std::mt19937_64& rng, std::vector<Pubkey>& keys) {
   AccountMap map;
-  std::vector<Pubkey> keys;
   for (int i = 0; i < 1'000'000; ++i) {
     keys.push_back(RandomKey(rng));
     AccountState s;
@@ -159,6 +157,14 @@ void BM_SnapshotLookup(benchmark::State& state) {
     s.delegation_slot = static_cast<Slot>(i);
     map.Upsert(keys.back(), s);
   }
+  return map;
+}
+
+// A snapshot of 1 M delegated accounts; looks up present and absent keys at random.
+void BM_SnapshotLookup(benchmark::State& state) {
+  std::mt19937_64 rng(3);
+  std::vector<Pubkey> keys;
+  AccountMap map = MillionDelegatedAccounts(rng, keys);
   for (int i = 0; i < 1'000'000; ++i) keys.push_back(RandomKey(rng));  // misses
   std::shuffle(keys.begin(), keys.end(), rng);
   Snapshot snapshot(map, 1, StateDigest(), std::nullopt, 1'000'000);
@@ -174,14 +180,8 @@ BENCHMARK(BM_SnapshotLookup);
 // The same lookups when the accounts asked for are a hot set of 10 k (cache-resident).
 void BM_SnapshotLookupHotSet(benchmark::State& state) {
   std::mt19937_64 rng(3);
-  AccountMap map;
   std::vector<Pubkey> keys;
-  for (int i = 0; i < 1'000'000; ++i) {
-    keys.push_back(RandomKey(rng));
-    AccountState s;
-    s.delegated = true;
-    map.Upsert(keys.back(), s);
-  }
+  AccountMap map = MillionDelegatedAccounts(rng, keys);
   keys.resize(10'000);
   Snapshot snapshot(map, 1, StateDigest(), std::nullopt, 1'000'000);
   size_t i = 0;

@@ -4,11 +4,10 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
-#include <filesystem>
-
 #include "absl/strings/str_cat.h"
 #include "common/endian.h"
 #include "common/status.h"
+#include "storage/internal/rocksdb_database.h"
 #include "storage/internal/rocksdb_status.h"
 
 namespace switchyard {
@@ -51,7 +50,7 @@ class EmbeddedEventLog::Reader final : public EventLogReader {
     if (!iterator_) {
       rocksdb::ReadOptions read;
       read.readahead_size = 2 << 20;
-      iterator_.reset(log_->db_->NewIterator(read, log_->log_cf_));
+      iterator_.reset(log_->database_->db()->NewIterator(read, log_->log_cf_));
       iterator_->Seek(OffsetKey(next_));
     } else {
       // Records appended since the iterator was made are not visible to it: refresh.
@@ -85,47 +84,29 @@ class EmbeddedEventLog::Reader final : public EventLogReader {
   std::unique_ptr<rocksdb::Iterator> iterator_;
 };
 
-EmbeddedEventLog::EmbeddedEventLog(std::unique_ptr<rocksdb::DB> db,
-                                   std::vector<rocksdb::ColumnFamilyHandle*> handles, int64_t end,
-                                   bool sync_appends)
-    : db_(std::move(db)),
-      handles_(std::move(handles)),
-      log_cf_(handles_[1]),
+EmbeddedEventLog::EmbeddedEventLog(std::unique_ptr<storage_internal::Database> database,
+                                   int64_t end, bool sync_appends)
+    : database_(std::move(database)),
+      log_cf_(database_->family(1)),
       sync_appends_(sync_appends),
       end_(end) {}
 
-EmbeddedEventLog::~EmbeddedEventLog() {
-  // A flushed memtable means no write-ahead log to replay at the next Open.
-  (void)db_->Flush(rocksdb::FlushOptions(), log_cf_);
-  for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
-}
+EmbeddedEventLog::~EmbeddedEventLog() = default;
 
 absl::StatusOr<std::unique_ptr<EmbeddedEventLog>> EmbeddedEventLog::Open(
     const std::string& path, const EmbeddedEventLogOptions& options) {
-  if (options.create_if_missing) {
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  }
-  rocksdb::Options db_options;
-  db_options.create_if_missing = options.create_if_missing;
-  db_options.create_missing_column_families = true;
-  db_options.max_background_jobs = 2;
-  // Restart speed: keep recovered write-ahead-log data in the memtable instead of flushing it
-  // during Open; a clean close flushes (see the destructor).
-  db_options.avoid_flush_during_recovery = true;
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.compression = rocksdb::kLZ4Compression;
   cf_options.write_buffer_size = 64 << 20;
-  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-      {rocksdb::kDefaultColumnFamilyName, cf_options}, {kLogCf, cf_options}};
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* raw = nullptr;
-  RETURN_IF_ERROR(FromRocksDb(rocksdb::DB::Open(db_options, path, families, &handles, &raw),
-                              absl::StrCat("opening the event log at ", path)));
-  std::unique_ptr<rocksdb::DB> db(raw);
+  ASSIGN_OR_RETURN(auto database,
+                   storage_internal::Database::Open(
+                       path, "the event log",
+                       storage_internal::Database::DefaultOptions(options.create_if_missing),
+                       {{rocksdb::kDefaultColumnFamilyName, cf_options}, {kLogCf, cf_options}}));
   int64_t end = 0;
   {
-    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), handles[1]));
+    std::unique_ptr<rocksdb::Iterator> it(
+        database->db()->NewIterator(rocksdb::ReadOptions(), database->family(1)));
     it->SeekToLast();
     if (it->Valid()) {
       if (it->key().size() != 8) return absl::DataLossError("malformed embedded log key");
@@ -134,7 +115,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedEventLog>> EmbeddedEventLog::Open(
     RETURN_IF_ERROR(FromRocksDb(it->status(), "finding the end of the event log"));
   }
   return std::unique_ptr<EmbeddedEventLog>(
-      new EmbeddedEventLog(std::move(db), std::move(handles), end, options.sync_appends));
+      new EmbeddedEventLog(std::move(database), end, options.sync_appends));
 }
 
 absl::Status EmbeddedEventLog::Append(std::span<const OutgoingRecord> records) {
@@ -150,7 +131,7 @@ absl::Status EmbeddedEventLog::Append(std::span<const OutgoingRecord> records) {
   }
   rocksdb::WriteOptions write;
   write.sync = sync_appends_;
-  RETURN_IF_ERROR(FromRocksDb(db_->Write(write, &batch), "appending to the event log"));
+  RETURN_IF_ERROR(FromRocksDb(database_->db()->Write(write, &batch), "appending to the event log"));
   end_ = next;
   return absl::OkStatus();
 }

@@ -9,11 +9,13 @@
 #include "engine/event_log.h"
 
 namespace rocksdb {
-class DB;
 class ColumnFamilyHandle;
 }  // namespace rocksdb
 
 namespace switchyard {
+namespace storage_internal {
+class Database;
+}  // namespace storage_internal
 
 struct EmbeddedEventLogOptions {
   // fsync on every append, so an acknowledged record survives power loss.
@@ -40,14 +42,12 @@ class EmbeddedEventLog final : public EventLogWriter {
 
  private:
   class Reader;
-  EmbeddedEventLog(std::unique_ptr<rocksdb::DB> db,
-                   std::vector<rocksdb::ColumnFamilyHandle*> handles, int64_t end,
+  EmbeddedEventLog(std::unique_ptr<storage_internal::Database> database, int64_t end,
                    bool sync_appends);
   // Waits until the log holds a record at `offset` or `timeout` passes.
   bool WaitForOffset(int64_t offset, absl::Duration timeout) const;
 
-  std::unique_ptr<rocksdb::DB> db_;
-  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  std::unique_ptr<storage_internal::Database> database_;
   rocksdb::ColumnFamilyHandle* log_cf_;
   const bool sync_appends_;
   mutable absl::Mutex mu_;

@@ -7,13 +7,12 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
-#include <filesystem>
-
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/endian.h"
 #include "common/status.h"
 #include "engine/event_codec.h"
+#include "storage/internal/rocksdb_database.h"
 #include "storage/internal/rocksdb_status.h"
 
 namespace switchyard {
@@ -122,37 +121,22 @@ absl::StatusOr<HistoryEntry> DecodeHistoryRow(rocksdb::Slice key, rocksdb::Slice
 
 }  // namespace
 
-RocksDbStateStore::RocksDbStateStore(std::unique_ptr<rocksdb::DB> db,
-                                     std::vector<rocksdb::ColumnFamilyHandle*> handles,
+RocksDbStateStore::RocksDbStateStore(std::unique_ptr<storage_internal::Database> database,
                                      bool sync_commits)
-    : db_(std::move(db)),
-      handles_(std::move(handles)),
-      state_cf_(handles_[1]),
-      history_cf_(handles_[2]),
-      meta_cf_(handles_[3]),
-      quarantine_cf_(handles_[4]),
+    : database_(std::move(database)),
+      db_(database_->db()),
+      state_cf_(database_->family(1)),
+      history_cf_(database_->family(2)),
+      meta_cf_(database_->family(3)),
+      quarantine_cf_(database_->family(4)),
       sync_commits_(sync_commits) {}
 
-RocksDbStateStore::~RocksDbStateStore() {
-  // A flushed memtable means no write-ahead log to replay at the next Open.
-  (void)db_->Flush(rocksdb::FlushOptions(), {state_cf_, history_cf_, meta_cf_, quarantine_cf_});
-  for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
-}
+RocksDbStateStore::~RocksDbStateStore() = default;
 
 absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
     const std::string& path, const RocksDbStateStoreOptions& options) {
-  if (options.create_if_missing) {
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  }
-  rocksdb::Options db_options;
-  db_options.create_if_missing = options.create_if_missing;
-  db_options.create_missing_column_families = true;
-  db_options.max_background_jobs = 2;
-  // Restart speed: keep recovered write-ahead-log data in the memtable instead of flushing it
-  // during Open; a clean close flushes (see the destructor).
-  db_options.avoid_flush_during_recovery = true;
-  db_options.IncreaseParallelism(2);
+  rocksdb::DBOptions db_options =
+      storage_internal::Database::DefaultOptions(options.create_if_missing);
   db_options.allow_concurrent_memtable_write = false;  // required by the vector memtable
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
@@ -160,6 +144,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   cf_options.compression = rocksdb::kLZ4Compression;
+  cf_options.write_buffer_size = 64 << 20;
   // History rows are written in bulk and read rarely (audits): an append-only vector
   // memtable, sorted once at flush, takes them in at a fraction of a skiplist's cost.
   rocksdb::ColumnFamilyOptions history_options = cf_options;
@@ -169,23 +154,18 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
   history_options.compression = rocksdb::kNoCompression;  // keys and signatures are random
   // The state is written the same way and read at start-up only (a full scan), so it takes
   // the same memtable.
-  cf_options.write_buffer_size = 64 << 20;
   rocksdb::ColumnFamilyOptions state_options = cf_options;
   state_options.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
 
-  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-      {rocksdb::kDefaultColumnFamilyName, cf_options},
-      {kStateCf, state_options},
-      {kHistoryCf, history_options},
-      {kMetaCf, cf_options},
-      {kQuarantineCf, cf_options},
-  };
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* raw = nullptr;
-  RETURN_IF_ERROR(FromRocksDb(rocksdb::DB::Open(db_options, path, families, &handles, &raw),
-                              absl::StrCat("opening the state store at ", path)));
-  std::unique_ptr<RocksDbStateStore> store(new RocksDbStateStore(
-      std::unique_ptr<rocksdb::DB>(raw), std::move(handles), options.sync_commits));
+  ASSIGN_OR_RETURN(auto database, storage_internal::Database::Open(
+                                      path, "the state store", db_options,
+                                      {{rocksdb::kDefaultColumnFamilyName, cf_options},
+                                       {kStateCf, state_options},
+                                       {kHistoryCf, history_options},
+                                       {kMetaCf, cf_options},
+                                       {kQuarantineCf, cf_options}}));
+  std::unique_ptr<RocksDbStateStore> store(
+      new RocksDbStateStore(std::move(database), options.sync_commits));
   RETURN_IF_ERROR(store->CheckSchemaVersion(path));
   return store;
 }

@@ -13,6 +13,9 @@ class ColumnFamilyHandle;
 }  // namespace rocksdb
 
 namespace switchyard {
+namespace storage_internal {
+class Database;
+}  // namespace storage_internal
 
 struct RocksDbStateStoreOptions {
   // fsync the write-ahead log on every commit, so a committed batch survives power loss.
@@ -53,12 +56,11 @@ class RocksDbStateStore final : public StateStore {
   absl::StatusOr<uint64_t> CountHistoryRows();
 
  private:
-  RocksDbStateStore(std::unique_ptr<rocksdb::DB> db,
-                    std::vector<rocksdb::ColumnFamilyHandle*> handles, bool sync_commits);
+  RocksDbStateStore(std::unique_ptr<storage_internal::Database> database, bool sync_commits);
   absl::Status CheckSchemaVersion(const std::string& path);
 
-  std::unique_ptr<rocksdb::DB> db_;
-  std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // default, state, history, meta, quarantine
+  std::unique_ptr<storage_internal::Database> database_;
+  rocksdb::DB* db_;  // owned by database_
   rocksdb::ColumnFamilyHandle* state_cf_;
   rocksdb::ColumnFamilyHandle* history_cf_;
   rocksdb::ColumnFamilyHandle* meta_cf_;

@@ -7,11 +7,7 @@
 namespace switchyard {
 namespace {
 
-Pubkey Key(uint8_t fill) {
-  std::array<uint8_t, 32> b;
-  b.fill(fill);
-  return Pubkey(b);
-}
+Pubkey Key(uint8_t fill) { return testing::TestKey(fill); }
 
 DelegatedEvent SampleDelegated() {
   DelegatedEvent d;

@@ -14,21 +14,9 @@ using testing::GenerateEvents;
 using testing::GeneratorOptions;
 using testing::ReferenceFold;
 
-Pubkey Key(uint8_t fill) {
-  std::array<uint8_t, 32> b;
-  b.fill(fill);
-  return Pubkey(b);
-}
-
+Pubkey Key(uint8_t fill) { return testing::TestKey(fill); }
 DelegatedEvent Delegated(uint8_t account, Slot slot, uint8_t validator = 0xEE) {
-  DelegatedEvent d;
-  d.account = Key(account);
-  d.validator = Key(validator);
-  d.owner_program = Key(0xAA);
-  d.slot = slot;
-  d.lamports = 1000 + account;
-  d.commit_frequency_ms = 30000;
-  return d;
+  return testing::TestDelegation(account, slot, validator);
 }
 
 // Feeds a Fold with records per partition, keeping offsets.

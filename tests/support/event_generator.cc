@@ -23,6 +23,23 @@ Signature SignatureFrom(std::mt19937_64& rng) {
 
 }  // namespace
 
+Pubkey TestKey(uint8_t fill) {
+  std::array<uint8_t, 32> bytes;
+  bytes.fill(fill);
+  return Pubkey(bytes);
+}
+
+DelegatedEvent TestDelegation(uint8_t account, Slot slot, uint8_t validator) {
+  DelegatedEvent d;
+  d.account = TestKey(account);
+  d.validator = TestKey(validator);
+  d.owner_program = TestKey(0xAA);
+  d.slot = slot;
+  d.lamports = 1000 + account;
+  d.commit_frequency_ms = 30000;
+  return d;
+}
+
 std::vector<Pubkey> GeneratedAccounts(const GeneratorOptions& options) {
   const uint64_t seed = options.account_seed != 0 ? options.account_seed : options.seed;
   std::mt19937_64 rng(seed * 7919 + 1);

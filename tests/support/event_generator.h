@@ -27,6 +27,11 @@ struct GeneratorOptions {
   double gap_probability = 0.0;
 };
 
+// A key whose 32 bytes are all `fill`.
+Pubkey TestKey(uint8_t fill);
+// A delegation of TestKey(account) at `slot` to TestKey(validator), owner TestKey(0xAA).
+DelegatedEvent TestDelegation(uint8_t account, Slot slot, uint8_t validator = 0xEE);
+
 // A deterministic stream of delegation events for tests and benchmarks: per slot a number
 // of Delegated/Undelegated events over a fixed account set, then SlotSealed(slot).
 std::vector<Event> GenerateEvents(const GeneratorOptions& options);

@@ -1,0 +1,41 @@
+#pragma once
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace switchyard::storage_internal {
+
+// A RocksDB database opened with its column families, shared by the state store and the
+// embedded log. Owns the handles; closing flushes the memtables, so that the next Open has no
+// write-ahead log to replay. Thread-safe as RocksDB is.
+class Database {
+ public:
+  // The options both stores use; `create_if_missing` also creates the parent directory.
+  static rocksdb::DBOptions DefaultOptions(bool create_if_missing);
+
+  // Opens `path`; `what` names the database in errors ("the event log").
+  static absl::StatusOr<std::unique_ptr<Database>> Open(
+      const std::string& path, std::string_view what, const rocksdb::DBOptions& options,
+      const std::vector<rocksdb::ColumnFamilyDescriptor>& families);
+  ~Database();
+
+  rocksdb::DB* db() const { return db_.get(); }
+  // The handle of the i-th family given to Open.
+  rocksdb::ColumnFamilyHandle* family(size_t i) const { return handles_[i]; }
+
+ private:
+  Database(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles)
+      : db_(std::move(db)), handles_(std::move(handles)) {}
+
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+};
+
+}  // namespace switchyard::storage_internal
