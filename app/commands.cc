@@ -113,7 +113,9 @@ int RunLogAppend(const Config& config, const LogAppendArgs& args) {
       ++skipped;
       continue;
     }
-    records.push_back({EventKey(*event), EncodeEvent(*event), std::nullopt});
+    for (OutgoingRecord& r : ToLogRecords(*event, /*partition_count=*/1)) {
+      records.push_back(std::move(r));
+    }
   }
   auto log = OpenLog(config, /*create_if_missing=*/true);
   if (!log.ok()) return Fail(log.status());

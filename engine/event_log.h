@@ -5,11 +5,13 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/event.h"
 
 namespace switchyard {
 
@@ -20,6 +22,11 @@ struct OutgoingRecord {
   std::string payload;
   std::optional<int32_t> partition;
 };
+
+// The records that put `event` on a log of `partition_count` partitions: account events once,
+// keyed by their account; SlotSealed, StreamGap and Resynced once per partition, since every
+// partition must carry the watermarks and stream markers (DESIGN.md §3).
+std::vector<OutgoingRecord> ToLogRecords(const Event& event, int32_t partition_count);
 
 // A record read from the log; the views are valid during the callback only.
 struct LogRecordView {

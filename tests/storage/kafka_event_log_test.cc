@@ -1,0 +1,208 @@
+#include "storage/kafka_event_log.h"
+
+#include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include <map>
+#include <set>
+
+#include "engine/event_codec.h"
+#include "engine/fold_runner.h"
+#include "storage/rocksdb_state_store.h"
+#include "tests/support/event_generator.h"
+#include "tests/support/temp_dir.h"
+
+namespace switchyard {
+namespace {
+
+// librdkafka's mock cluster: real Kafka protocol on loopback, in this process.
+class MockKafka {
+ public:
+  explicit MockKafka(int brokers = 3) {
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    char error[256];
+    rd_kafka_conf_set(conf, "test.mock.num.brokers", std::to_string(brokers).c_str(), error,
+                      sizeof(error));
+    rd_kafka_conf_set(conf, "log_level", "0", error, sizeof(error));
+    host_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof(error));
+    cluster_ = rd_kafka_handle_mock_cluster(host_);
+    bootstraps_ = rd_kafka_mock_cluster_bootstraps(cluster_);
+  }
+  ~MockKafka() { rd_kafka_destroy(host_); }
+
+  void CreateTopic(const std::string& topic, int partitions) {
+    ASSERT_EQ(rd_kafka_mock_topic_create(cluster_, topic.c_str(), partitions, 1),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  rd_kafka_mock_cluster_t* cluster() { return cluster_; }
+  const std::string& bootstraps() const { return bootstraps_; }
+
+ private:
+  rd_kafka_t* host_;
+  rd_kafka_mock_cluster_t* cluster_;
+  std::string bootstraps_;
+};
+
+KafkaEventLogOptions Options(const MockKafka& kafka, const std::string& topic) {
+  KafkaEventLogOptions options;
+  options.brokers = kafka.bootstraps();
+  options.topic = topic;
+  // The mock cluster does not implement CreateTopics: keep the attempt short.
+  options.request_timeout = absl::Seconds(1);
+  options.properties = {{"log_level", "0"}};
+  return options;
+}
+
+std::vector<OutgoingRecord> Records(const std::vector<Event>& events, int32_t partitions) {
+  std::vector<OutgoingRecord> out;
+  for (const Event& e : events) {
+    for (auto& r : ToLogRecords(e, partitions)) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// Reads until `count` records arrived or the deadline passed.
+std::vector<std::tuple<int32_t, int64_t, std::string>> ReadAll(EventLogReader& reader,
+                                                               size_t count) {
+  std::vector<std::tuple<int32_t, int64_t, std::string>> out;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (out.size() < count && absl::Now() < deadline) {
+    auto n = reader.Poll(count - out.size(), absl::Milliseconds(100), [&](const LogRecordView& r) {
+      out.emplace_back(r.partition, r.offset, std::string(r.payload));
+    });
+    EXPECT_TRUE(n.ok()) << n.status();
+    if (!n.ok()) break;
+  }
+  return out;
+}
+
+TEST(KafkaEventLogTest, AccountEventsStayInOnePartitionAndWatermarksReachEvery) {
+  MockKafka kafka;
+  kafka.CreateTopic("delegations", 4);
+  auto log = KafkaEventLog::Open(Options(kafka, "delegations"));
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ((*log)->partition_count(), 4);
+  testing::GeneratorOptions gen;
+  gen.slots = 20;
+  const auto events = testing::GenerateEvents(gen);
+  const auto records = Records(events, 4);
+  ASSERT_TRUE((*log)->Append(records).ok());
+
+  auto reader = (*log)->NewReader();
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const auto read = ReadAll(**reader, records.size());
+  ASSERT_EQ(read.size(), records.size());
+  std::map<Pubkey, int32_t> partition_of;
+  std::map<int32_t, std::vector<Slot>> seals;
+  std::map<int32_t, int64_t> last_offset;
+  for (const auto& [partition, offset, payload] : read) {
+    EXPECT_GT(offset, last_offset.count(partition) ? last_offset[partition] : -1);
+    last_offset[partition] = offset;
+    auto event = DecodeEvent(payload);
+    ASSERT_TRUE(event.ok());
+    if (const Pubkey* account = AccountOf(*event)) {
+      auto [it, inserted] = partition_of.emplace(*account, partition);
+      EXPECT_EQ(it->second, partition) << "an account's events split across partitions";
+    } else if (const auto* seal = std::get_if<SlotSealedEvent>(&*event)) {
+      seals[partition].push_back(seal->slot);
+    }
+  }
+  ASSERT_EQ(seals.size(), 4u);
+  for (const auto& [partition, slots] : seals) EXPECT_EQ(slots.size(), gen.slots) << partition;
+  std::set<int32_t> used;
+  for (const auto& [account, partition] : partition_of) used.insert(partition);
+  EXPECT_EQ(used.size(), 4u);
+  auto end = (*reader)->EndOffset(0);
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(*end, last_offset[0] + 1);
+}
+
+TEST(KafkaEventLogTest, FoldOverPartitionsMatchesTheReferenceAndResumesFromStoredOffsets) {
+  MockKafka kafka;
+  kafka.CreateTopic("delegations", 3);
+  auto log = KafkaEventLog::Open(Options(kafka, "delegations"));
+  ASSERT_TRUE(log.ok()) << log.status();
+  testing::GeneratorOptions gen;
+  gen.slots = 120;
+  gen.late_fraction = 0;
+  gen.gap_probability = 0.05;
+  const auto events = testing::GenerateEvents(gen);
+  testing::ReferenceFold reference;
+  for (const Event& e : events) reference.Apply(e);
+  const size_t half = events.size() / 2;
+  ASSERT_TRUE((*log)->Append(Records({events.begin(), events.begin() + half}, 3)).ok());
+
+  testing::TempDir dir;
+  SystemClock clock;
+  {
+    auto store = RocksDbStateStore::Open(dir.Sub("state"));
+    auto reader = (*log)->NewReader();
+    ASSERT_TRUE(reader.ok());
+    FoldRunner runner(FoldRunnerOptions(), reader->get(), store->get(), nullptr, &clock);
+    ASSERT_TRUE(runner.Init().ok());
+    ASSERT_TRUE(runner.RunUntilCaughtUp().ok());
+    EXPECT_GT(runner.fold().position().applied_slot, 0u);
+  }
+  ASSERT_TRUE((*log)->Append(Records({events.begin() + half, events.end()}, 3)).ok());
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  auto reader = (*log)->NewReader();
+  ASSERT_TRUE(reader.ok());
+  SnapshotHolder snapshots;
+  FoldRunner runner(FoldRunnerOptions(), reader->get(), store->get(), &snapshots, &clock);
+  ASSERT_TRUE(runner.Init().ok());
+  ASSERT_TRUE(runner.RunUntilCaughtUp().ok());
+  EXPECT_EQ(snapshots.Current()->applied_slot(), gen.first_slot + gen.slots - 1);
+  EXPECT_EQ(snapshots.Current()->digest(), reference.digest);
+  auto sealed = (*store)->SealedDigests();
+  ASSERT_TRUE(sealed.ok());
+  for (const auto& [slot, digest] : *sealed) EXPECT_EQ(digest, reference.sealed_digests.at(slot));
+  auto rows = (*store)->CountHistoryRows();
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(*rows, reference.account_events) << "events applied twice or lost";
+}
+
+TEST(KafkaEventLogTest, RetriedProduceErrorsWriteEachRecordOnce) {
+  MockKafka kafka;
+  kafka.CreateTopic("delegations", 2);
+  auto log = KafkaEventLog::Open(Options(kafka, "delegations"));
+  ASSERT_TRUE(log.ok()) << log.status();
+  rd_kafka_mock_push_request_errors(
+      kafka.cluster(), /*Produce=*/0, 4, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+      RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
+      RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION);
+  testing::GeneratorOptions gen;
+  gen.slots = 10;
+  const auto records = Records(testing::GenerateEvents(gen), 2);
+  ASSERT_TRUE((*log)->Append(records).ok());
+  auto reader = (*log)->NewReader();
+  ASSERT_TRUE(reader.ok());
+  auto read = ReadAll(**reader, records.size());
+  ASSERT_EQ(read.size(), records.size());
+  // Nothing beyond them: no record was written twice.
+  auto more = (*reader)->Poll(10, absl::Seconds(1), [&](const LogRecordView& r) {
+    read.emplace_back(r.partition, r.offset, std::string(r.payload));
+  });
+  ASSERT_TRUE(more.ok());
+  EXPECT_EQ(*more, 0u);
+  std::multiset<std::string> sent;
+  for (const auto& r : records) sent.insert(r.payload);
+  std::multiset<std::string> got;
+  for (const auto& [p, o, payload] : read) got.insert(payload);
+  EXPECT_EQ(got, sent);
+}
+
+TEST(KafkaEventLogTest, MissingTopicOnAnUnreachableBrokerIsAClearError) {
+  KafkaEventLogOptions options;
+  options.brokers = "127.0.0.1:1";  // nothing listens there
+  options.topic = "delegations";
+  options.request_timeout = absl::Milliseconds(500);
+  options.properties = {{"log_level", "0"}};
+  auto log = KafkaEventLog::Open(options);
+  ASSERT_FALSE(log.ok());
+  EXPECT_NE(std::string(log.status().message()).find("127.0.0.1:1"), std::string::npos)
+      << log.status();
+}
+
+}  // namespace
+}  // namespace switchyard
