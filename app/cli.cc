@@ -13,9 +13,12 @@ int RunCli(int argc, char** argv) {
 
   std::optional<std::string> config_path;
   std::optional<std::string> data_dir;
+  std::optional<std::string> log_url;
   auto add_common = [&](CLI::App* cmd) {
     cmd->add_option("--config", config_path, "TOML configuration file");
     cmd->add_option("--data-dir", data_dir, "Data directory (overrides storage.data_dir)");
+    cmd->add_option("--log", log_url,
+                    "embedded, or kafka://HOST:PORT[,HOST:PORT]/TOPIC (overrides log.url)");
   };
 
   CLI::App* log = app.add_subcommand("log", "Read and write the embedded event log");
@@ -67,6 +70,7 @@ int RunCli(int argc, char** argv) {
     return 2;
   }
   if (data_dir) config->data_dir = *data_dir;
+  if (log_url) config->log_url = *log_url;
 
   if (*append) return RunLogAppend(*config, append_args);
   if (*dump) return RunLogDump(*config, dump_args);

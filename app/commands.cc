@@ -8,11 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "app/event_json.h"
+#include "app/log_url.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "engine/event_codec.h"
 #include "engine/fold_runner.h"
-#include "storage/embedded_event_log.h"
 #include "storage/rocksdb_state_store.h"
 
 namespace switchyard {
@@ -23,12 +23,8 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-absl::StatusOr<std::unique_ptr<EmbeddedEventLog>> OpenLog(const Config& config,
-                                                          bool create_if_missing) {
-  EmbeddedEventLogOptions options;
-  options.sync_appends = config.sync;
-  options.create_if_missing = create_if_missing;
-  return EmbeddedEventLog::Open(config.LogDir(), options);
+absl::StatusOr<std::unique_ptr<EventLog>> OpenLog(const Config& config, bool create_if_missing) {
+  return OpenEventLog(config, create_if_missing);
 }
 
 absl::StatusOr<std::unique_ptr<RocksDbStateStore>> OpenState(const Config& config,
@@ -51,10 +47,10 @@ struct FoldSummary {
 
 // Folds the log at config.LogDir() into the state at `state_dir`, from the state's stored
 // offsets, until caught up (or, with `stop_at`, until every partition sealed it).
-absl::StatusOr<FoldSummary> FoldLog(const Config& config, EmbeddedEventLog& log,
+absl::StatusOr<FoldSummary> FoldLog(const Config& config, EventLog& log,
                                     const std::string& state_dir, std::optional<Slot> stop_at) {
   ASSIGN_OR_RETURN(auto store, OpenState(config, state_dir));
-  std::unique_ptr<EventLogReader> reader = log.NewReader();
+  ASSIGN_OR_RETURN(std::unique_ptr<EventLogReader> reader, log.OpenReader());
   SystemClock clock;
   FoldRunnerOptions options = config.fold;
   options.fold.stop_at_slot = stop_at;
@@ -62,11 +58,18 @@ absl::StatusOr<FoldSummary> FoldLog(const Config& config, EmbeddedEventLog& log,
   FoldRunner runner(options, reader.get(), store.get(), nullptr, &clock);
   const absl::Duration start = clock.Monotonic();
   RETURN_IF_ERROR(runner.Init());
-  const uint64_t before = runner.fold().position().partitions[0].next_offset;
+  auto records_read = [&runner] {
+    int64_t total = 0;
+    for (int32_t p = 0; p < runner.fold().partition_count(); ++p) {
+      total += runner.fold().read_offset(p);
+    }
+    return total;
+  };
+  const int64_t before = records_read();
   RETURN_IF_ERROR(runner.RunUntilCaughtUp());
   FoldSummary summary;
   summary.position = runner.fold().position();
-  summary.records = static_cast<uint64_t>(runner.fold().read_offset(0)) - before;
+  summary.records = static_cast<uint64_t>(records_read() - before);
   summary.seconds = absl::ToDoubleSeconds(clock.Monotonic() - start);
   return summary;
 }
@@ -94,7 +97,7 @@ void PrintAccount(const Pubkey& account, const std::optional<AccountState>& stat
 int RunLogAppend(const Config& config, const LogAppendArgs& args) {
   std::ifstream in(args.jsonl_path);
   if (!in) return Fail(absl::NotFoundError(absl::StrCat("cannot read ", args.jsonl_path)));
-  std::vector<OutgoingRecord> records;
+  std::vector<Event> events;
   std::string line;
   size_t line_number = 0;
   size_t skipped = 0;
@@ -113,41 +116,48 @@ int RunLogAppend(const Config& config, const LogAppendArgs& args) {
       ++skipped;
       continue;
     }
-    for (OutgoingRecord& r : ToLogRecords(*event, /*partition_count=*/1)) {
-      records.push_back(std::move(r));
-    }
+    events.push_back(*std::move(event));
   }
   auto log = OpenLog(config, /*create_if_missing=*/true);
   if (!log.ok()) return Fail(log.status());
-  const int64_t first = (*log)->end_offset();
+  std::vector<OutgoingRecord> records;
+  for (const Event& event : events) {
+    for (OutgoingRecord& r : ToLogRecords(event, (*log)->partition_count())) {
+      records.push_back(std::move(r));
+    }
+  }
   constexpr size_t kChunk = 10'000;
   for (size_t i = 0; i < records.size(); i += kChunk) {
     const size_t n = std::min(kChunk, records.size() - i);
     if (auto s = (*log)->Append(std::span(records).subspan(i, n)); !s.ok()) return Fail(s);
   }
-  std::cout << "appended=" << records.size() << " skipped=" << skipped << " first_offset=" << first
-            << " end_offset=" << (*log)->end_offset() << "\n";
+  std::cout << "appended=" << events.size() << " records=" << records.size()
+            << " skipped=" << skipped << " partitions=" << (*log)->partition_count() << "\n";
   return 0;
 }
 
 int RunLogDump(const Config& config, const LogDumpArgs& args) {
   auto log = OpenLog(config, /*create_if_missing=*/false);
   if (!log.ok()) return Fail(log.status());
-  std::unique_ptr<EventLogReader> reader = (*log)->NewReader();
-  if (auto s = reader->Seek(0, args.from); !s.ok()) return Fail(s);
+  auto opened = (*log)->OpenReader();
+  if (!opened.ok()) return Fail(opened.status());
+  EventLogReader* reader = opened->get();
+  for (int32_t p = 0; p < reader->partition_count(); ++p) {
+    if (auto s = reader->Seek(p, args.from); !s.ok()) return Fail(s);
+  }
   int64_t remaining = args.limit.value_or(std::numeric_limits<int64_t>::max());
   while (remaining > 0) {
-    auto read = reader->Poll(static_cast<size_t>(std::min<int64_t>(remaining, 10'000)),
-                             absl::ZeroDuration(), [](const LogRecordView& r) {
-                               absl::StatusOr<Event> event = DecodeEvent(r.payload);
-                               if (event.ok()) {
-                                 std::cout << "{\"offset\":" << r.offset
-                                           << ",\"event\":" << EventToJson(*event) << "}\n";
-                               } else {
-                                 std::cout << "{\"offset\":" << r.offset << ",\"error\":\""
-                                           << event.status().message() << "\"}\n";
-                               }
-                             });
+    auto read =
+        reader->Poll(static_cast<size_t>(std::min<int64_t>(remaining, 10'000)),
+                     absl::ZeroDuration(), [](const LogRecordView& r) {
+                       absl::StatusOr<Event> event = DecodeEvent(r.payload);
+                       std::cout << "{\"partition\":" << r.partition << ",\"offset\":" << r.offset;
+                       if (event.ok()) {
+                         std::cout << ",\"event\":" << EventToJson(*event) << "}\n";
+                       } else {
+                         std::cout << ",\"error\":\"" << event.status().message() << "\"}\n";
+                       }
+                     });
     if (!read.ok()) return Fail(read.status());
     if (*read == 0) break;
     remaining -= static_cast<int64_t>(*read);

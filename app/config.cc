@@ -77,7 +77,7 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
                                                   error.source().begin.column,
                                                   error.description()));
   }
-  static const absl::flat_hash_set<std::string> kSections = {"storage", "fold"};
+  static const absl::flat_hash_set<std::string> kSections = {"storage", "log", "fold"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", *path, key.str()));
@@ -99,6 +99,13 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   RETURN_IF_ERROR(storage.ReadPositive("block_cache_mb", &block_cache_mb));
   RETURN_IF_ERROR(storage.CheckNoUnknownKeys());
   config.block_cache_mb = static_cast<size_t>(block_cache_mb);
+
+  TableReader log(section("log"), "log.", *path);
+  int64_t partitions = config.kafka_partitions;
+  RETURN_IF_ERROR(log.ReadString("url", &config.log_url));
+  RETURN_IF_ERROR(log.ReadPositive("kafka_partitions", &partitions));
+  RETURN_IF_ERROR(log.CheckNoUnknownKeys());
+  config.kafka_partitions = static_cast<int32_t>(partitions);
 
   TableReader fold(section("fold"), "fold.", *path);
   auto batch = static_cast<int64_t>(config.fold.max_batch_records);

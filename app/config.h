@@ -16,6 +16,10 @@ namespace switchyard {
 //   sync = true                    # fsync every log append and fold commit
 //   block_cache_mb = 32
 //
+//   [log]
+//   url = "embedded"               # or "kafka://HOST:PORT[,HOST:PORT...]/TOPIC"
+//   kafka_partitions = 12          # when Switchyard creates the topic
+//
 //   [fold]
 //   max_batch_records = 50000
 //   publish_interval_ms = 50
@@ -24,6 +28,8 @@ struct Config {
   std::string data_dir = "switchyard-data";
   bool sync = true;
   size_t block_cache_mb = 32;
+  std::string log_url = "embedded";
+  int32_t kafka_partitions = 12;
   FoldRunnerOptions fold;
 
   std::string LogDir() const { return data_dir + "/log"; }

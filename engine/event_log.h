@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -62,6 +63,14 @@ class EventLogReader {
                                       absl::FunctionRef<void(const LogRecordView&)> on_record) = 0;
   // The offset one past the last record of `partition` now.
   virtual absl::StatusOr<int64_t> EndOffset(int32_t partition) = 0;
+};
+
+// A whole log: the producer side, and readers for folding engines. Implemented by
+// storage/EmbeddedEventLog and storage/KafkaEventLog; the engine cannot tell them apart.
+class EventLog : public EventLogWriter {
+ public:
+  // A reader of every partition, positioned at offset 0.
+  virtual absl::StatusOr<std::unique_ptr<EventLogReader>> OpenReader() = 0;
 };
 
 }  // namespace switchyard

@@ -26,7 +26,7 @@ struct EmbeddedEventLogOptions {
 // The event log on one machine: one partition, records in a RocksDB column family keyed by
 // their sequence number (big-endian u64, from 0). Append is the producer side; NewReader
 // makes consumers. The log outlives its readers. Thread-safe.
-class EmbeddedEventLog final : public EventLogWriter {
+class EmbeddedEventLog final : public EventLog {
  public:
   static absl::StatusOr<std::unique_ptr<EmbeddedEventLog>> Open(
       const std::string& path, const EmbeddedEventLogOptions& options = {});
@@ -37,6 +37,7 @@ class EmbeddedEventLog final : public EventLogWriter {
 
   // A reader positioned at offset 0.
   std::unique_ptr<EventLogReader> NewReader();
+  absl::StatusOr<std::unique_ptr<EventLogReader>> OpenReader() override { return NewReader(); }
   // The sequence number the next record will get.
   int64_t end_offset() const;
 

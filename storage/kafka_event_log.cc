@@ -273,12 +273,15 @@ absl::StatusOr<std::unique_ptr<KafkaEventLog>> KafkaEventLog::Open(
   rd_kafka_conf_set_dr_msg_cb(config.get(), OnDelivery);
   ASSIGN_OR_RETURN(rd_kafka_t * producer, config.NewClient(RD_KAFKA_PRODUCER));
 
-  const absl::Status created = CreateTopic(producer, options);
-  if (!created.ok()) {
-    spdlog::warn("could not create topic {} on {} ({}); using it if it exists", options.topic,
-                 options.brokers, std::string(created.message()));
-  }
   absl::StatusOr<int32_t> partitions = TopicPartitionCount(producer, options);
+  if (absl::IsNotFound(partitions.status())) {
+    const absl::Status created = CreateTopic(producer, options);
+    if (!created.ok()) {
+      spdlog::warn("could not create topic {} on {}: {}", options.topic, options.brokers,
+                   std::string(created.message()));
+    }
+    partitions = TopicPartitionCount(producer, options);
+  }
   if (!partitions.ok()) {
     rd_kafka_destroy(producer);
     return partitions.status();
@@ -338,7 +341,7 @@ absl::Status KafkaEventLog::Append(std::span<const OutgoingRecord> records) {
   }
 }
 
-absl::StatusOr<std::unique_ptr<EventLogReader>> KafkaEventLog::NewReader() {
+absl::StatusOr<std::unique_ptr<EventLogReader>> KafkaEventLog::OpenReader() {
   KafkaConfig config;
   RETURN_IF_ERROR(config.Set("bootstrap.servers", options_.brokers));
   std::random_device random;

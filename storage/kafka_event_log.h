@@ -32,7 +32,7 @@ struct KafkaEventLogOptions {
 // Keyed records go to the partition the key hashes to; records with a partition go there.
 // Readers assign every partition explicitly (no consumer group offsets): positions come from
 // the state store. Thread-safe; readers are used by one thread each.
-class KafkaEventLog final : public EventLogWriter {
+class KafkaEventLog final : public EventLog {
  public:
   // Connects, creates the topic when it is missing (where the broker allows it), and reads
   // its partition count. An unreachable broker or a missing topic that cannot be created is
@@ -44,7 +44,7 @@ class KafkaEventLog final : public EventLogWriter {
   absl::Status Append(std::span<const OutgoingRecord> records) override;
 
   // A reader of every partition, positioned at offset 0.
-  absl::StatusOr<std::unique_ptr<EventLogReader>> NewReader();
+  absl::StatusOr<std::unique_ptr<EventLogReader>> OpenReader() override;
 
  private:
   class Reader;

@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
 
 #include <fstream>
 #include <regex>
@@ -61,9 +63,11 @@ TEST_F(CliTest, AppendRejectsAWholeFileWithAnInvalidLine) {
   CommandResult skip = Run({"log", "append", "--jsonl", path, "--skip-invalid"});
   EXPECT_EQ(skip.exit_code, 0) << skip.err;
   EXPECT_EQ(Field(skip.out, "appended"), "2");
+  EXPECT_EQ(Field(skip.out, "partitions"), "1");
   EXPECT_EQ(Field(skip.out, "skipped"), "1");
   dump = Run({"log", "dump", "--from", "1"});
-  EXPECT_EQ(dump.out, "{\"offset\":1,\"event\":{\"kind\":\"slot_sealed\",\"slot\":2}}\n");
+  EXPECT_EQ(dump.out,
+            "{\"partition\":0,\"offset\":1,\"event\":{\"kind\":\"slot_sealed\",\"slot\":2}}\n");
 }
 
 TEST_F(CliTest, FoldStateGetAuditReplayAndVerify) {
@@ -143,6 +147,47 @@ TEST_F(CliTest, VerifyFailsWhenTheLiveStateDisagreesWithTheLog) {
   CommandResult verify = Run({"verify"});
   EXPECT_EQ(verify.exit_code, 1);
   EXPECT_EQ(Field(verify.out, "result"), "MISMATCH");
+}
+
+// The same commands on a Kafka log: librdkafka's mock cluster, in this process, serves the
+// command-line processes over loopback.
+TEST_F(CliTest, FoldReplayAndVerifyOnAKafkaLog) {
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char error[256];
+  ASSERT_EQ(rd_kafka_conf_set(conf, "test.mock.num.brokers", "2", error, sizeof(error)),
+            RD_KAFKA_CONF_OK);
+  rd_kafka_t* host = rd_kafka_new(RD_KAFKA_PRODUCER, conf, error, sizeof(error));
+  ASSERT_NE(host, nullptr) << error;
+  rd_kafka_mock_cluster_t* cluster = rd_kafka_handle_mock_cluster(host);
+  ASSERT_EQ(rd_kafka_mock_topic_create(cluster, "delegations", 3, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  const std::string url =
+      std::string("kafka://") + rd_kafka_mock_cluster_bootstraps(cluster) + "/delegations";
+
+  testing::GeneratorOptions options;
+  options.slots = 40;
+  options.late_fraction = 0;
+  const std::vector<Event> events = testing::GenerateEvents(options);
+  testing::ReferenceFold reference;
+  for (const Event& e : events) reference.Apply(e);
+  CommandResult append = Run({"log", "append", "--jsonl", WriteEvents(events), "--log", url});
+  ASSERT_EQ(append.exit_code, 0) << append.err;
+  EXPECT_EQ(Field(append.out, "partitions"), "3");
+
+  CommandResult fold = Run({"fold", "--log", url});
+  ASSERT_EQ(fold.exit_code, 0) << fold.err;
+  EXPECT_EQ(Field(fold.out, "applied_slot"), "40");
+  EXPECT_EQ(Field(fold.out, "digest"), reference.digest.ToHex());
+  CommandResult replay =
+      Run({"replay", "--to-slot", "25", "--out", dir_.Sub("replay"), "--log", url});
+  ASSERT_EQ(replay.exit_code, 0) << replay.err;
+  EXPECT_EQ(Field(replay.out, "digest"), reference.sealed_digests.at(25).ToHex());
+  CommandResult verify = Run({"verify", "--log", url});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  EXPECT_EQ(Field(verify.out, "result"), "ok");
+  CommandResult bad = Run({"fold", "--log", "kafka://nowhere"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("kafka://HOST:PORT/TOPIC"), std::string::npos) << bad.err;
+  rd_kafka_destroy(host);
 }
 
 TEST_F(CliTest, ConfigErrorsNameTheKeyAndTheFile) {

@@ -89,7 +89,7 @@ TEST(KafkaEventLogTest, AccountEventsStayInOnePartitionAndWatermarksReachEvery) 
   const auto records = Records(events, 4);
   ASSERT_TRUE((*log)->Append(records).ok());
 
-  auto reader = (*log)->NewReader();
+  auto reader = (*log)->OpenReader();
   ASSERT_TRUE(reader.ok()) << reader.status();
   const auto read = ReadAll(**reader, records.size());
   ASSERT_EQ(read.size(), records.size());
@@ -137,7 +137,7 @@ TEST(KafkaEventLogTest, FoldOverPartitionsMatchesTheReferenceAndResumesFromStore
   SystemClock clock;
   {
     auto store = RocksDbStateStore::Open(dir.Sub("state"));
-    auto reader = (*log)->NewReader();
+    auto reader = (*log)->OpenReader();
     ASSERT_TRUE(reader.ok());
     FoldRunner runner(FoldRunnerOptions(), reader->get(), store->get(), nullptr, &clock);
     ASSERT_TRUE(runner.Init().ok());
@@ -146,7 +146,7 @@ TEST(KafkaEventLogTest, FoldOverPartitionsMatchesTheReferenceAndResumesFromStore
   }
   ASSERT_TRUE((*log)->Append(Records({events.begin() + half, events.end()}, 3)).ok());
   auto store = RocksDbStateStore::Open(dir.Sub("state"));
-  auto reader = (*log)->NewReader();
+  auto reader = (*log)->OpenReader();
   ASSERT_TRUE(reader.ok());
   SnapshotHolder snapshots;
   FoldRunner runner(FoldRunnerOptions(), reader->get(), store->get(), &snapshots, &clock);
@@ -175,7 +175,7 @@ TEST(KafkaEventLogTest, RetriedProduceErrorsWriteEachRecordOnce) {
   gen.slots = 10;
   const auto records = Records(testing::GenerateEvents(gen), 2);
   ASSERT_TRUE((*log)->Append(records).ok());
-  auto reader = (*log)->NewReader();
+  auto reader = (*log)->OpenReader();
   ASSERT_TRUE(reader.ok());
   auto read = ReadAll(**reader, records.size());
   ASSERT_EQ(read.size(), records.size());
