@@ -35,6 +35,7 @@ FoldRunner::FoldRunner(FoldRunnerOptions options, EventLogReader* reader, StateS
 FoldRunner::~FoldRunner() { Stop(); }
 
 absl::Status FoldRunner::Init() {
+  uncommitted_records_ = 0;
   ASSIGN_OR_RETURN(LoadedState loaded, store_->Load());
   fold_ = std::make_unique<Fold>(options_.fold, std::move(loaded), reader_->partition_count());
   for (int32_t p = 0; p < fold_->partition_count(); ++p) {
@@ -53,12 +54,24 @@ absl::Status FoldRunner::Init() {
 }
 
 absl::StatusOr<size_t> FoldRunner::Step(absl::Duration timeout) {
+  if (needs_reload_) {
+    // A failed step may have lost a batch the fold already took: start again from what the
+    // store holds, so that nothing is skipped or applied twice.
+    RETURN_IF_ERROR(Init());
+    needs_reload_ = false;
+  }
+  absl::StatusOr<size_t> read = StepOnce(timeout);
+  if (!read.ok()) needs_reload_ = true;
+  return read;
+}
+
+absl::StatusOr<size_t> FoldRunner::StepOnce(absl::Duration timeout) {
   for (int32_t p = 0; p < fold_->partition_count(); ++p) reader_->Pause(p, fold_->Saturated(p));
   const size_t room = options_.max_batch_records - uncommitted_records_;
   ASSIGN_OR_RETURN(size_t read, reader_->Poll(room, timeout, [this](const LogRecordView& r) {
     fold_->Add(r.partition, r.offset, r.payload);
+    ++uncommitted_records_;
   }));
-  uncommitted_records_ += read;
   if (metrics_ != nullptr) metrics_->records.Increment(read);
   const bool caught_up = read < room;
   if (uncommitted_records_ >= options_.max_batch_records || caught_up) {

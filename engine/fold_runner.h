@@ -54,7 +54,8 @@ class FoldRunner {
   // Loads the state from the store, publishes it, and positions the reader.
   absl::Status Init();
   // Reads up to one batch (waiting up to `timeout` for the first record), folds and commits
-  // it. Returns the number of records read.
+  // it. Returns the number of records read. After an error, the next Step first reloads the
+  // state from the store and repositions the reader.
   absl::StatusOr<size_t> Step(absl::Duration timeout);
   // Folds until every record that was in the log when called has been read, or, with a
   // stop slot, until every partition has sealed it.
@@ -67,6 +68,7 @@ class FoldRunner {
   const Fold& fold() const { return *fold_; }
 
  private:
+  absl::StatusOr<size_t> StepOnce(absl::Duration timeout);
   absl::Status CommitAndPublish(bool caught_up);
 
   FoldRunnerOptions options_;
@@ -77,6 +79,7 @@ class FoldRunner {
   FoldMetrics* metrics_;
   std::unique_ptr<Fold> fold_;
   size_t uncommitted_records_ = 0;
+  bool needs_reload_ = false;
   FoldCounters reported_;  // counters already added to the metrics
   Slot published_slot_ = 0;
   std::optional<Slot> published_limbo_;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "engine/event_codec.h"
 #include "storage/embedded_event_log.h"
 #include "storage/rocksdb_state_store.h"
@@ -95,6 +97,78 @@ TEST(FoldRunnerTest, RestartResumesFromStoredOffsetsAndLoadsTheSnapshotFromRocks
   auto rows = (*store)->CountHistoryRows();
   ASSERT_TRUE(rows.ok());
   EXPECT_EQ(*rows, reference.account_events);  // nothing folded twice
+}
+
+// Passes everything to a real store but fails the commits it is told to fail.
+class FlakyStore final : public StateStore {
+ public:
+  explicit FlakyStore(StateStore* store) : store_(store) {}
+  void FailCommits(std::set<int> which) { fail_ = std::move(which); }
+
+  absl::StatusOr<LoadedState> Load() override { return store_->Load(); }
+  absl::Status Commit(const FoldBatch& batch) override {
+    if (fail_.count(commits_++) > 0) return absl::UnavailableError("injected commit failure");
+    return store_->Commit(batch);
+  }
+  absl::StatusOr<FoldPosition> Position() override { return store_->Position(); }
+  absl::StatusOr<std::optional<AccountState>> GetAccount(const Pubkey& a) override {
+    return store_->GetAccount(a);
+  }
+  absl::StatusOr<std::optional<AccountState>> GetAccountAt(const Pubkey& a, Slot s) override {
+    return store_->GetAccountAt(a, s);
+  }
+  absl::StatusOr<std::vector<HistoryEntry>> History(const Pubkey& a) override {
+    return store_->History(a);
+  }
+  absl::StatusOr<std::optional<StateDigest>> SealedDigest(Slot s) override {
+    return store_->SealedDigest(s);
+  }
+  absl::StatusOr<std::vector<std::pair<Slot, StateDigest>>> SealedDigests() override {
+    return store_->SealedDigests();
+  }
+  absl::StatusOr<std::vector<QuarantineEntry>> Quarantine() override {
+    return store_->Quarantine();
+  }
+
+ private:
+  StateStore* store_;
+  std::set<int> fail_;
+  int commits_ = 0;
+};
+
+// Regression: a failed commit dropped the batch the fold had already taken, and the next
+// commit wrote the batches after it, skipping its events.
+TEST(FoldRunnerTest, FailedCommitIsRetriedFromTheStoredStateWithoutLosingABatch) {
+  TempDir dir;
+  auto log = EmbeddedEventLog::Open(dir.Sub("log"));
+  testing::GeneratorOptions options;
+  options.slots = 50;
+  const auto events = testing::GenerateEvents(options);
+  ASSERT_TRUE((*log)->Append(Encode(events)).ok());
+  auto rocksdb = RocksDbStateStore::Open(dir.Sub("state"));
+  FlakyStore store(rocksdb->get());
+  store.FailCommits({1, 2, 5});
+  auto reader = (*log)->NewReader();
+  SnapshotHolder snapshots;
+  SystemClock clock;
+  FoldRunnerOptions runner_options;
+  runner_options.max_batch_records = 50;
+  FoldRunner runner(runner_options, reader.get(), &store, &snapshots, &clock);
+  ASSERT_TRUE(runner.Init().ok());
+  int failures = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (snapshots.Current()->applied_slot() < 50 && absl::Now() < deadline) {
+    if (!runner.Step(absl::ZeroDuration()).ok()) ++failures;
+  }
+  EXPECT_EQ(failures, 3);
+  testing::ReferenceFold reference;
+  for (const Event& e : events) reference.Apply(e);
+  EXPECT_EQ(snapshots.Current()->digest(), reference.digest);
+  auto rows = (*rocksdb)->CountHistoryRows();
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(*rows, reference.account_events);
+  auto position = (*rocksdb)->Position();
+  EXPECT_EQ(position->digest, reference.digest);
 }
 
 TEST(FoldRunnerTest, BackgroundThreadFollowsAppends) {
