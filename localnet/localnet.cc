@@ -1,0 +1,125 @@
+#include "localnet/localnet.h"
+
+#include <algorithm>
+
+#include "common/status.h"
+#include "fmt/format.h"
+#include "localnet/wire.h"
+#include "spdlog/spdlog.h"
+
+namespace switchyard::localnet {
+
+Localnet::Localnet(LocalnetOptions options, const Clock* clock)
+    : options_(std::move(options)), clock_(clock) {
+  BankOptions bank_options;
+  bank_options.fee_lamports_per_signature = options_.fee_lamports_per_signature;
+  bank_options.max_pending_transactions = options_.max_pending_transactions;
+  bank_options.max_transaction_history = options_.max_transaction_history;
+  bank_options.er_mode = options_.er_mode;
+  // Keep a blockhash valid for at least 90 s of slots, and never fewer than Solana's 150.
+  const int64_t slot_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.slot_interval));
+  bank_options.blockhash_validity = std::max<uint64_t>(150, 90000 / slot_ms);
+  bank_ = std::make_unique<Bank>(bank_options, clock_);
+  if (options_.er_mode) {
+    cloner_ = std::make_unique<BaseCloner>(options_.base_url, options_.identity, bank_.get(),
+                                           options_.base_timeout);
+  }
+  rpc_ = std::make_unique<RpcService>(options_, bank_.get(), cloner_.get(), clock_);
+  hub_ = std::make_unique<PubSubHub>(bank_.get(), options_.faults);
+  if (options_.scenario.enabled) {
+    scenario_ = std::make_unique<ScenarioDriver>(options_.scenario, bank_.get());
+  }
+  const int threads = options_.io_threads > 0
+                          ? options_.io_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  pool_ = std::make_unique<IoPool>(threads);
+  ServerLimits limits{options_.max_body_bytes, options_.max_ws_queue, options_.idle_timeout};
+  http_ = std::make_unique<Listener>(pool_.get(), Listener::Protocol::kHttp, rpc_.get(), hub_.get(),
+                                     limits);
+  ws_ = std::make_unique<Listener>(pool_.get(), Listener::Protocol::kWebSocket, rpc_.get(),
+                                   hub_.get(), limits);
+}
+
+Localnet::~Localnet() { Stop(); }
+
+absl::Status Localnet::Start() {
+  if (options_.slot_interval < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError("the slot interval must be at least 1 ms");
+  }
+  if (!options_.er_mode) {
+    bank_->SetAccount(FaucetPubkey(),
+                      Account{500'000'000'000'000'000ull, SystemProgramId(), "", false});
+  }
+  for (const auto& [key, lamports] : options_.genesis_accounts) {
+    bank_->SetAccount(key, Account{lamports, SystemProgramId(), "", false});
+  }
+  if (scenario_ != nullptr) RETURN_IF_ERROR(scenario_->Start());
+  if (cloner_ != nullptr) RETURN_IF_ERROR(cloner_->Start());
+  // Pubsub listens on the HTTP port + 1, as Solana clients expect. With port 0, try free
+  // ports until both fit.
+  absl::Status status;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    status = http_->Start(options_.bind_address, options_.port);
+    if (!status.ok()) return status;
+    status = ws_->Start(options_.bind_address, static_cast<uint16_t>(http_->port() + 1));
+    if (status.ok() || options_.port != 0) break;
+    // Neither listener accepts yet, so both can simply be replaced.
+    ServerLimits limits{options_.max_body_bytes, options_.max_ws_queue, options_.idle_timeout};
+    http_ = std::make_unique<Listener>(pool_.get(), Listener::Protocol::kHttp, rpc_.get(),
+                                       hub_.get(), limits);
+    ws_ = std::make_unique<Listener>(pool_.get(), Listener::Protocol::kWebSocket, rpc_.get(),
+                                     hub_.get(), limits);
+  }
+  if (!status.ok()) return status;
+  http_->Run();
+  ws_->Run();
+  pool_->Start();
+  started_ = true;
+  slot_thread_ = std::thread([this] { SlotLoop(); });
+  return absl::OkStatus();
+}
+
+void Localnet::Stop() {
+  if (!started_) return;
+  started_ = false;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (slot_thread_.joinable()) slot_thread_.join();
+  http_->Stop();
+  ws_->Stop();
+  hub_->CloseAll();
+  if (cloner_ != nullptr) cloner_->Stop();
+  pool_->Stop();
+  if (scenario_ != nullptr) scenario_->Stop();
+}
+
+void Localnet::Tick() {
+  if (scenario_ != nullptr) scenario_->BeforeSlot();
+  SlotEffects effects = bank_->AdvanceSlot();
+  if (scenario_ != nullptr) scenario_->AfterSlot(effects);
+  hub_->Publish(effects);
+}
+
+void Localnet::SlotLoop() {
+  absl::Duration next = clock_->Monotonic() + options_.slot_interval;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      const absl::Duration wait = next - clock_->Monotonic();
+      if (wait > absl::ZeroDuration()) {
+        auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+        mu_.AwaitWithTimeout(absl::Condition(&stopping), wait);
+      }
+      if (stopping_) return;
+    }
+    Tick();
+    next += options_.slot_interval;
+    // After a stall, do not burst to catch up.
+    const absl::Duration now = clock_->Monotonic();
+    if (next < now) next = now + options_.slot_interval;
+  }
+}
+
+}  // namespace switchyard::localnet

@@ -1,0 +1,148 @@
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_split.h"
+#include "common/clock.h"
+#include "fmt/format.h"
+#include "localnet/localnet.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+using switchyard::Pubkey;
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "switchyard-localnet: %s\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"switchyard-localnet: a local Solana base layer or MagicBlock ER on loopback"};
+  switchyard::localnet::LocalnetOptions options;
+  int slot_ms = -1;
+  int base_timeout_ms = 5000;
+  std::string identity;
+  std::vector<std::string> airdrops;
+  std::vector<std::string> scenario_identities;
+  std::string ready_file;
+  uint32_t scenario_accounts = 0;
+
+  app.add_option("--bind", options.bind_address, "Address to listen on")->capture_default_str();
+  app.add_option("--port", options.port, "HTTP JSON-RPC port; pubsub is on port+1 (0: free ports)")
+      ->capture_default_str();
+  app.add_option("--threads", options.io_threads, "I/O threads (0: one per core)")
+      ->capture_default_str();
+  app.add_option("--slot-ms", slot_ms, "Slot interval in ms, >= 1 (default 400, ER 50)");
+  app.add_flag("--verify-signatures", options.verify_signatures,
+               "Check ed25519 signatures of sent transactions");
+  app.add_option("--fee-lamports", options.fee_lamports_per_signature,
+                 "Fee per signature in lamports")
+      ->capture_default_str();
+  app.add_option("--fund", airdrops, "Genesis account PUBKEY=LAMPORTS (repeatable)");
+  app.add_flag("--er", options.er_mode, "Run as an ephemeral rollup");
+  app.add_option("--identity", identity, "ER validator identity (ER mode)");
+  app.add_option("--base", options.base_url, "Base layer JSON-RPC URL (ER mode)");
+  app.add_option("--base-timeout-ms", base_timeout_ms, "Timeout of a base-layer request")
+      ->capture_default_str();
+  app.add_option("--seed", options.scenario.seed, "Scenario and fault seed")->capture_default_str();
+  app.add_option("--accounts", scenario_accounts, "Scenario accounts (enables the scenario)");
+  app.add_option("--delegate-rate", options.scenario.delegate_rate,
+                 "Scenario Delegate transactions per slot");
+  app.add_option("--undelegate-rate", options.scenario.undelegate_rate,
+                 "Scenario Undelegate transactions per slot");
+  app.add_option("--scenario-er-count", options.scenario.identity_count,
+                 "ER identities the scenario derives from the seed")
+      ->capture_default_str();
+  app.add_option("--scenario-identity", scenario_identities,
+                 "ER identity for the scenario (repeatable; overrides --scenario-er-count)");
+  app.add_option("--ground-truth", options.scenario.ground_truth_path,
+                 "Write the true delegated set per slot (JSON lines, on change) to this file");
+  app.add_option("--drop-websockets-at-slot", options.faults.drop_websockets_at_slot,
+                 "Fault: close every WebSocket at this slot");
+  app.add_option("--drop-notification-rate", options.faults.drop_notification_rate,
+                 "Fault: drop this fraction of notifications (0..1)");
+  app.add_option("--ready-file", ready_file,
+                 "Write {\"http\":PORT,\"ws\":PORT} here once listening");
+  CLI11_PARSE(app, argc, argv);
+
+  options.slot_interval = absl::Milliseconds(slot_ms > 0 ? slot_ms : (options.er_mode ? 50 : 400));
+  if (slot_ms == 0 || slot_ms < -1) return Fail("--slot-ms must be at least 1");
+  options.base_timeout = absl::Milliseconds(base_timeout_ms);
+  options.faults.seed = options.scenario.seed;
+  if (options.faults.drop_notification_rate < 0 || options.faults.drop_notification_rate > 1) {
+    return Fail("--drop-notification-rate must be within [0, 1]");
+  }
+  if (options.er_mode) {
+    if (identity.empty() || options.base_url.empty()) {
+      return Fail("--er needs --identity and --base");
+    }
+    auto key = Pubkey::FromBase58(identity);
+    if (!key.ok()) return Fail(fmt::format("--identity: {}", std::string(key.status().message())));
+    options.identity = *key;
+    options.fee_lamports_per_signature = 0;
+  } else if (!identity.empty()) {
+    auto key = Pubkey::FromBase58(identity);
+    if (!key.ok()) return Fail(fmt::format("--identity: {}", std::string(key.status().message())));
+    options.identity = *key;
+  }
+  for (const std::string& entry : airdrops) {
+    std::vector<std::string> parts = absl::StrSplit(entry, '=');
+    uint64_t lamports = 0;
+    auto key = parts.size() == 2 ? Pubkey::FromBase58(parts[0])
+                                 : absl::StatusOr<Pubkey>(absl::InvalidArgumentError("x"));
+    if (!key.ok() || parts[1].empty() ||
+        parts[1].find_first_not_of("0123456789") != std::string::npos) {
+      return Fail(fmt::format("--fund expects PUBKEY=LAMPORTS, got '{}'", entry));
+    }
+    lamports = std::stoull(parts[1]);
+    options.genesis_accounts.emplace_back(*key, lamports);
+  }
+  for (const std::string& text : scenario_identities) {
+    auto key = Pubkey::FromBase58(text);
+    if (!key.ok()) return Fail(fmt::format("--scenario-identity: bad pubkey '{}'", text));
+    options.scenario.identities.push_back(*key);
+  }
+  options.scenario.accounts = scenario_accounts > 0 ? scenario_accounts : 100;
+  options.scenario.enabled = scenario_accounts > 0 || options.scenario.delegate_rate > 0 ||
+                             options.scenario.undelegate_rate > 0 ||
+                             !options.scenario.ground_truth_path.empty();
+  if (options.scenario.enabled && options.er_mode) {
+    return Fail("the scenario driver runs on the base layer, not with --er");
+  }
+
+  // Signals are taken by sigwait below; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  switchyard::SystemClock clock;
+  switchyard::localnet::Localnet localnet(options, &clock);
+  absl::Status status = localnet.Start();
+  if (!status.ok()) return Fail(std::string(status.message()));
+  spdlog::info("switchyard-localnet {} listening: http={} ws={} identity={} slot={}ms",
+               options.er_mode ? "ER" : "base", localnet.http_port(), localnet.ws_port(),
+               localnet.identity().ToBase58(), absl::ToInt64Milliseconds(options.slot_interval));
+  if (!ready_file.empty()) {
+    const std::string tmp = ready_file + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << fmt::format("{{\"http\":{},\"ws\":{},\"identity\":\"{}\"}}\n", localnet.http_port(),
+                         localnet.ws_port(), localnet.identity().ToBase58());
+    }
+    std::rename(tmp.c_str(), ready_file.c_str());
+  }
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("switchyard-localnet: signal {}, stopping", signal_number);
+  localnet.Stop();
+  return 0;
+}

@@ -1,0 +1,703 @@
+#include "localnet/localnet.h"
+
+#include <sodium.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/endian.h"
+#include "fmt/format.h"
+#include "gtest/gtest.h"
+#include "simdjson.h"
+#include "solana/base64.h"
+#include "solana/delegation.h"
+#include "solana/transaction.h"
+#include "tests/localnet/test_clients.h"
+
+namespace switchyard::localnet {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::HttpClient;
+using testing::WsClient;
+
+struct Keypair {
+  Pubkey pubkey;
+  unsigned char secret[crypto_sign_SECRETKEYBYTES];
+};
+
+Keypair MakeKeypair(uint8_t seed_byte) {
+  Keypair k;
+  unsigned char seed[crypto_sign_SEEDBYTES];
+  std::fill(std::begin(seed), std::end(seed), seed_byte);
+  crypto_sign_seed_keypair(k.pubkey.data(), k.secret, seed);
+  return k;
+}
+
+// Builds, signs and base64-encodes a legacy transaction. `keys` must be ordered as a message
+// header expects: writable signers, read-only signers, writable unsigned, read-only unsigned.
+std::string BuildTransaction(const std::vector<const Keypair*>& signers,
+                             const std::vector<Pubkey>& keys, MessageHeader header,
+                             const Hash& blockhash, std::vector<CompiledInstruction> ixs,
+                             bool corrupt_signature = false) {
+  Transaction tx;
+  tx.header = header;
+  tx.static_keys = keys;
+  tx.recent_blockhash = blockhash;
+  tx.instructions = std::move(ixs);
+  tx.signatures.resize(signers.size());
+  std::string message = EncodeMessage(tx).value();
+  for (size_t i = 0; i < signers.size(); ++i) {
+    crypto_sign_detached(tx.signatures[i].data(), nullptr, AsBytes(message.data()), message.size(),
+                         signers[i]->secret);
+  }
+  if (corrupt_signature) tx.signatures[0].data()[5] ^= 1;
+  return Base64Encode(EncodeTransaction(tx).value());
+}
+
+std::string TransferData(uint64_t lamports) {
+  std::string data;
+  AppendU32LE(&data, 2);
+  AppendU64LE(&data, lamports);
+  return data;
+}
+
+std::string Request(std::string_view method, std::string_view params) {
+  return fmt::format("{{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"{}\",\"params\":{}}}", method,
+                     params);
+}
+
+// Parsed JSON kept alive with its parser.
+struct Json {
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+};
+std::unique_ptr<Json> Parse(const std::optional<std::string>& text) {
+  auto json = std::make_unique<Json>();
+  EXPECT_TRUE(text.has_value());
+  if (!text.has_value()) return json;
+  EXPECT_EQ(json->parser.parse(*text).get(json->root), simdjson::SUCCESS) << *text;
+  return json;
+}
+
+bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds deadline = 10s) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < end) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(2ms);
+  }
+  return condition();
+}
+
+class LocalnetTest : public ::testing::Test {
+ protected:
+  void StartBase(LocalnetOptions options = {}) {
+    options.port = 0;
+    options.io_threads = 2;
+    if (options.slot_interval == absl::Milliseconds(400))
+      options.slot_interval = absl::Milliseconds(5);
+    options.genesis_accounts.emplace_back(alice_.pubkey, 10'000'000'000);
+    base_ = std::make_unique<Localnet>(options, &clock_);
+    ASSERT_TRUE(base_->Start().ok());
+    client_ = std::make_unique<HttpClient>(base_->http_port());
+  }
+
+  std::unique_ptr<Json> Call(std::string_view method, std::string_view params,
+                             HttpClient* client = nullptr) {
+    return Parse((client ? client : client_.get())->Post(Request(method, params)));
+  }
+
+  Hash LatestBlockhash() {
+    auto json = Call("getLatestBlockhash", "[]");
+    std::string_view text = json->root["result"]["value"]["blockhash"].get_string().value();
+    return Hash::FromBase58(text).value();
+  }
+
+  // Waits until `signature` is finalized and returns its err (as JSON).
+  std::string WaitForSignature(std::string_view signature, HttpClient* client = nullptr) {
+    std::string err;
+    EXPECT_TRUE(WaitFor([&] {
+      auto json = Call("getSignatureStatuses", fmt::format("[[\"{}\"]]", signature), client);
+      simdjson::dom::element status = json->root["result"]["value"].at(0).value();
+      if (status.is_null()) return false;
+      EXPECT_EQ(status["confirmationStatus"].get_string().value(), "finalized");
+      err = simdjson::minify(status["err"].value());
+      return true;
+    }));
+    return err;
+  }
+
+  uint64_t Balance(const Pubkey& key, HttpClient* client = nullptr) {
+    auto json = Call("getBalance", fmt::format("[\"{}\"]", key.ToBase58()), client);
+    return json->root["result"]["value"].get_uint64().value();
+  }
+
+  std::string SendTransfer(const Keypair& from, const Pubkey& to, uint64_t lamports,
+                           HttpClient* client = nullptr, Hash blockhash = Hash()) {
+    const std::string tx =
+        BuildTransaction({&from}, {from.pubkey, to, Pubkey()}, MessageHeader{1, 0, 1}, blockhash,
+                         {CompiledInstruction{2, {0, 1}, TransferData(lamports)}});
+    auto response = (client ? client : client_.get())
+                        ->Post(Request("sendTransaction",
+                                       fmt::format("[\"{}\",{{\"encoding\":\"base64\"}}]", tx)));
+    return response.value_or("");
+  }
+
+  // Sends a Delegate of `account` (owned by `owner_program`) to `validator`, signed by payer.
+  std::string SendDelegate(const Keypair& payer, const Pubkey& account, const Pubkey& owner_program,
+                           const Pubkey& validator) {
+    std::vector<Pubkey> keys = {payer.pubkey,
+                                account,
+                                DelegateBufferPda(account, owner_program),
+                                DelegationRecordPda(account),
+                                DelegationMetadataPda(account),
+                                owner_program,
+                                Pubkey(),
+                                DelegationProgramId()};
+    std::vector<uint8_t> accounts = {0, 1, 5, 2, 3, 4, 6};
+    uint8_t program_index = 7;
+    MessageHeader header{1, 0, 3};
+    if (owner_program == Pubkey()) {
+      // A system-owned account: the owner program is the system program, listed once.
+      keys.erase(keys.begin() + 5);
+      accounts = {0, 1, 5, 2, 3, 4, 5};
+      program_index = 6;
+      header = MessageHeader{1, 0, 2};
+    }
+    const std::string tx =
+        BuildTransaction({&payer}, keys, header, LatestBlockhash(),
+                         {CompiledInstruction{program_index, accounts,
+                                              EncodeDelegateInstructionData(1000, {}, validator)}});
+    return client_
+        ->Post(Request("sendTransaction", fmt::format("[\"{}\",{{\"encoding\":\"base64\"}}]", tx)))
+        .value_or("");
+  }
+
+  std::string SendUndelegate(const Keypair& validator, const Pubkey& account,
+                             const Pubkey& owner_program) {
+    std::vector<Pubkey> keys = {validator.pubkey,
+                                account,
+                                UndelegateBufferPda(account),
+                                CommitStatePda(account),
+                                CommitRecordPda(account),
+                                DelegationRecordPda(account),
+                                DelegationMetadataPda(account),
+                                FeesVaultPda(),
+                                ValidatorFeesVaultPda(validator.pubkey),
+                                owner_program,
+                                Pubkey(),
+                                DelegationProgramId()};
+    std::string data(8, '\0');
+    data[0] = 3;
+    const std::string tx =
+        BuildTransaction({&validator}, keys, MessageHeader{1, 0, 3}, LatestBlockhash(),
+                         {CompiledInstruction{11, {0, 1, 9, 2, 3, 4, 5, 6, 0, 7, 8, 10}, data}});
+    return client_
+        ->Post(Request("sendTransaction", fmt::format("[\"{}\",{{\"encoding\":\"base64\"}}]", tx)))
+        .value_or("");
+  }
+
+  static std::string ResultString(const std::string& response) {
+    simdjson::dom::parser parser;
+    std::string_view text;
+    if (parser.parse(response)["result"].get_string().get(text) != simdjson::SUCCESS) return "";
+    return std::string(text);
+  }
+
+  void TearDown() override {
+    if (er_) er_->Stop();
+    if (base_) base_->Stop();
+  }
+
+  SystemClock clock_;
+  Keypair alice_ = MakeKeypair(1);
+  Keypair bob_ = MakeKeypair(2);
+  std::unique_ptr<Localnet> base_;
+  std::unique_ptr<Localnet> er_;
+  std::unique_ptr<HttpClient> client_;
+};
+
+TEST_F(LocalnetTest, GetAccountInfoHasTheValidatorShape) {
+  StartBase();
+  auto json = Call("getAccountInfo",
+                   fmt::format("[\"{}\",{{\"encoding\":\"base64\"}}]", alice_.pubkey.ToBase58()));
+  simdjson::dom::element result = json->root["result"];
+  EXPECT_EQ(json->root["jsonrpc"].get_string().value(), "2.0");
+  EXPECT_EQ(json->root["id"].get_uint64().value(), 7u);
+  EXPECT_TRUE(result["context"]["slot"].is_uint64() || result["context"]["slot"].is_int64());
+  simdjson::dom::element value = result["value"];
+  EXPECT_EQ(value["lamports"].get_uint64().value(), 10'000'000'000u);
+  EXPECT_EQ(value["owner"].get_string().value(), "11111111111111111111111111111111");
+  EXPECT_EQ(value["data"].at(0).get_string().value(), "");
+  EXPECT_EQ(value["data"].at(1).get_string().value(), "base64");
+  EXPECT_EQ(value["space"].get_uint64().value(), 0u);
+  EXPECT_FALSE(value["executable"].get_bool().value());
+}
+
+TEST_F(LocalnetTest, GetAccountInfoOfUnknownAccountIsNull) {
+  StartBase();
+  auto json = Call("getAccountInfo", fmt::format("[\"{}\"]", bob_.pubkey.ToBase58()));
+  EXPECT_TRUE(json->root["result"]["value"].is_null());
+}
+
+TEST_F(LocalnetTest, UnsupportedEncodingIsAClearError) {
+  StartBase();
+  auto json = Call("getAccountInfo", fmt::format("[\"{}\",{{\"encoding\":\"jsonParsed\"}}]",
+                                                 alice_.pubkey.ToBase58()));
+  EXPECT_EQ(json->root["error"]["code"].get_int64().value(), -32602);
+  EXPECT_NE(std::string(json->root["error"]["message"].get_string().value())
+                .find("unsupported encoding: jsonParsed"),
+            std::string::npos);
+}
+
+TEST_F(LocalnetTest, GetMultipleAccountsRejectsMoreThan100Keys) {
+  StartBase();
+  std::string keys;
+  for (int i = 0; i < 101; ++i)
+    keys += fmt::format("{}\"{}\"", i ? "," : "", alice_.pubkey.ToBase58());
+  auto json = Call("getMultipleAccounts", fmt::format("[[{}]]", keys));
+  EXPECT_EQ(json->root["error"]["code"].get_int64().value(), -32602);
+}
+
+TEST_F(LocalnetTest, UnknownMethodIsMethodNotFound) {
+  StartBase();
+  auto json = Call("getNothing", "[]");
+  EXPECT_EQ(json->root["error"]["code"].get_int64().value(), -32601);
+}
+
+TEST_F(LocalnetTest, TransferAppliesAtTheNextSlotAndChargesTheFee) {
+  StartBase();
+  const std::string response =
+      SendTransfer(alice_, bob_.pubkey, 1'000'000, nullptr, LatestBlockhash());
+  const std::string signature = ResultString(response);
+  ASSERT_FALSE(signature.empty()) << response;
+  EXPECT_EQ(WaitForSignature(signature), "null");
+  EXPECT_EQ(Balance(bob_.pubkey), 1'000'000u);
+  EXPECT_EQ(Balance(alice_.pubkey), 10'000'000'000u - 1'000'000u - 5000u);
+  auto tx = Call("getTransaction", fmt::format("[\"{}\",{{\"encoding\":\"json\"}}]", signature));
+  simdjson::dom::element result = tx->root["result"];
+  EXPECT_EQ(result["meta"]["fee"].get_uint64().value(), 5000u);
+  EXPECT_EQ(result["transaction"]["signatures"].at(0).get_string().value(), signature);
+  EXPECT_EQ(result["transaction"]["message"]["accountKeys"].at(1).get_string().value(),
+            bob_.pubkey.ToBase58());
+  auto sigs = Call("getSignaturesForAddress", fmt::format("[\"{}\"]", bob_.pubkey.ToBase58()));
+  EXPECT_EQ(sigs->root["result"].at(0)["signature"].get_string().value(), signature);
+}
+
+TEST_F(LocalnetTest, TransferWithoutEnoughLamportsFailsPreflight) {
+  StartBase();
+  const std::string response =
+      SendTransfer(alice_, bob_.pubkey, 20'000'000'000, nullptr, LatestBlockhash());
+  auto json = Parse(response);
+  EXPECT_EQ(json->root["error"]["code"].get_int64().value(), -32002);
+  EXPECT_EQ(simdjson::minify(json->root["error"]["data"]["err"].value()),
+            "{\"InstructionError\":[0,{\"Custom\":1}]}");
+}
+
+TEST_F(LocalnetTest, FeePayerMustExist) {
+  StartBase();
+  auto json = Parse(SendTransfer(bob_, alice_.pubkey, 1, nullptr, LatestBlockhash()));
+  EXPECT_EQ(json->root["error"]["code"].get_int64().value(), -32002);
+  EXPECT_EQ(json->root["error"]["data"]["err"].get_string().value(), "AccountNotFound");
+}
+
+TEST_F(LocalnetTest, VerifySignaturesRejectsABadSignature) {
+  LocalnetOptions options;
+  options.verify_signatures = true;
+  StartBase(options);
+  const std::string tx = BuildTransaction(
+      {&alice_}, {alice_.pubkey, bob_.pubkey, Pubkey()}, MessageHeader{1, 0, 1}, LatestBlockhash(),
+      {CompiledInstruction{2, {0, 1}, TransferData(5)}}, /*corrupt_signature=*/true);
+  auto json = Parse(client_->Post(
+      Request("sendTransaction", fmt::format("[\"{}\",{{\"encoding\":\"base64\"}}]", tx))));
+  EXPECT_EQ(json->root["error"]["code"].get_int64().value(), -32003);
+  // A good signature passes.
+  EXPECT_FALSE(
+      ResultString(SendTransfer(alice_, bob_.pubkey, 5, nullptr, LatestBlockhash())).empty());
+}
+
+TEST_F(LocalnetTest, DelegateAndUndelegateMoveOwnerRecordAndMetadata) {
+  StartBase();
+  const Pubkey owner_program = MakeKeypair(9).pubkey;
+  const Keypair validator = MakeKeypair(7);
+  const Pubkey account = MakeKeypair(3).pubkey;
+  base_->bank().SetAccount(account, Account{2'000'000, owner_program, std::string(8, 'x'), false});
+  base_->bank().SetAccount(validator.pubkey, Account{1'000'000'000, Pubkey(), "", false});
+
+  const std::string signature =
+      ResultString(SendDelegate(alice_, account, owner_program, validator.pubkey));
+  ASSERT_FALSE(signature.empty());
+  EXPECT_EQ(WaitForSignature(signature), "null");
+  auto tx = Call("getTransaction", fmt::format("[\"{}\"]", signature));
+  const Slot slot = tx->root["result"]["slot"].get_uint64().value();
+
+  AccountRef delegated = base_->bank().GetAccount(account);
+  ASSERT_NE(delegated, nullptr);
+  EXPECT_EQ(delegated->owner, DelegationProgramId());
+  AccountRef record_account = base_->bank().GetAccount(DelegationRecordPda(account));
+  ASSERT_NE(record_account, nullptr);
+  EXPECT_EQ(record_account->owner, DelegationProgramId());
+  auto record = DecodeDelegationRecord(
+      {reinterpret_cast<const uint8_t*>(record_account->data.data()), record_account->data.size()});
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->authority, validator.pubkey);
+  EXPECT_EQ(record->owner, owner_program);
+  EXPECT_EQ(record->delegation_slot, slot);
+  EXPECT_EQ(record->lamports, 2'000'000u);
+  EXPECT_EQ(record->commit_frequency_ms, 1000u);
+  EXPECT_NE(base_->bank().GetAccount(DelegationMetadataPda(account)), nullptr);
+  // Logs mention the delegation program.
+  std::string logs = simdjson::minify(tx->root["result"]["meta"]["logMessages"].value());
+  EXPECT_NE(logs.find(fmt::format("Program {} invoke [1]", DelegationProgramId().ToBase58())),
+            std::string::npos);
+  // getProgramAccounts of the delegation program, with context and a dataSize filter, finds it.
+  auto gpa = Call("getProgramAccounts",
+                  fmt::format("[\"{}\",{{\"encoding\":\"base64\",\"withContext\":true,"
+                              "\"filters\":[{{\"dataSize\":96}}]}}]",
+                              DelegationProgramId().ToBase58()));
+  EXPECT_GE(gpa->root["result"]["context"]["slot"].get_uint64().value(), slot);
+  simdjson::dom::array list = gpa->root["result"]["value"].get_array().value();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list.at(0)["pubkey"].get_string().value(), DelegationRecordPda(account).ToBase58());
+
+  const std::string undelegate = ResultString(SendUndelegate(validator, account, owner_program));
+  ASSERT_FALSE(undelegate.empty());
+  EXPECT_EQ(WaitForSignature(undelegate), "null");
+  EXPECT_EQ(base_->bank().GetAccount(account)->owner, owner_program);
+  EXPECT_EQ(base_->bank().GetAccount(DelegationRecordPda(account)), nullptr);
+  EXPECT_EQ(base_->bank().GetAccount(DelegationMetadataPda(account)), nullptr);
+}
+
+TEST_F(LocalnetTest, GetProgramAccountsAppliesMemcmp) {
+  StartBase();
+  const Pubkey program = MakeKeypair(9).pubkey;
+  base_->bank().SetAccount(MakeKeypair(3).pubkey, Account{1, program, "abcd", false});
+  base_->bank().SetAccount(MakeKeypair(4).pubkey, Account{1, program, "abzz", false});
+  auto json = Call("getProgramAccounts",
+                   fmt::format("[\"{}\",{{\"encoding\":\"base64\",\"filters\":[{{\"memcmp\":"
+                               "{{\"offset\":2,\"bytes\":\"{}\",\"encoding\":\"base64\"}}}}]}}]",
+                               program.ToBase58(), Base64Encode(std::string_view("cd"))));
+  simdjson::dom::array list = json->root["result"].get_array().value();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list.at(0)["pubkey"].get_string().value(), MakeKeypair(3).pubkey.ToBase58());
+}
+
+TEST_F(LocalnetTest, PubsubNotifiesAccountSignatureLogsAndSlot) {
+  StartBase();
+  WsClient ws(base_->ws_port());
+  ASSERT_TRUE(ws.ok());
+  ASSERT_TRUE(
+      ws.Send(Request("accountSubscribe", fmt::format("[\"{}\",{{\"encoding\":\"base64\"}}]",
+                                                      bob_.pubkey.ToBase58()))));
+  auto sub = Parse(ws.Read(5s));
+  const uint64_t account_sub = sub->root["result"].get_uint64().value();
+  ASSERT_TRUE(ws.Send(Request("logsSubscribe",
+                              fmt::format("[{{\"mentions\":[\"{}\"]}}]", bob_.pubkey.ToBase58()))));
+  const uint64_t logs_sub = Parse(ws.Read(5s))->root["result"].get_uint64().value();
+
+  const Hash blockhash = LatestBlockhash();
+  Transaction probe;  // the signature is known before sending: subscribe to it first
+  const std::string tx =
+      BuildTransaction({&alice_}, {alice_.pubkey, bob_.pubkey, Pubkey()}, MessageHeader{1, 0, 1},
+                       blockhash, {CompiledInstruction{2, {0, 1}, TransferData(777)}});
+  const Transaction decoded = DecodeTransactionText(tx, TransactionEncoding::kBase64).value();
+  ASSERT_TRUE(
+      ws.Send(Request("signatureSubscribe", fmt::format("[\"{}\",{{\"commitment\":\"confirmed\"}}]",
+                                                        decoded.id().ToBase58()))));
+  const uint64_t sig_sub = Parse(ws.Read(5s))->root["result"].get_uint64().value();
+  ASSERT_FALSE(
+      ResultString(*client_->Post(Request("sendTransaction",
+                                          fmt::format("[\"{}\",{{\"encoding\":\"base64\"}}]", tx))))
+          .empty());
+
+  bool saw_account = false, saw_logs = false, saw_signature = false;
+  WaitFor([&] {
+    auto message = ws.Read(100ms);
+    if (!message) return saw_account && saw_logs && saw_signature;
+    auto json = Parse(message);
+    std::string_view method = json->root["method"].get_string().value();
+    simdjson::dom::element params = json->root["params"];
+    const uint64_t id = params["subscription"].get_uint64().value();
+    if (method == "accountNotification") {
+      EXPECT_EQ(id, account_sub);
+      EXPECT_EQ(params["result"]["value"]["lamports"].get_uint64().value(), 777u);
+      EXPECT_GT(params["result"]["context"]["slot"].get_uint64().value(), 0u);
+      saw_account = true;
+    } else if (method == "logsNotification") {
+      EXPECT_EQ(id, logs_sub);
+      EXPECT_EQ(params["result"]["value"]["signature"].get_string().value(),
+                decoded.id().ToBase58());
+      EXPECT_TRUE(params["result"]["value"]["err"].is_null());
+      saw_logs = true;
+    } else if (method == "signatureNotification") {
+      EXPECT_EQ(id, sig_sub);
+      EXPECT_TRUE(params["result"]["value"]["err"].is_null());
+      saw_signature = true;
+    }
+    return saw_account && saw_logs && saw_signature;
+  });
+  EXPECT_TRUE(saw_account);
+  EXPECT_TRUE(saw_logs);
+  EXPECT_TRUE(saw_signature);
+
+  ASSERT_TRUE(ws.Send(Request("slotSubscribe", "[]")));
+  bool saw_slot = WaitFor([&] {
+    auto message = ws.Read(100ms);
+    if (!message) return false;
+    auto json = Parse(message);
+    if (json->root["method"].get_string().value_unsafe() != "slotNotification") return false;
+    simdjson::dom::element result = json->root["params"]["result"];
+    EXPECT_EQ(result["parent"].get_uint64().value() + 1, result["slot"].get_uint64().value());
+    return true;
+  });
+  EXPECT_TRUE(saw_slot);
+  ASSERT_TRUE(ws.Send(Request("accountUnsubscribe", fmt::format("[{}]", account_sub))));
+}
+
+TEST_F(LocalnetTest, DropWebsocketsAtSlotClosesConnections) {
+  LocalnetOptions options;
+  // Slot 100 at 10 ms slots: a second away, time enough to subscribe first.
+  options.slot_interval = absl::Milliseconds(10);
+  options.faults.drop_websockets_at_slot = 100;
+  StartBase(options);
+  WsClient ws(base_->ws_port());
+  ASSERT_TRUE(ws.ok());
+  ASSERT_TRUE(ws.Send(Request("slotSubscribe", "[]")));
+  Slot last = 0;
+  EXPECT_TRUE(WaitFor([&] {
+    auto message = ws.Read(100ms);
+    if (message) {
+      auto json = Parse(message);
+      uint64_t slot = 0;
+      if (json->root["params"]["result"]["slot"].get_uint64().get(slot) == simdjson::SUCCESS) {
+        last = slot;
+      }
+    }
+    return ws.closed();
+  }));
+  EXPECT_EQ(last, 100u);
+}
+
+TEST_F(LocalnetTest, ErAcceptsDelegatedTransferAndRejectsUndelegatedFeePayer) {
+  StartBase();
+  const Keypair identity = MakeKeypair(42);
+  const Keypair carol = MakeKeypair(5);
+  base_->bank().SetAccount(bob_.pubkey, Account{3'000'000'000, Pubkey(), "", false});
+  base_->bank().SetAccount(carol.pubkey, Account{1'000'000'000, Pubkey(), "", false});
+  // Delegate alice and bob (system accounts) to the ER identity.
+  for (const Pubkey& account : {alice_.pubkey, bob_.pubkey}) {
+    const std::string response = SendDelegate(carol, account, Pubkey(), identity.pubkey);
+    const std::string sig = ResultString(response);
+    ASSERT_FALSE(sig.empty()) << response;
+    EXPECT_EQ(WaitForSignature(sig), "null");
+  }
+
+  LocalnetOptions er_options;
+  er_options.er_mode = true;
+  er_options.identity = identity.pubkey;
+  er_options.base_url = fmt::format("http://127.0.0.1:{}", base_->http_port());
+  er_options.fee_lamports_per_signature = 0;
+  er_options.port = 0;
+  er_options.io_threads = 1;
+  er_options.slot_interval = absl::Milliseconds(5);
+  er_ = std::make_unique<Localnet>(er_options, &clock_);
+  ASSERT_TRUE(er_->Start().ok());
+  HttpClient er_client(er_->http_port());
+
+  // The ER clones bob on first read, with his original owner.
+  auto info =
+      Call("getAccountInfo",
+           fmt::format("[\"{}\",{{\"encoding\":\"base64\"}}]", bob_.pubkey.ToBase58()), &er_client);
+  EXPECT_EQ(info->root["result"]["value"]["owner"].get_string().value(),
+            "11111111111111111111111111111111");
+  EXPECT_EQ(info->root["result"]["value"]["lamports"].get_uint64().value(), 3'000'000'000u);
+
+  const std::string ok = SendTransfer(bob_, alice_.pubkey, 1000, &er_client);
+  const std::string sig = ResultString(ok);
+  ASSERT_FALSE(sig.empty()) << ok;
+  EXPECT_EQ(WaitForSignature(sig, &er_client), "null");
+  EXPECT_EQ(Balance(bob_.pubkey, &er_client), 3'000'000'000u - 1000u);
+
+  // carol is not delegated: she cannot pay fees on the ER.
+  auto rejected = Parse(SendTransfer(carol, alice_.pubkey, 1000, &er_client));
+  EXPECT_EQ(rejected->root["error"]["data"]["err"].get_string().value(), "InvalidAccountForFee");
+  EXPECT_NE(std::string(rejected->root["error"]["message"].get_string().value())
+                .find("This account may not be used to pay transaction fees"),
+            std::string::npos);
+  // bob may pay, but carol's account is not writable here.
+  auto not_writable = Parse(SendTransfer(bob_, carol.pubkey, 1000, &er_client));
+  EXPECT_EQ(not_writable->root["error"]["data"]["err"].get_string().value(),
+            "InvalidWritableAccount");
+  EXPECT_NE(std::string(not_writable->root["error"]["message"].get_string().value())
+                .find("Transaction loads a writable account that cannot be written"),
+            std::string::npos);
+}
+
+TEST_F(LocalnetTest, ClusterInfoMethodsHaveTheValidatorShapes) {
+  StartBase();
+  EXPECT_EQ(Call("getHealth", "[]")->root["result"].get_string().value(), "ok");
+  EXPECT_TRUE(Call("getVersion", "[]")->root["result"]["solana-core"].is_string());
+  EXPECT_TRUE(
+      Pubkey::FromBase58(Call("getIdentity", "[]")->root["result"]["identity"].get_string().value())
+          .ok());
+  EXPECT_TRUE(
+      Hash::FromBase58(Call("getGenesisHash", "[]")->root["result"].get_string().value()).ok());
+  ASSERT_TRUE(
+      WaitFor([&] { return Call("getSlot", "[]")->root["result"].get_uint64().value() > 2; }));
+  EXPECT_GT(Call("getBlockHeight", "[]")->root["result"].get_uint64().value(), 0u);
+  auto blockhash = Call("getLatestBlockhash", "[]");
+  EXPECT_GT(blockhash->root["result"]["value"]["lastValidBlockHeight"].get_uint64().value(), 150u);
+  auto min_slot = Call("getBalance", fmt::format("[\"{}\",{{\"minContextSlot\":999999999}}]",
+                                                 alice_.pubkey.ToBase58()));
+  EXPECT_EQ(min_slot->root["error"]["code"].get_int64().value(), -32016);
+}
+
+TEST_F(LocalnetTest, GetTokenAccountBalanceReadsAmountAndMintDecimals) {
+  StartBase();
+  const Pubkey mint = MakeKeypair(20).pubkey;
+  const Pubkey token_account = MakeKeypair(21).pubkey;
+  std::string mint_data(82, '\0');
+  mint_data[44] = 6;  // decimals
+  base_->bank().SetAccount(mint, Account{1, TokenProgramId(), mint_data, false});
+  std::string data(165, '\0');
+  std::memcpy(data.data(), mint.data(), 32);
+  std::string amount;
+  AppendU64LE(&amount, 1'500'000);
+  data.replace(64, 8, amount);
+  base_->bank().SetAccount(token_account, Account{1, TokenProgramId(), data, false});
+  auto json = Call("getTokenAccountBalance", fmt::format("[\"{}\"]", token_account.ToBase58()));
+  simdjson::dom::element value = json->root["result"]["value"];
+  EXPECT_EQ(value["amount"].get_string().value(), "1500000");
+  EXPECT_EQ(value["decimals"].get_uint64().value(), 6u);
+  EXPECT_EQ(value["uiAmountString"].get_string().value(), "1.5");
+  EXPECT_DOUBLE_EQ(value["uiAmount"].get_double().value(), 1.5);
+}
+
+TEST_F(LocalnetTest, ProgramSubscribeOfTheDelegationProgramSeesADelegation) {
+  StartBase();
+  const Pubkey owner_program = MakeKeypair(9).pubkey;
+  const Pubkey account = MakeKeypair(3).pubkey;
+  base_->bank().SetAccount(account, Account{2'000'000, owner_program, "data", false});
+  WsClient ws(base_->ws_port());
+  ASSERT_TRUE(ws.ok());
+  ASSERT_TRUE(
+      ws.Send(Request("programSubscribe", fmt::format("[\"{}\",{{\"encoding\":\"base64\"}}]",
+                                                      DelegationProgramId().ToBase58()))));
+  const uint64_t sub = Parse(ws.Read(5s))->root["result"].get_uint64().value();
+  ASSERT_FALSE(ResultString(SendDelegate(alice_, account, owner_program, bob_.pubkey)).empty());
+  std::set<std::string> seen;
+  EXPECT_TRUE(WaitFor([&] {
+    auto message = ws.Read(100ms);
+    if (message) {
+      auto json = Parse(message);
+      simdjson::dom::element params = json->root["params"];
+      EXPECT_EQ(json->root["method"].get_string().value(), "programNotification");
+      EXPECT_EQ(params["subscription"].get_uint64().value(), sub);
+      EXPECT_EQ(params["result"]["value"]["account"]["owner"].get_string().value(),
+                DelegationProgramId().ToBase58());
+      seen.insert(std::string(params["result"]["value"]["pubkey"].get_string().value()));
+    }
+    return seen.size() == 3;
+  }));
+  EXPECT_TRUE(seen.contains(account.ToBase58()));
+  EXPECT_TRUE(seen.contains(DelegationRecordPda(account).ToBase58()));
+  EXPECT_TRUE(seen.contains(DelegationMetadataPda(account).ToBase58()));
+}
+
+TEST_F(LocalnetTest, DropNotificationRateOneDropsEveryNotification) {
+  LocalnetOptions options;
+  options.faults.drop_notification_rate = 1.0;
+  StartBase(options);
+  WsClient ws(base_->ws_port());
+  ASSERT_TRUE(ws.ok());
+  ASSERT_TRUE(ws.Send(Request("slotSubscribe", "[]")));
+  EXPECT_TRUE(Parse(ws.Read(5s))->root["result"].is_uint64());
+  const Slot start = base_->bank().slot();
+  ASSERT_TRUE(WaitFor([&] { return base_->bank().slot() > start + 10; }));
+  EXPECT_FALSE(ws.Read(50ms).has_value());
+}
+
+TEST(ScenarioTest, SameSeedGivesTheSameDelegatedSetAndMatchesTheLedger) {
+  auto run = [](uint64_t seed) {
+    SystemClock clock;
+    Bank bank(BankOptions{}, &clock);
+    ScenarioOptions options;
+    options.enabled = true;
+    options.seed = seed;
+    options.accounts = 30;
+    options.delegate_rate = 1.5;
+    options.undelegate_rate = 0.7;
+    ScenarioDriver driver(options, &bank);
+    EXPECT_TRUE(driver.Start().ok());
+    for (int i = 0; i < 60; ++i) {
+      driver.BeforeSlot();
+      driver.AfterSlot(bank.AdvanceSlot());
+    }
+    // The driver's truth is the ledger's state.
+    for (const Pubkey& account : driver.accounts()) {
+      AccountRef a = bank.GetAccount(account);
+      EXPECT_NE(a, nullptr);
+      const bool delegated = a->owner == DelegationProgramId();
+      EXPECT_EQ(delegated, driver.delegated().contains(account));
+      if (delegated) {
+        AccountRef r = bank.GetAccount(DelegationRecordPda(account));
+        EXPECT_NE(r, nullptr);
+        auto record = DecodeDelegationRecord(
+            {reinterpret_cast<const uint8_t*>(r->data.data()), r->data.size()});
+        EXPECT_TRUE(record.ok());
+        EXPECT_EQ(record->authority, driver.delegated().at(account));
+      }
+    }
+    return driver.delegated();
+  };
+  const auto first = run(11);
+  EXPECT_FALSE(first.empty());
+  EXPECT_EQ(first, run(11));
+  EXPECT_NE(first, run(12));
+}
+
+TEST(ScenarioTest, GroundTruthFileHoldsTheDelegatedSetPerSlot) {
+  const std::string path =
+      fmt::format("{}/ground_truth_{}.jsonl", ::testing::TempDir(), ::getpid());
+  SystemClock clock;
+  Bank bank(BankOptions{}, &clock);
+  ScenarioOptions options;
+  options.enabled = true;
+  options.seed = 5;
+  options.accounts = 20;
+  options.delegate_rate = 2;
+  options.undelegate_rate = 1;
+  options.ground_truth_path = path;
+  ScenarioDriver driver(options, &bank);
+  ASSERT_TRUE(driver.Start().ok());
+  for (int i = 0; i < 30; ++i) {
+    driver.BeforeSlot();
+    driver.AfterSlot(bank.AdvanceSlot());
+  }
+  driver.Stop();
+  std::ifstream in(path);
+  std::string line;
+  std::string last;
+  while (std::getline(in, line)) last = line;
+  std::remove(path.c_str());
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(last).value();
+  EXPECT_LE(doc["slot"].get_uint64().value(), bank.slot());
+  simdjson::dom::object delegated = doc["delegated"].get_object().value();
+  EXPECT_EQ(delegated.size(), driver.delegated().size());
+  for (const auto& [account, authority] : driver.delegated()) {
+    EXPECT_EQ(delegated[account.ToBase58()].get_string().value(), authority.ToBase58());
+  }
+}
+
+}  // namespace
+}  // namespace switchyard::localnet
