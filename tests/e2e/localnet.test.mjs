@@ -1,4 +1,5 @@
-// End-to-end: real Solana clients against switchyard-localnet (base layer and ER mode).
+// End-to-end: real Solana clients (@solana/web3.js, @solana/kit, the ephemeral-rollups SDK)
+// against switchyard-localnet (base layer and ER mode).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -240,5 +241,55 @@ describe('ER mode', () => {
     );
     await assert.rejects(sendAndConfirmTransaction(erConn, notWritable, [alice]),
       /Transaction loads a writable account that cannot be written/);
+  });
+});
+
+// @solana/kit parses answers strictly (bigints, exact envelopes): the same localnet through it.
+describe('@solana/kit', () => {
+  let base;
+  before(async () => {
+    base = await startLocalnet(['--slot-ms', '20']);
+  });
+  after(async () => {
+    await stop(base);
+  });
+
+  test('airdrop confirmed over kit subscriptions, then reads', async () => {
+    const kit = await import('@solana/kit');
+    const rpc = kit.createSolanaRpc(base.http);
+    const rpcSubscriptions = kit.createSolanaRpcSubscriptions(base.ws);
+    const recipient = await kit.generateKeyPairSigner();
+    const airdrop = kit.airdropFactory({ rpc, rpcSubscriptions });
+    const signature = await airdrop({
+      commitment: 'confirmed',
+      recipientAddress: recipient.address,
+      lamports: kit.lamports(1_500_000_000n),
+    });
+    assert.equal(typeof signature, 'string');
+
+    const balance = await rpc.getBalance(recipient.address, { commitment: 'confirmed' }).send();
+    assert.equal(balance.value, 1_500_000_000n);
+    assert.ok(balance.context.slot > 0n);
+
+    const info = await rpc.getAccountInfo(recipient.address, { encoding: 'base64' }).send();
+    assert.equal(info.value.lamports, 1_500_000_000n);
+    assert.equal(info.value.owner, '11111111111111111111111111111111');
+    assert.deepEqual(info.value.data, ['', 'base64']);
+
+    const missing = (await kit.generateKeyPairSigner()).address;
+    const many = await rpc
+      .getMultipleAccounts([recipient.address, missing], { encoding: 'base64' })
+      .send();
+    assert.equal(many.value.length, 2);
+    assert.equal(many.value[0].lamports, 1_500_000_000n);
+    assert.equal(many.value[1], null);
+
+    const statuses = await rpc.getSignatureStatuses([signature]).send();
+    assert.equal(statuses.value[0].err, null);
+    const slot = await rpc.getSlot().send();
+    assert.equal(typeof slot, 'bigint');
+    const { value: latest } = await rpc.getLatestBlockhash().send();
+    assert.equal(typeof latest.blockhash, 'string');
+    assert.ok(latest.lastValidBlockHeight > 0n);
   });
 });

@@ -4,7 +4,7 @@
 # Installs the npm packages into tests/e2e/node_modules (git-ignored) when missing. The
 # node tests start the localnet processes on free ports and kill them when they end.
 set -euo pipefail
-bin="${1:?usage: run_e2e.sh /path/to/switchyard-localnet}"
+bin="$(realpath "${1:?usage: run_e2e.sh /path/to/switchyard-localnet}")"
 dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$dir"
 if [[ ! -d node_modules/@solana/web3.js || ! -d node_modules/@magicblock-labs/ephemeral-rollups-sdk ]]; then
