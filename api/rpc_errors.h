@@ -1,0 +1,44 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace switchyard {
+
+// The JSON-RPC errors the router answers with. Every error object the router writes comes
+// from one table (rpc_errors.cc) that pairs each kind with its JSON-RPC code, its default
+// message and the absl::StatusCode it travels as between modules.
+enum class RpcErrorKind {
+  kParseError,      // -32700: the body is not JSON (or not UTF-8)
+  kInvalidRequest,  // -32600: not a JSON-RPC 2.0 request, an empty or oversized batch
+  kMethodNotFound,  // -32601
+  kInvalidParams,   // -32602: params that do not fit the method, mixed-target transactions
+  kInternal,        // -32603: an upstream failed or answered something unusable
+  kMinContextSlot,  // -32016: the applied slot stayed below the required one
+  kNoRoute,         // -32004: the account's validator has no configured ER
+};
+
+// A JSON-RPC error object ready to be written.
+struct RpcError {
+  int code = 0;
+  std::string message;
+  std::optional<std::string> data_json;  // raw JSON of `data`
+};
+
+// A Status that carries `kind`; `message` replaces the table's default message when given.
+absl::Status MakeRpcStatus(RpcErrorKind kind, std::string_view message = {});
+// The same, with a `data` member (raw JSON).
+absl::Status MakeRpcStatus(RpcErrorKind kind, std::string_view message, std::string data_json);
+
+// The one mapping from a Status to a JSON-RPC error. A Status made by MakeRpcStatus maps to
+// its kind; any other maps by its code (InvalidArgument → -32602, Unimplemented → -32601,
+// OutOfRange → -32016, FailedPrecondition → -32004, everything else → -32603).
+RpcError RpcErrorFromStatus(const absl::Status& status);
+
+// The error -32016 with data.contextSlot, as Solana answers an unmet minContextSlot.
+absl::Status MinContextSlotStatus(uint64_t context_slot);
+
+}  // namespace switchyard

@@ -1,0 +1,199 @@
+#include "api/rpc_merge.h"
+
+#include <simdjson.h>
+
+#include "api/rpc_errors.h"
+#include "fmt/format.h"
+
+namespace switchyard {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+std::string_view Trim(std::string_view s) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  return s;
+}
+
+simdjson::error_code RawValue(od::value& value, std::string* out) {
+  od::json_type type;
+  if (auto e = value.type().get(type)) return e;
+  std::string_view raw;
+  if (type == od::json_type::object) {
+    od::object object;
+    if (auto e = value.get_object().get(object)) return e;
+    if (auto e = object.raw_json().get(raw)) return e;
+  } else if (type == od::json_type::array) {
+    od::array array;
+    if (auto e = value.get_array().get(array)) return e;
+    if (auto e = array.raw_json().get(raw)) return e;
+  } else {
+    raw = Trim(value.raw_json_token());
+  }
+  out->assign(raw);
+  return simdjson::SUCCESS;
+}
+
+absl::Status Malformed(std::string_view what) {
+  return MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("upstream answered {}", what));
+}
+
+bool IsPlainId(std::string_view id) {
+  if (id.empty()) return false;
+  if (id.front() == '"') {
+    // A string without escapes comes back the same from any upstream.
+    return id.size() >= 2 && id.back() == '"' &&
+           id.substr(1, id.size() - 2).find('\\') == std::string_view::npos;
+  }
+  if (id.size() > 19) return false;  // might not fit a u64
+  if (id.size() > 1 && id.front() == '0') return false;
+  for (char c : id) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<UpstreamAnswer> ParseUpstreamAnswer(std::string_view body) {
+  simdjson::padded_string padded(body);
+  od::parser parser;
+  od::document doc;
+  od::object object;
+  if (parser.iterate(padded).get(doc) || doc.get_object().get(object)) {
+    return Malformed("something that is not a JSON-RPC answer");
+  }
+  UpstreamAnswer answer;
+  for (auto field : object) {
+    std::string_view key;
+    od::value value;
+    if (field.unescaped_key().get(key) || field.value().get(value)) {
+      return Malformed("malformed JSON");
+    }
+    std::string* out = nullptr;
+    if (key == "id") {
+      out = &answer.id;
+    } else if (key == "result") {
+      out = &answer.result;
+    } else if (key == "error") {
+      out = &answer.error;
+    } else {
+      continue;
+    }
+    if (RawValue(value, out)) return Malformed("malformed JSON");
+  }
+  if (answer.result.empty() == answer.error.empty()) {
+    return Malformed("neither a result nor an error");
+  }
+  return answer;
+}
+
+absl::StatusOr<std::string> AnswerFromUpstream(std::string_view body, const RpcCall& call) {
+  absl::StatusOr<UpstreamAnswer> answer = ParseUpstreamAnswer(body);
+  if (!answer.ok()) return answer.status();
+  const std::string_view id = call.id_or_null();
+  if (answer->id == id) return std::string(Trim(body));
+  if (answer->is_error()) {
+    return fmt::format(R"({{"jsonrpc":"2.0","error":{},"id":{}}})", answer->error, id);
+  }
+  return RpcResultResponse(id, answer->result);
+}
+
+std::string ForwardBody(const RpcCall& call) {
+  if (!call.id || IsPlainId(*call.id)) return call.raw;
+  std::string params = call.params.empty() ? "" : fmt::format(",\"params\":{}", call.params);
+  return fmt::format(R"({{"jsonrpc":"2.0","id":0,"method":{}{}}})", JsonQuote(call.method), params);
+}
+
+std::string SubRequest(std::string_view method, std::string_view params_json) {
+  return fmt::format(R"({{"jsonrpc":"2.0","id":1,"method":{},"params":{}}})", JsonQuote(method),
+                     params_json);
+}
+
+std::string JsonStringArray(const std::vector<std::string>& items,
+                            const std::vector<size_t>& indexes) {
+  std::string out = "[";
+  for (size_t i = 0; i < indexes.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out += JsonQuote(items[indexes[i]]);
+  }
+  out.push_back(']');
+  return out;
+}
+
+absl::StatusOr<ContextList> ParseContextList(std::string_view result_json) {
+  simdjson::padded_string padded(result_json);
+  od::parser parser;
+  od::document doc;
+  od::object object;
+  if (parser.iterate(padded).get(doc) || doc.get_object().get(object)) {
+    return Malformed("a result without context");
+  }
+  ContextList list;
+  bool has_value = false;
+  for (auto field : object) {
+    std::string_view key;
+    od::value value;
+    if (field.unescaped_key().get(key) || field.value().get(value)) {
+      return Malformed("malformed JSON");
+    }
+    if (key == "context") {
+      if (RawValue(value, &list.context)) return Malformed("malformed JSON");
+    } else if (key == "value") {
+      od::array array;
+      if (value.get_array().get(array)) return Malformed("a value that is not a list");
+      for (auto element : array) {
+        od::value item;
+        std::string raw;
+        if (element.get(item) || RawValue(item, &raw)) return Malformed("malformed JSON");
+        list.values.push_back(std::move(raw));
+      }
+      has_value = true;
+    }
+  }
+  if (list.context.empty() || !has_value) return Malformed("a result without context or value");
+  return list;
+}
+
+bool IsJsonNull(std::string_view raw) { return Trim(raw) == "null"; }
+
+}  // namespace switchyard
+
+namespace switchyard {
+
+absl::StatusOr<std::string> JsonMember(std::string_view object_json, std::string_view key) {
+  simdjson::padded_string padded(object_json);
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  simdjson::ondemand::object object;
+  if (parser.iterate(padded).get(doc) || doc.get_object().get(object)) {
+    return Malformed("a result that is not an object");
+  }
+  simdjson::ondemand::value value;
+  if (object.find_field_unordered(key).get(value)) {
+    return absl::NotFoundError(fmt::format("no member {}", key));
+  }
+  std::string raw;
+  if (RawValue(value, &raw)) return Malformed("malformed JSON");
+  return raw;
+}
+
+absl::StatusOr<std::string> FirstString(std::string_view array_json) {
+  simdjson::padded_string padded(array_json);
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  simdjson::ondemand::array array;
+  if (parser.iterate(padded).get(doc) || doc.get_array().get(array)) {
+    return Malformed("data that is not a list");
+  }
+  for (auto element : array) {
+    std::string_view text;
+    if (element.get_string().get(text)) return Malformed("data that is not text");
+    return std::string(text);
+  }
+  return Malformed("empty data");
+}
+
+}  // namespace switchyard

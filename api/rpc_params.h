@@ -1,0 +1,32 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace switchyard {
+
+// The positional params of a request, each element kept as its raw JSON. A value type.
+struct RpcParams {
+  std::vector<std::string> elements;
+
+  // Element `i` as a string; InvalidArgument (-32602) when missing or not a string.
+  absl::StatusOr<std::string> String(size_t i) const;
+  // Element `i` as a list of strings; InvalidArgument when missing, not an array of strings,
+  // or longer than `max`.
+  absl::StatusOr<std::vector<std::string>> StringList(size_t i, size_t max) const;
+  // A string member `key` of the object at element `i`; nullopt when absent.
+  std::optional<std::string> ConfigString(size_t i, std::string_view key) const;
+};
+
+// Parses a params array (raw JSON; empty text = no params). Fails with InvalidArgument
+// (-32602) when params is not an array.
+absl::StatusOr<RpcParams> ParseRpcParams(std::string_view params_json);
+
+// `[e0,e1,...]` from raw elements.
+std::string JoinParams(const std::vector<std::string>& elements);
+
+}  // namespace switchyard

@@ -1,0 +1,397 @@
+#include "api/upstream.h"
+
+#include <openssl/ssl.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <chrono>
+#include <optional>
+
+#include "fmt/format.h"
+
+namespace switchyard {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      absl::ToChronoNanoseconds(d));
+}
+
+// One keep-alive connection to one endpoint. Lives on one worker's thread.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  using Callback = std::function<void(error_code, UpstreamResponse, bool keep_alive)>;
+
+  Connection(asio::io_context& io_context, const ParsedUrl& url, ssl::context* tls,
+             size_t max_response_bytes, bool verify_tls)
+      : url_(url),
+        resolver_(io_context),
+        resolve_timer_(io_context),
+        max_response_bytes_(max_response_bytes),
+        verify_tls_(verify_tls) {
+    if (url.tls && tls != nullptr) {
+      tls_stream_.emplace(io_context, *tls);
+    } else {
+      plain_.emplace(io_context);
+    }
+  }
+
+  bool connected() const { return connected_; }
+  std::chrono::steady_clock::time_point idle_since() const { return idle_since_; }
+
+  void Exchange(const std::string& body, absl::Duration timeout, Callback done) {
+    done_ = std::move(done);
+    Lowest().expires_after(ToChrono(timeout));
+    request_.emplace(http::verb::post, url_.path, 11);
+    request_->set(http::field::host, url_.host);
+    request_->set(http::field::content_type, "application/json");
+    request_->keep_alive(true);
+    request_->body() = body;
+    request_->prepare_payload();
+    if (connected_) {
+      Write();
+      return;
+    }
+    resolve_timer_.expires_after(ToChrono(timeout));
+    resolve_timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec) self->resolver_.cancel();
+    });
+    resolver_.async_resolve(
+        url_.host, url_.port,
+        [self = shared_from_this()](error_code ec, tcp::resolver::results_type results) {
+          self->resolve_timer_.cancel();
+          if (ec) return self->Finish(ec);
+          self->Lowest().async_connect(
+              results, [self](error_code ec, const tcp::endpoint&) { self->OnConnected(ec); });
+        });
+  }
+
+  void Close() {
+    error_code ignored;
+    resolver_.cancel();
+    resolve_timer_.cancel();
+    Lowest().socket().close(ignored);
+    connected_ = false;
+  }
+
+ private:
+  beast::tcp_stream& Lowest() { return plain_ ? *plain_ : beast::get_lowest_layer(*tls_stream_); }
+
+  void OnConnected(error_code ec) {
+    if (ec) return Finish(ec);
+    Lowest().socket().set_option(tcp::no_delay(true), ec);
+    if (!tls_stream_) {
+      connected_ = true;
+      return Write();
+    }
+    if (!SSL_set_tlsext_host_name(tls_stream_->native_handle(), url_.host.c_str())) {
+      return Finish(asio::error::invalid_argument);
+    }
+    if (verify_tls_) tls_stream_->set_verify_callback(ssl::host_name_verification(url_.host));
+    tls_stream_->async_handshake(ssl::stream_base::client,
+                                 [self = shared_from_this()](error_code ec) {
+                                   if (ec) return self->Finish(ec);
+                                   self->connected_ = true;
+                                   self->Write();
+                                 });
+  }
+
+  template <typename F>
+  void WithStream(F&& f) {
+    if (plain_) {
+      f(*plain_);
+    } else {
+      f(*tls_stream_);
+    }
+  }
+
+  void Write() {
+    WithStream([this](auto& stream) {
+      http::async_write(stream, *request_, [self = shared_from_this()](error_code ec, size_t) {
+        if (ec) return self->Finish(ec);
+        self->Read();
+      });
+    });
+  }
+
+  void Read() {
+    parser_.emplace();
+    parser_->body_limit(max_response_bytes_);
+    WithStream([this](auto& stream) {
+      http::async_read(stream, buffer_, *parser_,
+                       [self = shared_from_this()](error_code ec, size_t) {
+                         if (ec) return self->Finish(ec);
+                         auto message = self->parser_->release();
+                         UpstreamResponse response;
+                         response.status = message.result_int();
+                         response.body = std::move(message.body());
+                         self->idle_since_ = std::chrono::steady_clock::now();
+                         self->Lowest().expires_never();
+                         Callback done = std::move(self->done_);
+                         done(error_code(), std::move(response), message.keep_alive());
+                       });
+    });
+  }
+
+  void Finish(error_code ec) {
+    Close();
+    Callback done = std::move(done_);
+    if (done) done(ec, UpstreamResponse(), false);
+  }
+
+  ParsedUrl url_;
+  tcp::resolver resolver_;
+  asio::steady_timer resolve_timer_;
+  size_t max_response_bytes_;
+  bool verify_tls_;
+  std::optional<beast::tcp_stream> plain_;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request<http::string_body>> request_;
+  std::optional<http::response_parser<http::string_body>> parser_;
+  Callback done_;
+  bool connected_ = false;
+  std::chrono::steady_clock::time_point idle_since_;
+};
+
+}  // namespace
+
+absl::StatusOr<ParsedUrl> ParseUpstreamUrl(std::string_view url) {
+  ParsedUrl parsed;
+  std::string_view rest;
+  if (url.substr(0, 7) == "http://") {
+    rest = url.substr(7);
+  } else if (url.substr(0, 8) == "https://") {
+    parsed.tls = true;
+    rest = url.substr(8);
+  } else {
+    return absl::InvalidArgumentError(fmt::format("upstream URL {} is not http(s)://", url));
+  }
+  const size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  if (slash != std::string_view::npos) parsed.path = std::string(rest.substr(slash));
+  std::string_view host = authority;
+  std::string_view port = parsed.tls ? "443" : "80";
+  if (!authority.empty() && authority.front() == '[') {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) {
+      return absl::InvalidArgumentError(fmt::format("upstream URL {} has a bad host", url));
+    }
+    host = authority.substr(1, close - 1);
+    if (close + 1 < authority.size() && authority[close + 1] == ':') {
+      port = authority.substr(close + 2);
+    }
+  } else if (const size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  if (host.empty() || port.empty()) {
+    return absl::InvalidArgumentError(fmt::format("upstream URL {} has no host or port", url));
+  }
+  parsed.host = std::string(host);
+  parsed.port = std::string(port);
+  return parsed;
+}
+
+struct UpstreamPool::Endpoint {
+  ParsedUrl url;
+  uint32_t weight = 1;
+  int64_t current_weight = 0;
+  size_t open = 0;
+  std::vector<std::shared_ptr<Connection>> idle;
+  std::vector<std::weak_ptr<Connection>> all;  // to cut off in-flight ones at Shutdown
+};
+
+struct UpstreamPool::Attempt {
+  std::string body;
+  RetryPolicy policy = RetryPolicy::kSafe;
+  UpstreamCallback done;
+  int tries = 0;
+  size_t last_endpoint = SIZE_MAX;
+};
+
+UpstreamPool::UpstreamPool(asio::io_context& io_context, std::string name,
+                           std::vector<UpstreamEndpoint> endpoints, std::vector<ParsedUrl> urls,
+                           const UpstreamOptions& options, ssl::context* tls, ApiMetrics* metrics)
+    : io_context_(io_context),
+      name_(std::move(name)),
+      options_(options),
+      tls_(tls),
+      metrics_(metrics) {
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    auto endpoint = std::make_unique<Endpoint>();
+    endpoint->url = urls[i];
+    endpoint->weight = std::max<uint32_t>(1, endpoints[i].weight);
+    endpoints_.push_back(std::move(endpoint));
+  }
+}
+
+UpstreamPool::~UpstreamPool() { Shutdown(); }
+
+void UpstreamPool::Shutdown() {
+  shut_down_ = true;
+  for (auto& endpoint : endpoints_) {
+    endpoint->idle.clear();
+    for (auto& weak : endpoint->all) {
+      if (auto connection = weak.lock()) connection->Close();
+    }
+    endpoint->all.clear();
+  }
+}
+
+size_t UpstreamPool::PickEndpoint(size_t exclude) {
+  // Smooth weighted round-robin (nginx): deterministic and evenly interleaved.
+  int64_t total = 0;
+  Endpoint* best = nullptr;
+  size_t best_index = exclude;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    if (i == exclude) continue;
+    Endpoint& e = *endpoints_[i];
+    e.current_weight += e.weight;
+    total += e.weight;
+    if (best == nullptr || e.current_weight > best->current_weight) {
+      best = &e;
+      best_index = i;
+    }
+  }
+  if (best != nullptr) best->current_weight -= total;
+  return best_index;
+}
+
+void UpstreamPool::Send(std::string body, RetryPolicy policy, UpstreamCallback done) {
+  auto attempt = std::make_shared<Attempt>();
+  attempt->body = std::move(body);
+  attempt->policy = policy;
+  attempt->done = std::move(done);
+  Run(std::move(attempt));
+}
+
+void UpstreamPool::Run(std::shared_ptr<Attempt> attempt) {
+  if (shut_down_ || endpoints_.empty()) {
+    auto done = std::move(attempt->done);
+    done(absl::UnavailableError(fmt::format("upstream {} is not available", name_)));
+    return;
+  }
+  const size_t index = PickEndpoint(attempt->last_endpoint);
+  attempt->last_endpoint = index;
+  ++attempt->tries;
+  Endpoint& endpoint = *endpoints_[index];
+  std::shared_ptr<Connection> connection;
+  const auto now = std::chrono::steady_clock::now();
+  while (!endpoint.idle.empty() && !connection) {
+    connection = std::move(endpoint.idle.back());
+    endpoint.idle.pop_back();
+    if (now - connection->idle_since() > ToChrono(options_.max_idle_time)) {
+      connection->Close();
+      connection.reset();
+      --endpoint.open;
+    }
+  }
+  auto on_failure = [this, attempt](absl::Status status) {
+    metrics_->upstream_failures.Increment();
+    const bool another = endpoints_.size() > 1;
+    const bool retry =
+        attempt->tries == 1 && (attempt->policy == RetryPolicy::kSafe ||
+                                (attempt->policy == RetryPolicy::kOtherEndpointOnly && another));
+    if (retry && !shut_down_) {
+      metrics_->upstream_retries.Increment();
+      if (attempt->policy == RetryPolicy::kSafe && !another) attempt->last_endpoint = SIZE_MAX;
+      Run(attempt);
+      return;
+    }
+    auto done = std::move(attempt->done);
+    done(std::move(status));
+  };
+  if (!connection) {
+    if (endpoint.open >= options_.max_connections_per_endpoint) {
+      on_failure(absl::UnavailableError(fmt::format("upstream {}: connection limit of {} reached",
+                                                    name_, options_.max_connections_per_endpoint)));
+      return;
+    }
+    connection = std::make_shared<Connection>(io_context_, endpoint.url, tls_,
+                                              options_.max_response_bytes, options_.verify_tls);
+    ++endpoint.open;
+    if (endpoint.all.size() > 2 * endpoint.open + 16) {
+      std::erase_if(endpoint.all, [](const auto& weak) { return weak.expired(); });
+    }
+    endpoint.all.push_back(connection);
+  }
+  metrics_->upstream_requests.Increment();
+  Endpoint* endpoint_ptr = &endpoint;
+  connection->Exchange(
+      attempt->body, options_.request_timeout,
+      [this, attempt, connection, endpoint_ptr, on_failure](
+          error_code ec, UpstreamResponse response, bool keep_alive) {
+        if (ec) {
+          --endpoint_ptr->open;
+          on_failure(
+              ec == beast::error::timeout
+                  ? absl::DeadlineExceededError(fmt::format("upstream {} timed out", name_))
+                  : absl::UnavailableError(fmt::format("upstream {}: {}", name_, ec.message())));
+          return;
+        }
+        if (keep_alive && !shut_down_ &&
+            endpoint_ptr->idle.size() < options_.max_idle_per_endpoint) {
+          endpoint_ptr->idle.push_back(connection);
+        } else {
+          connection->Close();
+          --endpoint_ptr->open;
+        }
+        auto done = std::move(attempt->done);
+        done(std::move(response));
+      });
+}
+
+absl::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::Create(
+    asio::io_context& io_context, const std::vector<UpstreamTarget>& targets,
+    const UpstreamOptions& options, ssl::context* tls, ApiMetrics* metrics) {
+  auto set = std::make_unique<UpstreamSet>();
+  for (const UpstreamTarget& target : targets) {
+    if (target.endpoints.empty()) {
+      return absl::InvalidArgumentError(fmt::format("upstream {} has no endpoints", target.name));
+    }
+    std::vector<ParsedUrl> urls;
+    for (const UpstreamEndpoint& endpoint : target.endpoints) {
+      absl::StatusOr<ParsedUrl> url = ParseUpstreamUrl(endpoint.url);
+      if (!url.ok()) return url.status();
+      if (url->tls && tls == nullptr) {
+        return absl::InvalidArgumentError(fmt::format("upstream {} needs TLS", endpoint.url));
+      }
+      urls.push_back(*std::move(url));
+    }
+    set->pools_[target.name] = std::make_unique<UpstreamPool>(
+        io_context, target.name, target.endpoints, std::move(urls), options, tls, metrics);
+  }
+  return set;
+}
+
+UpstreamPool* UpstreamSet::Find(std::string_view name) {
+  auto it = pools_.find(std::string(name));
+  return it == pools_.end() ? nullptr : it->second.get();
+}
+
+void UpstreamSet::Shutdown() {
+  for (auto& [name, pool] : pools_) pool->Shutdown();
+}
+
+std::unique_ptr<ssl::context> MakeClientTlsContext(bool verify) {
+  auto context = std::make_unique<ssl::context>(ssl::context::tls_client);
+  error_code ec;
+  context->set_default_verify_paths(ec);
+  context->set_verify_mode(verify ? ssl::verify_peer : ssl::verify_none, ec);
+  return context;
+}
+
+}  // namespace switchyard

@@ -1,0 +1,151 @@
+// The router's small shared parts: signature memory, lookup-table cache, consistency gate,
+// answer merging, upstream URLs.
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+
+#include "api/consistency_gate.h"
+#include "api/lookup_table_cache.h"
+#include "api/rpc_merge.h"
+#include "api/signature_memory.h"
+#include "api/upstream.h"
+#include "fmt/format.h"
+#include "tests/api/test_support.h"
+
+namespace switchyard {
+namespace {
+
+using api_test::Key;
+
+Signature Sig(uint8_t fill) {
+  std::array<uint8_t, 64> bytes;
+  bytes.fill(fill);
+  return Signature(bytes);
+}
+
+TEST(SignatureMemoryTest, ForgetsTheLeastRecentlyUsedPastItsCapacity) {
+  SignatureMemory memory(2);
+  memory.Remember(Sig(1), "er1");
+  memory.Remember(Sig(2), "base");
+  EXPECT_EQ(memory.Find(Sig(1)), "er1");  // 1 is now the most recent
+  memory.Remember(Sig(3), "er2");
+  EXPECT_EQ(memory.size(), 2u);
+  EXPECT_EQ(memory.Find(Sig(2)), std::nullopt);
+  EXPECT_EQ(memory.Find(Sig(1)), "er1");
+  EXPECT_EQ(memory.Find(Sig(3)), "er2");
+  memory.Remember(Sig(3), "base");
+  EXPECT_EQ(memory.Find(Sig(3)), "base");
+}
+
+TEST(LookupTableCacheTest, EntriesExpireAfterTheTtl) {
+  ManualClock clock;
+  LookupTableCache cache(10, absl::Seconds(60), &clock);
+  cache.Insert(Key(1), {Key(2), Key(3)});
+  ASSERT_NE(cache.Find(Key(1)), nullptr);
+  EXPECT_EQ(*cache.Find(Key(1)), (std::vector<Pubkey>{Key(2), Key(3)}));
+  clock.Advance(absl::Seconds(61));
+  EXPECT_EQ(cache.Find(Key(1)), nullptr);
+}
+
+TEST(LookupTableCacheTest, OldestEntryGoesPastTheCapacity) {
+  ManualClock clock;
+  LookupTableCache cache(2, absl::Seconds(60), &clock);
+  cache.Insert(Key(1), {});
+  clock.Advance(absl::Seconds(1));
+  cache.Insert(Key(2), {});
+  clock.Advance(absl::Seconds(1));
+  cache.Insert(Key(3), {});
+  EXPECT_EQ(cache.Find(Key(1)), nullptr);
+  EXPECT_NE(cache.Find(Key(2)), nullptr);
+  EXPECT_NE(cache.Find(Key(3)), nullptr);
+}
+
+TEST(LookupTableCacheTest, DecodesTableAccounts) {
+  std::string data(56, '\0');
+  data[0] = 1;
+  data += std::string(reinterpret_cast<const char*>(Key(9).data()), 32);
+  auto addresses = DecodeLookupTableAccount(
+      std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+  ASSERT_TRUE(addresses.ok());
+  EXPECT_EQ(*addresses, std::vector<Pubkey>{Key(9)});
+  data.push_back('x');
+  EXPECT_FALSE(DecodeLookupTableAccount(
+                   std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()))
+                   .ok());
+}
+
+TEST(ConsistencyGateTest, WakesWaitersInSlotOrderAndTimesOutTheRest) {
+  boost::asio::io_context io_context;
+  ConsistencyGate gate(io_context, 10);
+  std::vector<std::string> events;
+  gate.Wait(100, 100, absl::Seconds(5), [&](bool ok) { events.push_back(fmt::format("a{}", ok)); });
+  gate.Wait(100, 103, absl::Seconds(5), [&](bool ok) { events.push_back(fmt::format("b{}", ok)); });
+  gate.Wait(100, 101, absl::Seconds(5), [&](bool ok) { events.push_back(fmt::format("c{}", ok)); });
+  gate.Wait(100, 200, absl::Milliseconds(1),
+            [&](bool ok) { events.push_back(fmt::format("d{}", ok)); });
+  EXPECT_EQ(events, std::vector<std::string>{"atrue"});
+  gate.OnApplied(103);
+  EXPECT_EQ(events, (std::vector<std::string>{"atrue", "ctrue", "btrue"}));
+  io_context.run();  // only d's timer is left
+  EXPECT_EQ(events.back(), "dfalse");
+  EXPECT_EQ(gate.waiting(), 0u);
+}
+
+TEST(ConsistencyGateTest, FullGateRejectsAtOnce) {
+  boost::asio::io_context io_context;
+  ConsistencyGate gate(io_context, 1);
+  int rejected = 0;
+  gate.Wait(1, 5, absl::Seconds(5), [&](bool ok) { rejected += !ok; });
+  gate.Wait(1, 5, absl::Seconds(5), [&](bool ok) { rejected += !ok; });
+  EXPECT_EQ(rejected, 1);
+  gate.Shutdown();
+  EXPECT_EQ(rejected, 2);
+}
+
+TEST(RpcMergeTest, AnswerKeepsUpstreamBytesWhenIdsMatch) {
+  RpcCall call;
+  call.id = "7";
+  EXPECT_EQ(*AnswerFromUpstream(R"({"jsonrpc":"2.0","result":[1, 2],"id":7})", call),
+            R"({"jsonrpc":"2.0","result":[1, 2],"id":7})");
+  call.id = R"({"a":1})";
+  EXPECT_EQ(*AnswerFromUpstream(R"({"jsonrpc":"2.0","error":{"code":-1},"id":0})", call),
+            R"({"jsonrpc":"2.0","error":{"code":-1},"id":{"a":1}})");
+  EXPECT_FALSE(AnswerFromUpstream("<html>", call).ok());
+}
+
+TEST(RpcMergeTest, ForwardBodyRewritesOnlyIdsUpstreamsDoNotEcho) {
+  RpcCall call;
+  call.raw = R"({"jsonrpc":"2.0","id":"x","method":"getSlot","params":[]})";
+  call.id = R"("x")";
+  call.method = "getSlot";
+  call.params = "[]";
+  EXPECT_EQ(ForwardBody(call), call.raw);
+  call.id = "1.5";
+  EXPECT_EQ(ForwardBody(call), R"({"jsonrpc":"2.0","id":0,"method":"getSlot","params":[]})");
+}
+
+TEST(RpcMergeTest, ParsesContextLists) {
+  auto list = ParseContextList(R"({"context":{"slot":5},"value":[null, {"a":1}]})");
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->context, R"({"slot":5})");
+  EXPECT_EQ(list->values, (std::vector<std::string>{"null", R"({"a":1})"}));
+  EXPECT_FALSE(ParseContextList(R"({"value":[]})").ok());
+}
+
+TEST(UpstreamUrlTest, ParsesHttpAndHttps) {
+  auto url = ParseUpstreamUrl("https://rpc.example.com/path?x=1");
+  ASSERT_TRUE(url.ok());
+  EXPECT_TRUE(url->tls);
+  EXPECT_EQ(url->host, "rpc.example.com");
+  EXPECT_EQ(url->port, "443");
+  EXPECT_EQ(url->path, "/path?x=1");
+  url = ParseUpstreamUrl("http://[::1]:8899");
+  ASSERT_TRUE(url.ok());
+  EXPECT_EQ(url->host, "::1");
+  EXPECT_EQ(url->port, "8899");
+  EXPECT_EQ(url->path, "/");
+  EXPECT_FALSE(ParseUpstreamUrl("ftp://x").ok());
+}
+
+}  // namespace
+}  // namespace switchyard

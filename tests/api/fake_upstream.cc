@@ -1,0 +1,235 @@
+#include "tests/api/fake_upstream.h"
+
+#include <boost/asio/post.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "api/jsonrpc.h"
+#include "api/rpc_params.h"
+#include "fmt/format.h"
+
+namespace switchyard::api_test {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+class FakeUpstream::Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, FakeUpstream* owner) : socket_(std::move(socket)), owner_(owner) {}
+
+  void Read() {
+    request_ = {};
+    http::async_read(socket_, buffer_, request_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) return;
+                       self->owner_->Answer(self, self->request_.body());
+                     });
+  }
+
+  void Write(unsigned status, std::string body) {
+    auto response =
+        std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), 11);
+    response->set(http::field::content_type, "application/json");
+    response->body() = std::move(body);
+    response->keep_alive(true);
+    response->prepare_payload();
+    http::async_write(socket_, *response,
+                      [self = shared_from_this(), response](beast::error_code ec, size_t) {
+                        if (!ec) self->Read();
+                      });
+  }
+
+  void Reset() {
+    beast::error_code ignored;
+    socket_.set_option(asio::socket_base::linger(true, 0), ignored);
+    socket_.close(ignored);
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    socket_.close(ignored);
+  }
+
+ private:
+  tcp::socket socket_;
+  FakeUpstream* owner_;
+  beast::flat_buffer buffer_;
+  http::request<http::string_body> request_;
+};
+
+FakeUpstream::FakeUpstream(std::string name)
+    : name_(std::move(name)),
+      acceptor_(io_context_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+  Accept();
+  thread_ = std::thread([this] { io_context_.run(); });
+}
+
+FakeUpstream::~FakeUpstream() {
+  asio::post(io_context_, [this] {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+    for (auto& weak : all_) {
+      if (auto connection = weak.lock()) connection->Close();
+    }
+    hung_.clear();
+    io_context_.stop();
+  });
+  thread_.join();
+  absl::MutexLock lock(&mu_);
+  held_answers_.clear();
+}
+
+std::string FakeUpstream::url() const {
+  return fmt::format("http://127.0.0.1:{}/", acceptor_.local_endpoint().port());
+}
+
+void FakeUpstream::Accept() {
+  acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (ec) return;
+    {
+      absl::MutexLock lock(&mu_);
+      ++connections_;
+    }
+    auto connection = std::make_shared<Connection>(std::move(socket), this);
+    all_.push_back(connection);
+    connection->Read();
+    Accept();
+  });
+}
+
+void FakeUpstream::SetResponder(Responder responder) {
+  absl::MutexLock lock(&mu_);
+  responder_ = std::move(responder);
+}
+
+void FakeUpstream::AddKnownSignature(const std::string& signature) {
+  absl::MutexLock lock(&mu_);
+  known_signatures_.push_back(signature);
+}
+
+void FakeUpstream::Hold() {
+  absl::MutexLock lock(&mu_);
+  held_ = true;
+}
+
+void FakeUpstream::Release() {
+  std::vector<std::function<void()>> answers;
+  {
+    absl::MutexLock lock(&mu_);
+    held_ = false;
+    answers.swap(held_answers_);
+  }
+  for (auto& answer : answers) asio::post(io_context_, std::move(answer));
+}
+
+std::vector<std::string> FakeUpstream::received() const {
+  absl::MutexLock lock(&mu_);
+  return received_;
+}
+
+size_t FakeUpstream::received_count() const {
+  absl::MutexLock lock(&mu_);
+  return received_.size();
+}
+
+size_t FakeUpstream::max_outstanding() const {
+  absl::MutexLock lock(&mu_);
+  return max_outstanding_;
+}
+
+size_t FakeUpstream::connections_accepted() const {
+  absl::MutexLock lock(&mu_);
+  return connections_;
+}
+
+bool FakeUpstream::WaitForRequests(size_t n, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return received_.size() >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+}
+
+void FakeUpstream::Answer(std::shared_ptr<Connection> connection, std::string body) {
+  absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, RpcCodecOptions{});
+  const std::string method =
+      parsed.ok() && !parsed->calls.empty() ? parsed->calls[0].method : std::string();
+  Responder responder;
+  {
+    absl::MutexLock lock(&mu_);
+    received_.push_back(body);
+    responder = responder_;
+    ++outstanding_;
+    max_outstanding_ = std::max(max_outstanding_, outstanding_);
+  }
+  FakeReply reply = responder ? responder(method, body) : Canned(method, body);
+  auto act = [this, connection, reply] {
+    {
+      absl::MutexLock lock(&mu_);
+      --outstanding_;
+    }
+    switch (reply.action) {
+      case FakeReply::Action::kAnswer:
+        connection->Write(reply.status, reply.body);
+        break;
+      case FakeReply::Action::kReset:
+        connection->Reset();
+        break;
+      case FakeReply::Action::kHang:
+        hung_.push_back(connection);  // never answers; closed when the fake stops
+        break;
+    }
+  };
+  absl::MutexLock lock(&mu_);
+  if (held_) {
+    held_answers_.push_back(std::move(act));
+  } else {
+    asio::post(io_context_, std::move(act));
+  }
+}
+
+FakeReply FakeUpstream::Canned(const std::string& method, const std::string& body) const {
+  absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, RpcCodecOptions{});
+  FakeReply reply;
+  if (!parsed.ok() || parsed->calls.empty()) {
+    reply.body = R"({"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"},"id":null})";
+    return reply;
+  }
+  const RpcCall& call = parsed->calls[0];
+  absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
+  std::string result;
+  if (method == "getMultipleAccounts" || method == "getSignatureStatuses") {
+    absl::StatusOr<std::vector<std::string>> keys = params->StringList(0, 1000);
+    std::string values;
+    for (size_t i = 0; i < keys->size(); ++i) {
+      if (i > 0) values += ",";
+      bool known = method == "getMultipleAccounts";
+      {
+        absl::MutexLock lock(&mu_);
+        for (const auto& s : known_signatures_) known |= s == (*keys)[i];
+      }
+      values += known ? fmt::format(R"({{"key":"{}","from":"{}"}})", (*keys)[i], name_) : "null";
+    }
+    result = fmt::format(R"({{"context":{{"apiVersion":"2.1.0","slot":{}}},"value":[{}]}})",
+                         name_ == "base" ? 500 : 9000, values);
+  } else if (method == "getTransaction") {
+    bool known = false;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& s : known_signatures_) known |= s == *params->String(0);
+    }
+    result = known ? fmt::format(R"({{"slot":7,"from":"{}"}})", name_) : "null";
+  } else if (method == "getLatestBlockhash") {
+    result = fmt::format(
+        R"({{"context":{{"slot":1}},"value":{{"blockhash":"hash-of-{}","lastValidBlockHeight":99}}}})",
+        name_);
+  } else if (method == "sendTransaction") {
+    result = fmt::format(R"("sent-to-{}")", name_);
+  } else {
+    result = fmt::format(R"({{"from":"{}","method":"{}"}})", name_, method);
+  }
+  reply.body = RpcResultResponse(call.id_or_null(), result);
+  return reply;
+}
+
+}  // namespace switchyard::api_test

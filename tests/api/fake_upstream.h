@@ -1,0 +1,78 @@
+#pragma once
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace switchyard::api_test {
+
+// What a fake upstream does with one request.
+struct FakeReply {
+  enum class Action { kAnswer, kReset, kHang };
+  Action action = Action::kAnswer;
+  unsigned status = 200;
+  std::string body;
+};
+
+// A small Solana-shaped JSON-RPC server on 127.0.0.1:0 for tests: answers each request with
+// `responder` (by default: canned answers that name this upstream), keeps connections alive,
+// and records every body it received. Runs its own thread.
+class FakeUpstream {
+ public:
+  using Responder = std::function<FakeReply(const std::string& method, const std::string& body)>;
+
+  explicit FakeUpstream(std::string name);
+  ~FakeUpstream();
+
+  void SetResponder(Responder responder);
+  // Signatures whose status/transaction this upstream knows.
+  void AddKnownSignature(const std::string& signature);
+  // While held, answers wait until Release().
+  void Hold();
+  void Release();
+
+  std::string url() const;
+  const std::string& name() const { return name_; }
+  std::vector<std::string> received() const;
+  size_t received_count() const;
+  size_t max_outstanding() const;
+  size_t connections_accepted() const;
+  // Waits until at least `n` requests arrived; false at the deadline.
+  bool WaitForRequests(size_t n, absl::Duration timeout = absl::Seconds(10)) const;
+
+  // The canned answer of this upstream to `body`.
+  FakeReply Canned(const std::string& method, const std::string& body) const;
+
+  class Connection;
+
+ private:
+  void Accept();
+  void Answer(std::shared_ptr<Connection> connection, std::string body);
+
+  std::string name_;
+  boost::asio::io_context io_context_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::thread thread_;
+  mutable absl::Mutex mu_;
+  Responder responder_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> received_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> known_signatures_ ABSL_GUARDED_BY(mu_);
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::function<void()>> held_answers_ ABSL_GUARDED_BY(mu_);
+  size_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t max_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t connections_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::weak_ptr<Connection>> all_;     // io thread only
+  std::vector<std::shared_ptr<Connection>> hung_;  // io thread only
+};
+
+}  // namespace switchyard::api_test

@@ -1,0 +1,162 @@
+// The HTTP front door: keep-alive, pipelining, limits and timeouts.
+#include <gtest/gtest.h>
+
+#include "tests/api/router_fixture.h"
+
+namespace switchyard::api_test {
+namespace {
+
+const std::string kGetSlot = R"({"jsonrpc":"2.0","id":1,"method":"getSlot"})";
+
+class HttpServerTest : public RouterFixture {};
+
+TEST_F(HttpServerTest, KeepAliveServesManyRequestsOnOneConnection) {
+  Start();
+  TestClient client(port());
+  for (int i = 0; i < 5; ++i) {
+    ClientResponse response =
+        client.Post(R"({"jsonrpc":"2.0","id":)" + std::to_string(i) + R"(,"method":"getSlot"})");
+    ASSERT_EQ(response.status, 200u);
+    EXPECT_TRUE(response.keep_alive);
+    EXPECT_EQ(response.body,
+              R"({"jsonrpc":"2.0","result":{"from":"base","method":"getSlot"},"id":)" +
+                  std::to_string(i) + "}");
+    EXPECT_EQ(response.headers["X-Delegation-Slot"], "100");
+  }
+  EXPECT_EQ(metrics_.connections_accepted.value(), 1u);
+  // The router kept its upstream connection alive too.
+  EXPECT_EQ(base_.connections_accepted(), 1u);
+}
+
+TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrderWithinTheBound) {
+  Start([](RouterOptions&, HttpServerOptions& server) { server.max_pipelined = 2; });
+  base_.Hold();
+  TestClient client(port());
+  std::string bytes;
+  for (int i = 0; i < 5; ++i) {
+    bytes += TestClient::Request(R"({"jsonrpc":"2.0","id":)" + std::to_string(i) +
+                                 R"(,"method":"getSlot"})");
+  }
+  client.WriteRaw(bytes);
+  ASSERT_TRUE(base_.WaitForRequests(2));
+  ASSERT_TRUE(WaitFor([&] { return metrics_.http_requests.value() >= 2; }));
+  // Two requests are read ahead; the other three wait in the socket.
+  EXPECT_EQ(metrics_.http_requests.value(), 2u);
+  EXPECT_EQ(base_.received_count(), 2u);
+  base_.Release();
+  for (int i = 0; i < 5; ++i) {
+    ClientResponse response = client.Read();
+    ASSERT_EQ(response.status, 200u) << i;
+    EXPECT_NE(response.body.find("\"id\":" + std::to_string(i) + "}"), std::string::npos)
+        << response.body;
+  }
+  EXPECT_EQ(base_.max_outstanding(), 2u);
+}
+
+TEST_F(HttpServerTest, BodyOverTheLimitGets413) {
+  Start([](RouterOptions&, HttpServerOptions& server) { server.max_body_bytes = 1024; });
+  TestClient client(port());
+  ClientResponse response = client.Post(std::string(2000, ' ') + kGetSlot);
+  EXPECT_EQ(response.status, 413u);
+  EXPECT_NE(response.body.find("exceeds the limit of 1024 bytes"), std::string::npos);
+  EXPECT_EQ(response.headers["X-Delegation-Slot"], "100");
+  EXPECT_EQ(metrics_.http_body_too_large.value(), 1u);
+  EXPECT_EQ(base_.received_count(), 0u);
+}
+
+TEST_F(HttpServerTest, BodyAtTheLimitIsServed) {
+  Start([](RouterOptions&, HttpServerOptions& server) { server.max_body_bytes = 1024; });
+  TestClient client(port());
+  std::string body = std::string(1024 - kGetSlot.size(), ' ') + kGetSlot;
+  EXPECT_EQ(client.Post(body).status, 200u);
+}
+
+TEST_F(HttpServerTest, IdleConnectionIsClosedAfterTheIdleTimeout) {
+  Start([](RouterOptions&, HttpServerOptions& server) {
+    server.idle_timeout = absl::Milliseconds(100);
+  });
+  TestClient client(port());
+  EXPECT_EQ(client.Post(kGetSlot).status, 200u);
+  EXPECT_TRUE(client.ReadUntilClosed());
+  EXPECT_EQ(metrics_.http_timeouts.value(), 1u);
+}
+
+TEST_F(HttpServerTest, IncompleteHeaderIsCutOffAfterTheHeaderTimeout) {
+  Start([](RouterOptions&, HttpServerOptions& server) {
+    server.header_timeout = absl::Milliseconds(100);
+  });
+  TestClient client(port());
+  client.WriteRaw("POST / HTTP/1.1\r\nHost: x\r\n");
+  EXPECT_TRUE(client.ReadUntilClosed());
+  EXPECT_EQ(metrics_.http_timeouts.value(), 1u);
+}
+
+TEST_F(HttpServerTest, IncompleteBodyIsCutOffAfterTheBodyTimeout) {
+  Start([](RouterOptions&, HttpServerOptions& server) {
+    server.body_timeout = absl::Milliseconds(100);
+  });
+  TestClient client(port());
+  client.WriteRaw("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"json");
+  EXPECT_TRUE(client.ReadUntilClosed());
+  EXPECT_EQ(metrics_.http_timeouts.value(), 1u);
+}
+
+TEST_F(HttpServerTest, ConnectionsOverTheLimitAreClosed) {
+  Start([](RouterOptions&, HttpServerOptions& server) { server.max_connections = 1; });
+  TestClient first(port());
+  EXPECT_EQ(first.Post(kGetSlot).status, 200u);
+  TestClient second(port());
+  EXPECT_TRUE(second.ReadUntilClosed());
+  EXPECT_EQ(metrics_.connections_rejected.value(), 1u);
+  EXPECT_EQ(first.Post(kGetSlot).status, 200u);
+}
+
+TEST_F(HttpServerTest, MalformedHttpGets400) {
+  Start();
+  TestClient client(port());
+  client.WriteRaw("NOT HTTP AT ALL\r\n\r\n");
+  EXPECT_EQ(client.Read().status, 400u);
+}
+
+TEST_F(HttpServerTest, ExpectContinueIsAnsweredBeforeTheBody) {
+  Start();
+  TestClient client(port());
+  client.WriteRaw("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
+                  std::to_string(kGetSlot.size()) + "\r\n\r\n");
+  EXPECT_EQ(client.Read().status, 100u);
+  client.WriteRaw(kGetSlot);
+  ClientResponse response = client.Read();
+  EXPECT_EQ(response.status, 200u);
+  EXPECT_NE(response.body.find("getSlot"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, GetIsNotAllowed) {
+  Start();
+  TestClient client(port());
+  client.WriteRaw("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(client.Read().status, 405u);
+}
+
+TEST_F(HttpServerTest, ConnectionCloseIsHonoured) {
+  Start();
+  TestClient client(port());
+  ClientResponse response = client.Post(kGetSlot, {{"Connection", "close"}});
+  EXPECT_EQ(response.status, 200u);
+  EXPECT_FALSE(response.keep_alive);
+  EXPECT_TRUE(client.ReadUntilClosed());
+}
+
+TEST_F(HttpServerTest, StopDrainsAnAnswerInFlight) {
+  Start();
+  base_.Hold();
+  TestClient client(port());
+  client.WriteRaw(TestClient::Request(kGetSlot));
+  ASSERT_TRUE(base_.WaitForRequests(1));
+  std::thread stopper([&] { server_->Stop(); });
+  base_.Release();
+  EXPECT_EQ(client.Read().status, 200u);
+  stopper.join();
+}
+
+}  // namespace
+}  // namespace switchyard::api_test

@@ -1,0 +1,162 @@
+#include "api/jsonrpc.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace switchyard {
+namespace {
+
+RpcCodecOptions Options() { return RpcCodecOptions{}; }
+
+int CodeOf(const absl::Status& status) { return RpcErrorFromStatus(status).code; }
+
+TEST(JsonRpcCodecTest, SingleRequestKeepsItsBytes) {
+  const std::string body =
+      R"({"jsonrpc":"2.0", "id":7,"method":"getSlot","params":[{"commitment":"finalized"}]})";
+  absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_FALSE(parsed->batch);
+  ASSERT_EQ(parsed->calls.size(), 1u);
+  const RpcCall& call = parsed->calls[0];
+  EXPECT_TRUE(call.error.ok());
+  EXPECT_EQ(call.raw, body);
+  EXPECT_EQ(*call.id, "7");
+  EXPECT_EQ(call.method, "getSlot");
+  EXPECT_EQ(call.params, R"([{"commitment":"finalized"}])");
+}
+
+TEST(JsonRpcCodecTest, IdsOfEveryJsonTypeComeBackByteForByte) {
+  for (const std::string& id : std::vector<std::string>{
+           R"("abc")", R"("\u0041\n")", "0", "-12", "1.50e3", "18446744073709551616123", "null",
+           "true", "false", R"({"a":[1, 2]})", "[1,\"x\"]", R"("")"}) {
+    const std::string body = R"({"jsonrpc":"2.0","method":"getSlot","id":)" + id + "}";
+    absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
+    ASSERT_TRUE(parsed.ok()) << id << " " << parsed.status();
+    ASSERT_TRUE(parsed->calls[0].id.has_value()) << id;
+    EXPECT_EQ(*parsed->calls[0].id, id);
+    EXPECT_FALSE(parsed->calls[0].is_notification());
+  }
+}
+
+TEST(JsonRpcCodecTest, MissingIdIsANotification) {
+  absl::StatusOr<RpcBody> parsed =
+      ParseRpcBody(R"({"jsonrpc":"2.0","method":"getSlot"})", Options());
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_TRUE(parsed->calls[0].is_notification());
+}
+
+TEST(JsonRpcCodecTest, InvalidJsonIsAParseError) {
+  for (const std::string& body : std::vector<std::string>{
+           "", "   ", "{", R"({"jsonrpc":"2.0","method":"x","params":[1,,2]})", "[1,2",
+           R"({"a":1} x)", R"({"a":01})", R"({"a":tru})", "\xff\xfe{}",
+           std::string("{\"jsonrpc\":\"2.0\",\"method\":\"getSlot\",\"id\":\"\xc3\x28\"}"),
+           R"({"a":"\q"})"}) {
+    absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
+    ASSERT_FALSE(parsed.ok()) << body;
+    EXPECT_EQ(CodeOf(parsed.status()), -32700) << body;
+  }
+}
+
+TEST(JsonRpcCodecTest, ValidJsonThatIsNotARequestIsInvalidRequest) {
+  for (const std::string& body : std::vector<std::string>{"5", R"("x")", "null", "[]"}) {
+    absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
+    ASSERT_FALSE(parsed.ok()) << body;
+    EXPECT_EQ(CodeOf(parsed.status()), -32600) << body;
+  }
+}
+
+TEST(JsonRpcCodecTest, MalformedRequestObjectsAreInvalidRequestPerElement) {
+  const std::string body = R"([{"jsonrpc":"1.0","method":"a","id":1},)"
+                           R"({"jsonrpc":"2.0","id":2},)"
+                           R"({"jsonrpc":"2.0","method":5,"id":3},)"
+                           R"({"jsonrpc":"2.0","method":"a","params":5,"id":4},)"
+                           R"({"method":"a","id":5}, 7,)"
+                           R"({"jsonrpc":"2.0","method":"getSlot","id":6}])";
+  absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->calls.size(), 7u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(CodeOf(parsed->calls[i].error), -32600) << i;
+  }
+  EXPECT_EQ(*parsed->calls[0].id, "1");
+  EXPECT_FALSE(parsed->calls[5].id.has_value());
+  EXPECT_TRUE(parsed->calls[6].error.ok());
+  EXPECT_EQ(parsed->calls[6].raw, R"({"jsonrpc":"2.0","method":"getSlot","id":6})");
+}
+
+TEST(JsonRpcCodecTest, BatchOverTheLimitIsRejectedWithAClearMessage) {
+  RpcCodecOptions options;
+  options.max_batch_size = 3;
+  std::string body = "[";
+  for (int i = 0; i < 4; ++i) {
+    body += std::string(i ? "," : "") + R"({"jsonrpc":"2.0","method":"getSlot","id":1})";
+  }
+  body += "]";
+  absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, options);
+  ASSERT_FALSE(parsed.ok());
+  RpcError error = RpcErrorFromStatus(parsed.status());
+  EXPECT_EQ(error.code, -32600);
+  EXPECT_EQ(error.message, "Invalid request: batch of 4 requests exceeds the limit of 3");
+}
+
+TEST(JsonRpcCodecTest, MinContextSlotIsFoundInTheConfigObject) {
+  absl::StatusOr<RpcBody> parsed = ParseRpcBody(
+      R"({"jsonrpc":"2.0","id":1,"method":"getBalance","params":["k",{"minContextSlot":77}]})",
+      Options());
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->calls[0].min_context_slot, 77u);
+}
+
+TEST(JsonRpcCodecTest, HugeBodyParsesAndKeepsItsBytes) {
+  const std::string big(900 * 1024, 'x');
+  const std::string body =
+      R"({"jsonrpc":"2.0","id":1,"method":"sendTransaction","params":[")" + big + R"("]})";
+  absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->calls[0].raw, body);
+  EXPECT_EQ(parsed->calls[0].params.size(), big.size() + 4);
+}
+
+TEST(JsonRpcCodecTest, ScalarWithTrailingGarbageIsAParseError) {
+  for (const std::string& body : std::vector<std::string>{"5 x", "\"a\" 1", "nul", "1.", "-"}) {
+    absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
+    ASSERT_FALSE(parsed.ok()) << body;
+    EXPECT_EQ(CodeOf(parsed.status()), -32700) << body;
+  }
+}
+
+TEST(JsonRpcCodecTest, DeepNestingIsAParseError) {
+  std::string body = R"({"jsonrpc":"2.0","id":1,"method":"x","params":)" + std::string(200, '[') +
+                     std::string(200, ']') + "}";
+  absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(CodeOf(parsed.status()), -32700);
+}
+
+TEST(RpcErrorTableTest, EveryKindHasItsCode) {
+  EXPECT_EQ(CodeOf(MakeRpcStatus(RpcErrorKind::kParseError)), -32700);
+  EXPECT_EQ(CodeOf(MakeRpcStatus(RpcErrorKind::kInvalidRequest)), -32600);
+  EXPECT_EQ(CodeOf(MakeRpcStatus(RpcErrorKind::kMethodNotFound)), -32601);
+  EXPECT_EQ(CodeOf(MakeRpcStatus(RpcErrorKind::kInvalidParams)), -32602);
+  EXPECT_EQ(CodeOf(MakeRpcStatus(RpcErrorKind::kInternal)), -32603);
+  EXPECT_EQ(CodeOf(MakeRpcStatus(RpcErrorKind::kNoRoute)), -32004);
+  EXPECT_EQ(CodeOf(absl::InvalidArgumentError("x")), -32602);
+  EXPECT_EQ(CodeOf(absl::UnavailableError("x")), -32603);
+  RpcError slot = RpcErrorFromStatus(MinContextSlotStatus(42));
+  EXPECT_EQ(slot.code, -32016);
+  EXPECT_EQ(slot.message, "Minimum context slot has not been reached");
+  EXPECT_EQ(slot.data_json, R"({"contextSlot":42})");
+}
+
+TEST(RpcErrorTableTest, ErrorResponseIsWellFormed) {
+  EXPECT_EQ(RpcErrorResponse(R"("a")", MinContextSlotStatus(9)),
+            R"({"jsonrpc":"2.0","error":{"code":-32016,"message":"Minimum context slot has )"
+            R"(not been reached","data":{"contextSlot":9}},"id":"a"})");
+  EXPECT_EQ(RpcErrorResponse("null", MakeRpcStatus(RpcErrorKind::kInvalidParams, "a\"b")),
+            R"({"jsonrpc":"2.0","error":{"code":-32602,"message":"a\"b"},"id":null})");
+}
+
+}  // namespace
+}  // namespace switchyard
