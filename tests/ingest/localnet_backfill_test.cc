@@ -1,0 +1,144 @@
+// Ingest's view of a real base layer: switchyard-localnet runs its scenario driver (real
+// Delegate and Undelegate transactions over several ER identities); the delegations read
+// back through getProgramAccounts and the delegation instructions read back through
+// getTransaction must match the ground truth the localnet wrote.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <simdjson.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "ingest/chain_view.h"
+#include "ingest/transaction_view.h"
+#include "tests/localnet/test_clients.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace switchyard {
+namespace {
+
+// The delegated set (account -> authority) at `slot`, from the ground-truth file: the last
+// line at or below the slot.
+std::map<Pubkey, Pubkey> GroundTruthAt(const std::string& path, Slot slot) {
+  std::ifstream in(path);
+  std::map<Pubkey, Pubkey> out;
+  simdjson::dom::parser parser;
+  for (std::string line; std::getline(in, line);) {
+    simdjson::dom::element doc = parser.parse(line).value();
+    if (doc["slot"].get_uint64().value() > slot) break;
+    out.clear();
+    simdjson::dom::object delegated = doc["delegated"].get_object().value();
+    for (auto [account, authority] : delegated) {
+      out[*Pubkey::FromBase58(account)] = *Pubkey::FromBase58(authority.get_string().value());
+    }
+  }
+  return out;
+}
+
+std::string Request(const std::string& method, const std::string& params) {
+  return fmt::format(R"({{"jsonrpc":"2.0","id":1,"method":"{}","params":{}}})", method, params);
+}
+
+TEST(LocalnetBackfillTest, ProgramAccountsAndTransactionsMatchTheGroundTruth) {
+  testing::TempDir dir;
+  const std::string ready = dir.Sub("ready.json");
+  const std::string truth = dir.Sub("truth.jsonl");
+  const pid_t pid = testing::StartProcess({SWITCHYARD_LOCALNET_BINARY,
+                                           "--port",
+                                           "0",
+                                           "--threads",
+                                           "1",
+                                           "--slot-ms",
+                                           "10",
+                                           "--ready-file",
+                                           ready,
+                                           "--seed",
+                                           "7",
+                                           "--accounts",
+                                           "60",
+                                           "--delegate-rate",
+                                           "2",
+                                           "--undelegate-rate",
+                                           "1",
+                                           "--scenario-er-count",
+                                           "3",
+                                           "--ground-truth",
+                                           truth});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!std::filesystem::exists(ready) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(std::filesystem::exists(ready)) << "localnet did not start";
+  simdjson::dom::parser parser;
+  const auto port = static_cast<uint16_t>(parser.load(ready)["http"].get_uint64().value());
+  localnet::testing::HttpClient client(port);
+
+  // Let the scenario run a while, then read the program's accounts at one context slot.
+  Slot slot = 0;
+  while (slot < 150 && std::chrono::steady_clock::now() < deadline) {
+    auto body = client.Post(Request("getSlot", "[]"));
+    ASSERT_TRUE(body.has_value());
+    slot = parser.parse(*body)["result"].get_uint64().value();
+  }
+  ASSERT_GE(slot, 150u);
+  auto body = client.Post(Request(
+      "getProgramAccounts",
+      R"(["DELeGGvXpWV2fqJUhqcF5ZSYMS4JTLjteaAMARRSaeSh",{"encoding":"base64","withContext":true}])"));
+  ASSERT_TRUE(body.has_value());
+  auto snapshot = ParseProgramAccountsResponse(*body);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  ChainViewCounters counters;
+  const std::vector<DelegatedEvent> delegations = DelegationsOf(*snapshot, &counters);
+
+  // Transactions of the delegation program, newest first.
+  auto signatures =
+      client.Post(Request("getSignaturesForAddress",
+                          R"(["DELeGGvXpWV2fqJUhqcF5ZSYMS4JTLjteaAMARRSaeSh",{"limit":20}])"));
+  ASSERT_TRUE(signatures.has_value());
+  std::vector<std::string> sigs;
+  simdjson::dom::array entries = parser.parse(*signatures)["result"].get_array().value();
+  for (auto entry : entries) {
+    sigs.emplace_back(entry["signature"].get_string().value());
+  }
+  ASSERT_FALSE(sigs.empty());
+  size_t delegates = 0;
+  size_t undelegates = 0;
+  for (const std::string& sig : sigs) {
+    auto tx = client.Post(Request(
+        "getTransaction",
+        fmt::format(R"(["{}",{{"encoding":"base64","maxSupportedTransactionVersion":0}}])", sig)));
+    ASSERT_TRUE(tx.has_value());
+    auto parsed = ParseTransactionResponse(*tx);
+    ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << *tx;
+    EXPECT_EQ(parsed->signature.ToBase58(), sig);
+    EXPECT_FALSE(parsed->failed);
+    ASSERT_FALSE(parsed->instructions.empty());
+    for (const DelegationInstruction& ix : parsed->instructions) {
+      if (ix.kind == DelegationInstructionKind::kDelegate) ++delegates;
+      if (ix.kind == DelegationInstructionKind::kUndelegate) ++undelegates;
+    }
+  }
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  EXPECT_EQ(testing::WaitProcess(pid), 0);
+
+  const std::map<Pubkey, Pubkey> expected = GroundTruthAt(truth, snapshot->context_slot);
+  ASSERT_FALSE(expected.empty());
+  ASSERT_EQ(delegations.size(), expected.size()) << "at slot " << snapshot->context_slot;
+  for (const DelegatedEvent& d : delegations) {
+    auto it = expected.find(d.account);
+    ASSERT_NE(it, expected.end()) << d.account.ToBase58();
+    EXPECT_EQ(d.validator, it->second);
+    EXPECT_LE(d.slot, snapshot->context_slot);
+  }
+  EXPECT_EQ(counters.records_malformed, 0u);
+  EXPECT_GT(delegates, 0u);
+  EXPECT_GT(undelegates, 0u);
+}
+
+}  // namespace
+}  // namespace switchyard
