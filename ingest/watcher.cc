@@ -1,0 +1,399 @@
+#include "ingest/watcher.h"
+
+#include <fmt/format.h>
+#include <simdjson.h>
+#include <spdlog/spdlog.h>
+
+#include "common/status.h"
+#include "ingest/transaction_view.h"
+#include "solana/base64.h"
+
+namespace switchyard {
+namespace {
+
+constexpr int kTransactionFetchAttempts = 20;
+constexpr size_t kMaxCachedPdas = 1'000'000;
+
+std::string ProgramId() { return std::string(kDelegationProgramId); }
+
+absl::Status Malformed(std::string_view what) {
+  return absl::InvalidArgumentError(std::string(what));
+}
+
+}  // namespace
+
+WatcherMetrics::WatcherMetrics(MetricsRegistry& r)
+    : events_written(r.AddCounter("switchyard_ingest_events_written_total",
+                                  "Delegation events written to the log")),
+      seals_written(r.AddCounter("switchyard_ingest_slots_sealed_total", "SlotSealed written")),
+      stream_gaps(r.AddCounter("switchyard_ingest_stream_gaps_total",
+                               "Lost base-layer streams (StreamGap written)")),
+      reconnects(r.AddCounter("switchyard_ingest_reconnects_total", "Pubsub reconnections")),
+      corrections(r.AddCounter("switchyard_ingest_reconcile_corrections_total",
+                               "Events written by a reconciliation to correct the state")),
+      malformed(r.AddCounter("switchyard_ingest_malformed_total",
+                             "Base-layer answers or notifications that could not be used")),
+      notifications(
+          r.AddCounter("switchyard_ingest_notifications_total", "Pubsub notifications received")),
+      last_sealed_slot(r.AddGauge("switchyard_ingest_last_sealed_slot", "Last slot sealed")) {}
+
+BaseLayerWatcher::BaseLayerWatcher(WatcherOptions options, EventLogWriter* log,
+                                   std::map<Pubkey, AccountState> initial_view, const Clock* clock,
+                                   WatcherMetrics* metrics)
+    : options_(std::move(options)),
+      log_(log),
+      clock_(clock),
+      metrics_(metrics),
+      view_(std::move(initial_view)),
+      jitter_(options_.jitter_seed != 0 ? options_.jitter_seed
+                                        : static_cast<uint64_t>(absl::ToUnixNanos(clock->Now()))) {}
+
+BaseLayerWatcher::~BaseLayerWatcher() { Stop(); }
+
+absl::Status BaseLayerWatcher::Start() {
+  ASSIGN_OR_RETURN(rpc_endpoint_, ParseBaseUrl(options_.base_url));
+  if (options_.pubsub_url.empty()) {
+    pubsub_endpoint_ = rpc_endpoint_;
+    int port = 0;
+    if (!absl::SimpleAtoi(rpc_endpoint_.port, &port)) {
+      return absl::InvalidArgumentError("base URL port is not a number");
+    }
+    pubsub_endpoint_.port = std::to_string(port + 1);
+  } else {
+    ASSIGN_OR_RETURN(pubsub_endpoint_, ParseBaseUrl(options_.pubsub_url));
+  }
+  rpc_ = std::make_unique<BaseRpcClient>(rpc_endpoint_);
+  thread_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+void BaseLayerWatcher::Stop() {
+  if (!thread_.joinable()) return;
+  stopping_ = true;
+  if (!stop_requested_.HasBeenNotified()) stop_requested_.Notify();
+  thread_.join();
+}
+
+void BaseLayerWatcher::Run() {
+  int failures = 0;
+  while (!stopping_) {
+    const absl::Status ended = Session();
+    if (stopping_) break;
+    spdlog::warn("base-layer stream lost ({}); writing StreamGap at slot {} and reconnecting",
+                 std::string(ended.message()), last_sealed_.load());
+    if (metrics_ != nullptr) metrics_->stream_gaps.Increment();
+    // The gap must reach the log; if even that fails, the next session's Resynced and
+    // reconciliation still bring the state back, so only count it.
+    if (absl::Status s = WriteMarker(StreamGapEvent{last_sealed_.load()}); !s.ok()) {
+      spdlog::warn("could not write StreamGap: {}", std::string(s.message()));
+    }
+    // Capped exponential backoff with jitter.
+    const double base =
+        absl::ToDoubleSeconds(options_.reconnect_min) * (1 << std::min(failures, 16));
+    const double capped = std::min(base, absl::ToDoubleSeconds(options_.reconnect_max));
+    const double jittered = capped * std::uniform_real_distribution<double>(0.5, 1.0)(jitter_);
+    ++failures;
+    if (stop_requested_.WaitForNotificationWithTimeout(absl::Seconds(jittered))) break;
+    if (metrics_ != nullptr) metrics_->reconnects.Increment();
+  }
+}
+
+absl::Status BaseLayerWatcher::Session() {
+  ASSIGN_OR_RETURN(auto pubsub,
+                   BasePubsubConnection::Connect(pubsub_endpoint_, options_.request_timeout));
+  const std::string program = ProgramId();
+  RETURN_IF_ERROR(pubsub->Send(R"({"jsonrpc":"2.0","id":1,"method":"slotSubscribe"})",
+                               options_.request_timeout));
+  RETURN_IF_ERROR(pubsub->Send(
+      fmt::format(R"({{"jsonrpc":"2.0","id":2,"method":"programSubscribe","params":["{}",)"
+                  R"({{"encoding":"base64","commitment":"confirmed"}}]}})",
+                  program),
+      options_.request_timeout));
+  RETURN_IF_ERROR(
+      pubsub->Send(fmt::format(R"({{"jsonrpc":"2.0","id":3,"method":"logsSubscribe","params":)"
+                               R"([{{"mentions":["{}"]}},{{"commitment":"confirmed"}}]}})",
+                               program),
+                   options_.request_timeout));
+  RETURN_IF_ERROR(Resync(/*periodic=*/false));
+  next_reconcile_ = clock_->Monotonic() + options_.reconcile_interval;
+  absl::Duration last_message = clock_->Monotonic();
+  while (!stopping_) {
+    const absl::Duration now = clock_->Monotonic();
+    if (now - last_message >= options_.silence_timeout) {
+      return absl::DeadlineExceededError("no message from the base layer within the timeout");
+    }
+    if (now >= next_reconcile_) {
+      RETURN_IF_ERROR(Resync(/*periodic=*/true));
+      next_reconcile_ = clock_->Monotonic() + options_.reconcile_interval;
+    }
+    const absl::Duration wait = std::min({options_.silence_timeout - (now - last_message),
+                                          next_reconcile_ - now, absl::Milliseconds(200)});
+    ASSIGN_OR_RETURN(std::optional<std::string> message,
+                     pubsub->Read(std::max(wait, absl::Milliseconds(1))));
+    if (!message) continue;
+    last_message = clock_->Monotonic();
+    if (absl::Status s = HandleMessage(*message); !s.ok()) {
+      if (s.code() != absl::StatusCode::kInvalidArgument) return s;  // the log or the base failed
+      CountMalformed("notification", std::string(s.message()));
+    }
+  }
+  return absl::CancelledError("stopping");
+}
+
+absl::Status BaseLayerWatcher::Resync(bool periodic) {
+  ASSIGN_OR_RETURN(std::string body,
+                   rpc_->Call("getProgramAccounts",
+                              fmt::format(R"(["{}",{{"encoding":"base64","withContext":true,)"
+                                          R"("commitment":"confirmed"}}])",
+                                          ProgramId()),
+                              options_.request_timeout));
+  absl::StatusOr<ProgramAccountsSnapshot> snapshot = ParseProgramAccountsResponse(body);
+  if (!snapshot.ok()) {
+    if (snapshot.status().code() == absl::StatusCode::kInvalidArgument) {
+      CountMalformed("getProgramAccounts", std::string(snapshot.status().message()));
+    }
+    return absl::UnavailableError(std::string(snapshot.status().message()));
+  }
+  ChainViewCounters counters;
+  const std::vector<DelegatedEvent> chain = DelegationsOf(*snapshot, &counters);
+  if (counters.records_malformed > 0) {
+    CountMalformed("delegation record",
+                   fmt::format("{} records of the wrong shape", counters.records_malformed));
+  }
+  const std::vector<Event> corrections =
+      switchyard::Reconcile(view_, chain, snapshot->context_slot);
+  if (periodic && !corrections.empty()) {
+    spdlog::warn("reconciliation at slot {} found {} differences with the base layer",
+                 snapshot->context_slot, corrections.size());
+    if (metrics_ != nullptr) metrics_->corrections.Increment(corrections.size());
+  }
+  RETURN_IF_ERROR(Write(corrections));
+  RETURN_IF_ERROR(Seal(snapshot->context_slot));
+  if (!periodic) RETURN_IF_ERROR(WriteMarker(ResyncedEvent{snapshot->context_slot}));
+  return absl::OkStatus();
+}
+
+absl::Status BaseLayerWatcher::HandleMessage(std::string_view message) {
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(message);
+  simdjson::ondemand::document doc;
+  simdjson::ondemand::object root;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(root) != simdjson::SUCCESS) {
+    return Malformed("not a JSON object");
+  }
+  std::string_view method;
+  if (root.find_field_unordered("method").get_string().get(method) != simdjson::SUCCESS) {
+    return absl::OkStatus();  // a subscription's confirmation
+  }
+  if (metrics_ != nullptr) metrics_->notifications.Increment();
+  simdjson::ondemand::object result;
+  if (root.find_field_unordered("params").find_field_unordered("result").get_object().get(result) !=
+      simdjson::SUCCESS) {
+    return Malformed(fmt::format("{} without params.result", method));
+  }
+  if (method == "slotNotification") {
+    uint64_t slot = 0;
+    if (result.find_field_unordered("slot").get_uint64().get(slot) != simdjson::SUCCESS) {
+      return Malformed("slotNotification without a slot");
+    }
+    if (slot > options_.seal_lag) return Seal(slot - options_.seal_lag);
+    return absl::OkStatus();
+  }
+  simdjson::ondemand::object value;
+  if (result.find_field_unordered("value").get_object().get(value) != simdjson::SUCCESS) {
+    return Malformed(fmt::format("{} without a value", method));
+  }
+  if (method == "programNotification") {
+    std::string_view pubkey_text;
+    std::string_view data_text;
+    simdjson::ondemand::array data;
+    if (value.find_field_unordered("pubkey").get_string().get(pubkey_text) != simdjson::SUCCESS ||
+        value.find_field_unordered("account").find_field_unordered("data").get_array().get(data) !=
+            simdjson::SUCCESS ||
+        data.at(0).get_string().get(data_text) != simdjson::SUCCESS) {
+      return Malformed("programNotification without pubkey or base64 data");
+    }
+    absl::StatusOr<Pubkey> pubkey = Pubkey::FromBase58(pubkey_text);
+    absl::StatusOr<std::string> bytes = Base64Decode(data_text);
+    if (!pubkey.ok() || !bytes.ok()) return Malformed("programNotification with a bad key or data");
+    return HandleProgramAccount(*pubkey, *std::move(bytes));
+  }
+  if (method == "logsNotification") {
+    simdjson::ondemand::value err;
+    std::string_view signature;
+    if (value.find_field_unordered("err").get(err) != simdjson::SUCCESS) {
+      return Malformed("logsNotification without err");
+    }
+    const bool failed = !err.is_null();
+    if (value.find_field_unordered("signature").get_string().get(signature) != simdjson::SUCCESS) {
+      return Malformed("logsNotification without a signature");
+    }
+    if (failed) return absl::OkStatus();  // a failed transaction changed nothing
+    return HandleLogs(std::string(signature));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BaseLayerWatcher::HandleProgramAccount(const Pubkey& pubkey, std::string data) {
+  if (records_by_pda_.size() > kMaxCachedPdas || account_by_pda_.size() > kMaxCachedPdas) {
+    records_by_pda_.clear();  // reconciliation covers what the caches forget
+    account_by_pda_.clear();
+  }
+  absl::StatusOr<DelegationRecord> record =
+      DecodeDelegationRecord(std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+  Pubkey account;
+  if (record.ok()) {
+    records_by_pda_[pubkey] = *record;
+    auto it = account_by_pda_.find(pubkey);
+    if (it == account_by_pda_.end()) return absl::OkStatus();
+    account = it->second;
+  } else {
+    // Any other account of the program may be a delegated account: remember where its record
+    // would be.
+    const Pubkey pda = DelegationRecordPda(pubkey);
+    account_by_pda_[pda] = pubkey;
+    auto it = records_by_pda_.find(pda);
+    if (it == records_by_pda_.end()) return absl::OkStatus();
+    record = it->second;
+    account = pubkey;
+  }
+  DelegatedEvent event;
+  event.account = account;
+  event.validator = record->authority;
+  event.owner_program = record->owner;
+  event.slot = record->delegation_slot;
+  event.lamports = record->lamports;
+  event.commit_frequency_ms = record->commit_frequency_ms;
+  return Write({event});
+}
+
+absl::Status BaseLayerWatcher::HandleLogs(const std::string& signature) {
+  const std::string params = fmt::format(
+      R"(["{}",{{"encoding":"base64","maxSupportedTransactionVersion":0,"commitment":"confirmed"}}])",
+      signature);
+  absl::StatusOr<TransactionDelegations> tx = absl::NotFoundError("not fetched");
+  for (int attempt = 0; attempt < kTransactionFetchAttempts && absl::IsNotFound(tx.status());
+       ++attempt) {
+    if (attempt > 0 && stop_requested_.WaitForNotificationWithTimeout(absl::Milliseconds(25))) {
+      return absl::CancelledError("stopping");
+    }
+    ASSIGN_OR_RETURN(std::string body,
+                     rpc_->Call("getTransaction", params, options_.request_timeout));
+    tx = ParseTransactionResponse(body);
+  }
+  if (!tx.ok()) {
+    CountMalformed("getTransaction", std::string(tx.status().message()));
+    return absl::OkStatus();  // reconciliation covers it
+  }
+  if (tx->failed) return absl::OkStatus();
+  std::vector<Event> events;
+  for (const DelegationInstruction& ix : tx->instructions) {
+    if (ix.kind == DelegationInstructionKind::kUndelegate) {
+      events.emplace_back(UndelegatedEvent{ix.delegated_account, tx->slot, tx->signature});
+      continue;
+    }
+    // A Delegate: the record holds what the event needs.
+    ASSIGN_OR_RETURN(
+        std::string body,
+        rpc_->Call("getAccountInfo",
+                   fmt::format(R"(["{}",{{"encoding":"base64","commitment":"confirmed"}}])",
+                               DelegationRecordPda(ix.delegated_account).ToBase58()),
+                   options_.request_timeout));
+    simdjson::ondemand::parser parser;
+    simdjson::padded_string padded(body);
+    simdjson::ondemand::document doc;
+    std::string_view data_text;
+    simdjson::ondemand::array data;
+    if (parser.iterate(padded).get(doc) != simdjson::SUCCESS ||
+        doc.find_field_unordered("result")
+                .find_field_unordered("value")
+                .find_field_unordered("data")
+                .get_array()
+                .get(data) != simdjson::SUCCESS ||
+        data.at(0).get_string().get(data_text) != simdjson::SUCCESS) {
+      continue;  // the record is gone already (undelegated since): nothing to write
+    }
+    absl::StatusOr<std::string> bytes = Base64Decode(data_text);
+    if (!bytes.ok()) continue;
+    absl::StatusOr<DelegationRecord> record = DecodeDelegationRecord(
+        std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
+    if (!record.ok()) {
+      CountMalformed("delegation record", std::string(record.status().message()));
+      continue;
+    }
+    DelegatedEvent event;
+    event.account = ix.delegated_account;
+    event.validator = record->authority;
+    event.owner_program = record->owner;
+    event.slot = record->delegation_slot;
+    event.lamports = record->lamports;
+    event.commit_frequency_ms = record->commit_frequency_ms;
+    event.signature = tx->signature;
+    events.emplace_back(event);
+  }
+  return Write(events);
+}
+
+absl::Status BaseLayerWatcher::Seal(Slot slot) {
+  if (slot <= last_sealed_.load()) return absl::OkStatus();
+  RETURN_IF_ERROR(WriteMarker(SlotSealedEvent{slot}));
+  last_sealed_ = slot;
+  if (metrics_ != nullptr) {
+    metrics_->seals_written.Increment();
+    metrics_->last_sealed_slot.Set(static_cast<int64_t>(slot));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BaseLayerWatcher::Write(const std::vector<Event>& events) {
+  std::vector<OutgoingRecord> records;
+  std::vector<std::pair<Pubkey, AccountState>> changes;
+  std::map<Pubkey, AccountState> pending;  // the view as these events change it
+  for (const Event& event : events) {
+    const Pubkey* account = AccountOf(event);
+    if (account == nullptr) continue;
+    auto p = pending.find(*account);
+    const AccountState* current = nullptr;
+    if (p != pending.end()) {
+      current = &p->second;
+    } else if (auto v = view_.find(*account); v != view_.end()) {
+      current = &v->second;
+    }
+    const ApplyResult result = ApplyAccountEvent(current, event);
+    // Only what changes the delegation: the same delegation seen twice is written once, and
+    // nothing the fold would ignore is written at all.
+    if (result.outcome == ApplyOutcome::kIgnoredStale) continue;
+    if (current != nullptr && current->delegated == result.next.delegated &&
+        (!result.next.delegated ||
+         (current->validator == result.next.validator &&
+          current->owner_program == result.next.owner_program &&
+          current->delegation_slot == result.next.delegation_slot &&
+          current->lamports == result.next.lamports &&
+          current->commit_frequency_ms == result.next.commit_frequency_ms))) {
+      continue;
+    }
+    pending[*account] = result.next;
+    for (OutgoingRecord& r : ToLogRecords(event, log_->partition_count())) {
+      records.push_back(std::move(r));
+    }
+  }
+  if (records.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(log_->Append(records));
+  for (auto& [account, state] : pending) view_[account] = state;
+  if (metrics_ != nullptr) metrics_->events_written.Increment(pending.size());
+  return absl::OkStatus();
+}
+
+absl::Status BaseLayerWatcher::WriteMarker(const Event& marker) {
+  return log_->Append(ToLogRecords(marker, log_->partition_count()));
+}
+
+void BaseLayerWatcher::CountMalformed(const std::string& kind, const std::string& detail) {
+  if (metrics_ != nullptr) metrics_->malformed.Increment();
+  if (malformed_kinds_[kind]++ == 0) {
+    spdlog::warn("ignoring a malformed {} from the base layer: {}", kind, detail);
+  }
+}
+
+}  // namespace switchyard

@@ -1,0 +1,116 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "engine/account_state.h"
+#include "engine/event_log.h"
+#include "ingest/base_clients.h"
+#include "ingest/chain_view.h"
+#include "solana/delegation.h"
+
+namespace switchyard {
+
+struct WatcherOptions {
+  std::string base_url;    // http://HOST:PORT of the base layer's JSON-RPC
+  std::string pubsub_url;  // ws://HOST:PORT; empty: the HTTP port + 1, as Solana clients assume
+  absl::Duration request_timeout = absl::Seconds(5);
+  // No message (not even a slot notification) for this long means the stream is lost.
+  absl::Duration silence_timeout = absl::Seconds(10);
+  absl::Duration reconnect_min = absl::Milliseconds(100);
+  absl::Duration reconnect_max = absl::Seconds(10);
+  absl::Duration reconcile_interval = absl::Seconds(60);
+  // On slotNotification(S), seal S - seal_lag: the notifications of one slot may arrive
+  // after the next slot's on some validators.
+  uint64_t seal_lag = 1;
+  uint64_t jitter_seed = 0;  // 0: from the clock
+};
+
+// The watcher's metrics, declared in one place.
+struct WatcherMetrics {
+  explicit WatcherMetrics(MetricsRegistry& registry);
+  Counter& events_written;
+  Counter& seals_written;
+  Counter& stream_gaps;
+  Counter& reconnects;
+  Counter& corrections;
+  Counter& malformed;
+  Counter& notifications;
+  Gauge& last_sealed_slot;
+};
+
+// Watches the base layer and writes delegation events (DESIGN.md §3) through an
+// EventLogWriter: a backfill at start, then programSubscribe (records), logsSubscribe +
+// getTransaction (Delegate and Undelegate instructions; undelegations are only seen there),
+// slotSubscribe (SlotSealed once every event up to the slot is acknowledged), periodic
+// reconciliation, and StreamGap / reconnect with backoff / Resynced when the stream is lost.
+//
+// It keeps its own view of the delegations it has written (seeded with the folded state at
+// start), and writes only events that change that view, so the same delegation seen twice is
+// written once and a restart rewrites nothing the fold would not ignore.
+// Owns one thread between Start() and Stop(); the thread blocks on its own sockets only.
+class BaseLayerWatcher {
+ public:
+  BaseLayerWatcher(WatcherOptions options, EventLogWriter* log,
+                   std::map<Pubkey, AccountState> initial_view, const Clock* clock,
+                   WatcherMetrics* metrics);
+  ~BaseLayerWatcher();
+
+  absl::Status Start();
+  void Stop();
+
+  // The highest slot sealed so far (0 before the first seal).
+  Slot last_sealed_slot() const { return last_sealed_.load(); }
+
+ private:
+  void Run();
+  // One connection's life: subscribe, backfill (a full reconciliation), then follow the stream
+  // until it fails. Returns why it ended.
+  absl::Status Session();
+  // Compares the program's accounts with the view and writes the differences, then seals
+  // the context slot; a backfill (not periodic) also writes Resynced.
+  absl::Status Resync(bool periodic);
+  absl::Status HandleMessage(std::string_view message);
+  absl::Status HandleProgramAccount(const Pubkey& pubkey, std::string data);
+  absl::Status HandleLogs(const std::string& signature);
+  absl::Status Seal(Slot slot);
+  // Writes the events that change the view, in order, and waits for the log's acks.
+  absl::Status Write(const std::vector<Event>& events);
+  absl::Status WriteMarker(const Event& marker);
+  void CountMalformed(const std::string& kind, const std::string& detail);
+
+  const WatcherOptions options_;
+  EventLogWriter* const log_;
+  const Clock* const clock_;
+  WatcherMetrics* const metrics_;
+  BaseEndpoint rpc_endpoint_;
+  BaseEndpoint pubsub_endpoint_;
+  std::unique_ptr<BaseRpcClient> rpc_;
+
+  // Touched only by the watcher's thread.
+  std::map<Pubkey, AccountState> view_;
+  absl::flat_hash_map<Pubkey, DelegationRecord> records_by_pda_;
+  absl::flat_hash_map<Pubkey, Pubkey> account_by_pda_;
+  absl::flat_hash_map<std::string, uint64_t> malformed_kinds_;
+  absl::Duration next_reconcile_;
+  std::mt19937_64 jitter_;
+
+  std::atomic<Slot> last_sealed_{0};
+  std::atomic<bool> stopping_{false};
+  absl::Notification stop_requested_;
+  std::thread thread_;
+};
+
+}  // namespace switchyard

@@ -1,0 +1,150 @@
+// The watcher against a real base layer: switchyard-localnet's scenario driver makes real
+// Delegate and Undelegate transactions; the watcher writes the log; the fold folds it; at the
+// last sealed slot the folded delegations must equal the localnet's ground truth.
+#include "ingest/watcher.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <simdjson.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "engine/fold_runner.h"
+#include "storage/embedded_event_log.h"
+#include "storage/rocksdb_state_store.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace switchyard {
+namespace {
+
+std::map<Pubkey, Pubkey> GroundTruthAt(const std::string& path, Slot slot) {
+  std::ifstream in(path);
+  std::map<Pubkey, Pubkey> out;
+  simdjson::dom::parser parser;
+  for (std::string line; std::getline(in, line);) {
+    simdjson::dom::element doc = parser.parse(line).value();
+    if (doc["slot"].get_uint64().value() > slot) break;
+    out.clear();
+    simdjson::dom::object delegated = doc["delegated"].get_object().value();
+    for (auto [account, authority] : delegated) {
+      out[*Pubkey::FromBase58(account)] = *Pubkey::FromBase58(authority.get_string().value());
+    }
+  }
+  return out;
+}
+
+struct Localnet {
+  pid_t pid = 0;
+  uint16_t port = 0;
+};
+
+Localnet StartLocalnet(const testing::TempDir& dir, std::vector<std::string> extra) {
+  const std::string ready = dir.Sub("ready.json");
+  std::vector<std::string> argv = {SWITCHYARD_LOCALNET_BINARY,
+                                   "--port",
+                                   "0",
+                                   "--threads",
+                                   "1",
+                                   "--ready-file",
+                                   ready,
+                                   "--slot-ms",
+                                   "10",
+                                   "--seed",
+                                   "3",
+                                   "--accounts",
+                                   "80",
+                                   "--delegate-rate",
+                                   "2",
+                                   "--undelegate-rate",
+                                   "1",
+                                   "--scenario-er-count",
+                                   "3",
+                                   "--ground-truth",
+                                   dir.Sub("truth.jsonl")};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  Localnet net;
+  net.pid = testing::StartProcess(argv);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!std::filesystem::exists(ready) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  simdjson::dom::parser parser;
+  if (std::filesystem::exists(ready)) {
+    net.port = static_cast<uint16_t>(parser.load(ready)["http"].get_uint64().value());
+  }
+  return net;
+}
+
+struct Outcome {
+  Slot sealed = 0;
+  FoldCounters counters;
+};
+
+// Runs the watcher until it sealed `until`, stops everything, folds the log, and checks the
+// folded state against the ground truth at the last sealed slot.
+Outcome WatchAndCompare(std::vector<std::string> localnet_flags, WatcherOptions options,
+                        Slot until) {
+  testing::TempDir dir;
+  Localnet net = StartLocalnet(dir, std::move(localnet_flags));
+  EXPECT_NE(net.port, 0) << "localnet did not start";
+  if (net.port == 0) return {};
+  auto log = EmbeddedEventLog::Open(dir.Sub("log"));
+  EXPECT_TRUE(log.ok());
+  SystemClock clock;
+  MetricsRegistry registry;
+  WatcherMetrics metrics(registry);
+  options.base_url = "http://127.0.0.1:" + std::to_string(net.port);
+  BaseLayerWatcher watcher(options, log->get(), {}, &clock, &metrics);
+  EXPECT_TRUE(watcher.Start().ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (watcher.last_sealed_slot() < until && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  watcher.Stop();
+  kill(net.pid, SIGTERM);
+  EXPECT_EQ(testing::WaitProcess(net.pid), 0);
+  EXPECT_GE(watcher.last_sealed_slot(), until);
+
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  auto reader = (*log)->NewReader();
+  SnapshotHolder snapshots;
+  FoldRunner runner(FoldRunnerOptions(), reader.get(), store->get(), &snapshots, &clock);
+  EXPECT_TRUE(runner.Init().ok());
+  EXPECT_TRUE(runner.RunUntilCaughtUp().ok());
+  auto snapshot = snapshots.Current();
+  EXPECT_EQ(snapshot->applied_slot(), watcher.last_sealed_slot());
+  const auto truth = GroundTruthAt(dir.Sub("truth.jsonl"), snapshot->applied_slot());
+  EXPECT_FALSE(truth.empty());
+  EXPECT_EQ(snapshot->delegated_count(), truth.size()) << "at slot " << snapshot->applied_slot();
+  for (const auto& [account, authority] : truth) {
+    const auto found = snapshot->FindDelegation(account);
+    EXPECT_TRUE(found.has_value()) << account.ToBase58();
+    if (found) {
+      EXPECT_EQ(found->validator, authority);
+    }
+  }
+  EXPECT_GT(metrics.events_written.value(), 0u);
+  return {watcher.last_sealed_slot(), runner.fold().position().counters};
+}
+
+TEST(WatcherTest, FoldedStateEqualsTheGroundTruthAtTheLastSealedSlot) {
+  WatcherOptions options;
+  const Outcome outcome = WatchAndCompare({}, options, 200);
+  EXPECT_EQ(outcome.counters.ignored_stale, 0u) << "the watcher wrote events the fold ignored";
+  EXPECT_EQ(outcome.counters.stream_gaps, 0u);
+  EXPECT_EQ(outcome.counters.resyncs, 1u);  // the backfill
+}
+
+TEST(WatcherTest, DroppedWebSocketsWriteAGapAndResyncAndTheStateConverges) {
+  WatcherOptions options;
+  options.reconnect_min = absl::Milliseconds(50);
+  const Outcome outcome = WatchAndCompare({"--drop-websockets-at-slot", "80"}, options, 250);
+  EXPECT_GE(outcome.counters.stream_gaps, 1u);
+  EXPECT_GE(outcome.counters.resyncs, 2u);  // the backfill, then after the gap
+}
+
+}  // namespace
+}  // namespace switchyard
