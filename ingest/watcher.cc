@@ -170,6 +170,7 @@ absl::Status BaseLayerWatcher::Resync(bool periodic) {
   RETURN_IF_ERROR(Write(corrections));
   RETURN_IF_ERROR(Seal(snapshot->context_slot));
   if (!periodic) RETURN_IF_ERROR(WriteMarker(ResyncedEvent{snapshot->context_slot}));
+  last_resync_ = snapshot->context_slot;
   return absl::OkStatus();
 }
 

@@ -73,6 +73,8 @@ class BaseLayerWatcher {
 
   // The highest slot sealed so far (0 before the first seal).
   Slot last_sealed_slot() const { return last_sealed_.load(); }
+  // The context slot of the last completed reconciliation (backfill or periodic).
+  Slot last_resync_slot() const { return last_resync_.load(); }
 
  private:
   void Run();
@@ -108,6 +110,7 @@ class BaseLayerWatcher {
   std::mt19937_64 jitter_;
 
   std::atomic<Slot> last_sealed_{0};
+  std::atomic<Slot> last_resync_{0};
   std::atomic<bool> stopping_{false};
   absl::Notification stop_requested_;
   std::thread thread_;

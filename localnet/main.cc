@@ -62,6 +62,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--scenario-identity", scenario_identities,
                  "ER identity for the scenario (repeatable; overrides --scenario-er-count)");
+  app.add_option("--scenario-stop-slot", options.scenario.stop_slot,
+                 "The scenario sends no more transactions from this slot on");
   app.add_option("--ground-truth", options.scenario.ground_truth_path,
                  "Write the true delegated set per slot (JSON lines, on change) to this file");
   app.add_option("--drop-websockets-at-slot", options.faults.drop_websockets_at_slot,

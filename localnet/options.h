@@ -24,6 +24,7 @@ struct ScenarioOptions {
   uint32_t identity_count = 3;
   // When set, the delegated set is appended to this file at every slot where it changed.
   std::string ground_truth_path;
+  uint64_t stop_slot = 0;  // no new transactions from this slot on; 0: never stop
 };
 
 // Faults for ingest tests.

@@ -79,6 +79,7 @@ Signature ScenarioDriver::NextSignature() {
 
 void ScenarioDriver::BeforeSlot() {
   if (accounts_.empty()) return;
+  if (options_.stop_slot != 0 && bank_->slot() >= options_.stop_slot) return;
   const int delegates = Draw(options_.delegate_rate);
   const int undelegates = Draw(options_.undelegate_rate);
   for (int i = 0; i < delegates; ++i) {
