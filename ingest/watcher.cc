@@ -13,6 +13,7 @@ namespace {
 
 constexpr int kTransactionFetchAttempts = 20;
 constexpr size_t kMaxCachedPdas = 1'000'000;
+constexpr size_t kMaxUnflushedRecords = 10'000;
 
 std::string ProgramId() { return std::string(kDelegationProgramId); }
 
@@ -75,6 +76,12 @@ void BaseLayerWatcher::Stop() {
 }
 
 void BaseLayerWatcher::Run() {
+  if (options_.resume_after_slot > 0) {
+    last_sealed_ = options_.resume_after_slot;
+    if (absl::Status s = WriteMarker(StreamGapEvent{options_.resume_after_slot}); !s.ok()) {
+      spdlog::warn("could not write StreamGap on restart: {}", std::string(s.message()));
+    }
+  }
   int failures = 0;
   while (!stopping_) {
     const absl::Status ended = Session();
@@ -337,8 +344,8 @@ absl::Status BaseLayerWatcher::HandleLogs(const std::string& signature) {
 }
 
 absl::Status BaseLayerWatcher::Seal(Slot slot) {
-  if (slot <= last_sealed_.load()) return absl::OkStatus();
-  RETURN_IF_ERROR(WriteMarker(SlotSealedEvent{slot}));
+  if (slot <= last_sealed_.load()) return Flush({});
+  RETURN_IF_ERROR(Flush({SlotSealedEvent{slot}}));
   last_sealed_ = slot;
   if (metrics_ != nullptr) {
     metrics_->seals_written.Increment();
@@ -347,20 +354,17 @@ absl::Status BaseLayerWatcher::Seal(Slot slot) {
   return absl::OkStatus();
 }
 
+const AccountState* BaseLayerWatcher::Known(const Pubkey& account) const {
+  if (auto p = unflushed_view_.find(account); p != unflushed_view_.end()) return &p->second;
+  if (auto v = view_.find(account); v != view_.end()) return &v->second;
+  return nullptr;
+}
+
 absl::Status BaseLayerWatcher::Write(const std::vector<Event>& events) {
-  std::vector<OutgoingRecord> records;
-  std::vector<std::pair<Pubkey, AccountState>> changes;
-  std::map<Pubkey, AccountState> pending;  // the view as these events change it
   for (const Event& event : events) {
     const Pubkey* account = AccountOf(event);
     if (account == nullptr) continue;
-    auto p = pending.find(*account);
-    const AccountState* current = nullptr;
-    if (p != pending.end()) {
-      current = &p->second;
-    } else if (auto v = view_.find(*account); v != view_.end()) {
-      current = &v->second;
-    }
+    const AccountState* current = Known(*account);
     const ApplyResult result = ApplyAccountEvent(current, event);
     // Only what changes the delegation: the same delegation seen twice is written once, and
     // nothing the fold would ignore is written at all.
@@ -374,21 +378,36 @@ absl::Status BaseLayerWatcher::Write(const std::vector<Event>& events) {
           current->commit_frequency_ms == result.next.commit_frequency_ms))) {
       continue;
     }
-    pending[*account] = result.next;
+    unflushed_view_[*account] = result.next;
     for (OutgoingRecord& r : ToLogRecords(event, log_->partition_count())) {
-      records.push_back(std::move(r));
+      unflushed_.push_back(std::move(r));
     }
+    ++unflushed_events_;
   }
-  if (records.empty()) return absl::OkStatus();
-  RETURN_IF_ERROR(log_->Append(records));
-  for (auto& [account, state] : pending) view_[account] = state;
-  if (metrics_ != nullptr) metrics_->events_written.Increment(pending.size());
+  // Events become visible only with the next seal; a long burst goes out early anyway.
+  if (unflushed_.size() >= kMaxUnflushedRecords) return Flush({});
   return absl::OkStatus();
 }
 
-absl::Status BaseLayerWatcher::WriteMarker(const Event& marker) {
-  return log_->Append(ToLogRecords(marker, log_->partition_count()));
+absl::Status BaseLayerWatcher::Flush(const std::vector<Event>& markers) {
+  for (const Event& marker : markers) {
+    for (OutgoingRecord& r : ToLogRecords(marker, log_->partition_count())) {
+      unflushed_.push_back(std::move(r));
+    }
+  }
+  if (unflushed_.empty()) return absl::OkStatus();
+  // On failure nothing is forgotten: the same records go out with the next flush (the log
+  // may hold some of them twice; the fold ignores the repeats that are stale).
+  RETURN_IF_ERROR(log_->Append(unflushed_));
+  unflushed_.clear();
+  for (auto& [account, state] : unflushed_view_) view_[account] = state;
+  unflushed_view_.clear();
+  if (metrics_ != nullptr) metrics_->events_written.Increment(unflushed_events_);
+  unflushed_events_ = 0;
+  return absl::OkStatus();
 }
+
+absl::Status BaseLayerWatcher::WriteMarker(const Event& marker) { return Flush({marker}); }
 
 void BaseLayerWatcher::CountMalformed(const std::string& kind, const std::string& detail) {
   if (metrics_ != nullptr) metrics_->malformed.Increment();

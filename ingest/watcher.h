@@ -36,6 +36,10 @@ struct WatcherOptions {
   // after the next slot's on some validators.
   uint64_t seal_lag = 1;
   uint64_t jitter_seed = 0;  // 0: from the clock
+  // The last slot sealed in the log before this watcher started (a restart): seals never go
+  // below it, and the watcher first writes StreamGap at it, since the stream was lost while
+  // no watcher ran.
+  Slot resume_after_slot = 0;
 };
 
 // The watcher's metrics, declared in one place.
@@ -87,10 +91,14 @@ class BaseLayerWatcher {
   absl::Status HandleMessage(std::string_view message);
   absl::Status HandleProgramAccount(const Pubkey& pubkey, std::string data);
   absl::Status HandleLogs(const std::string& signature);
+  // Writes the buffered events and SlotSealed(slot) in one append, and waits for the acks.
   absl::Status Seal(Slot slot);
-  // Writes the events that change the view, in order, and waits for the log's acks.
+  // Buffers the events that change the view; they go out with the next seal or marker.
   absl::Status Write(const std::vector<Event>& events);
+  absl::Status Flush(const std::vector<Event>& markers);
   absl::Status WriteMarker(const Event& marker);
+  // The account as the view plus the buffered events have it, or null.
+  const AccountState* Known(const Pubkey& account) const;
   void CountMalformed(const std::string& kind, const std::string& detail);
 
   const WatcherOptions options_;
@@ -102,7 +110,10 @@ class BaseLayerWatcher {
   std::unique_ptr<BaseRpcClient> rpc_;
 
   // Touched only by the watcher's thread.
-  std::map<Pubkey, AccountState> view_;
+  std::map<Pubkey, AccountState> view_;  // as acknowledged by the log
+  std::map<Pubkey, AccountState> unflushed_view_;
+  std::vector<OutgoingRecord> unflushed_;
+  uint64_t unflushed_events_ = 0;
   absl::flat_hash_map<Pubkey, DelegationRecord> records_by_pda_;
   absl::flat_hash_map<Pubkey, Pubkey> account_by_pda_;
   absl::flat_hash_map<std::string, uint64_t> malformed_kinds_;
