@@ -13,6 +13,7 @@
 #include <iostream>
 #include <thread>
 
+#include "engine/event_codec.h"
 #include "engine/fold_runner.h"
 #include "storage/embedded_event_log.h"
 #include "storage/rocksdb_state_store.h"
@@ -92,8 +93,11 @@ std::function<bool(const BaseLayerWatcher&)> SealedAtLeast(Slot slot) {
 
 // Runs the watcher until `done`, stops everything, folds the log, and checks the folded
 // state against the ground truth at the last sealed slot.
+// With `every_sealed_slot`, every 23rd sealed slot is checked as well (not when
+// notifications are dropped: those slots stay wrong until a reconciliation repairs them).
 Outcome WatchAndCompare(std::vector<std::string> localnet_flags, WatcherOptions options,
-                        const std::function<bool(const BaseLayerWatcher&)>& done) {
+                        const std::function<bool(const BaseLayerWatcher&)>& done,
+                        bool every_sealed_slot = true) {
   testing::TempDir dir;
   Localnet net = StartLocalnet(dir, std::move(localnet_flags));
   EXPECT_NE(net.port, 0) << "localnet did not start";
@@ -134,6 +138,48 @@ Outcome WatchAndCompare(std::vector<std::string> localnet_flags, WatcherOptions 
     }
   }
   EXPECT_GT(metrics.events_written.value(), 0u);
+
+  // Earlier sealed slots too: the log folded up to S equals the ground truth at S.
+  if (!every_sealed_slot) {
+    return {watcher.last_sealed_slot(), runner.fold().position().counters,
+            metrics.corrections.value()};
+  }
+  std::vector<Slot> sealed;
+  {
+    auto scan = (*log)->NewReader();
+    for (;;) {
+      auto n = scan->Poll(10'000, absl::ZeroDuration(), [&](const LogRecordView& r) {
+        auto event = DecodeEvent(r.payload);
+        if (event.ok() && std::holds_alternative<SlotSealedEvent>(*event)) {
+          sealed.push_back(SlotOf(*event));
+        }
+      });
+      if (!n.ok() || *n == 0) break;
+    }
+  }
+  int checked = 0;
+  for (size_t i = 0; i < sealed.size(); i += 23) {
+    const Slot s = sealed[i];
+    FoldOptions at_slot;
+    at_slot.stop_at_slot = s;
+    Fold fold(at_slot, LoadedState(), 1);
+    auto replay = (*log)->NewReader();
+    for (;;) {
+      auto n = replay->Poll(10'000, absl::ZeroDuration(),
+                            [&](const LogRecordView& r) { fold.Add(0, r.offset, r.payload); });
+      if (!n.ok() || *n == 0) break;
+    }
+    EXPECT_EQ(fold.position().applied_slot, s);
+    const auto at = fold.MakeSnapshot();
+    const auto expected = GroundTruthAt(dir.Sub("truth.jsonl"), s);
+    EXPECT_EQ(at->delegated_count(), expected.size()) << "at sealed slot " << s;
+    for (const auto& [account, authority] : expected) {
+      const auto found = at->FindDelegation(account);
+      EXPECT_TRUE(found && found->validator == authority) << account.ToBase58() << " at " << s;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 3);
   return {watcher.last_sealed_slot(), runner.fold().position().counters,
           metrics.corrections.value()};
 }
@@ -165,7 +211,8 @@ TEST(WatcherTest, DroppedNotificationsAreRepairedByReconciliation) {
       {"--drop-notification-rate", "0.05", "--scenario-stop-slot", "150"}, options,
       [](const BaseLayerWatcher& w) {
         return w.last_resync_slot() > 160 && w.last_sealed_slot() >= w.last_resync_slot();
-      });
+      },
+      /*every_sealed_slot=*/false);
   std::cout << "reconciliation corrections: " << outcome.corrections << "\n";
 }
 
