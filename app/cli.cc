@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "app/serve.h"
 
 namespace switchyard {
 
@@ -62,6 +63,13 @@ int RunCli(int argc, char** argv) {
       "verify", "Replay to the live applied slot and compare digests (exit 1 on a mismatch)");
   add_common(verify);
 
+  ServeArgs serve_args;
+  CLI::App* serve = app.add_subcommand(
+      "serve", "Fold the log and route JSON-RPC requests, with admin endpoints, until SIGTERM");
+  serve->add_option("--ready-file", serve_args.ready_file,
+                    "Write {\"api\":PORT,\"admin\":PORT} here once both listeners accept");
+  add_common(serve);
+
   CLI11_PARSE(app, argc, argv);
 
   absl::StatusOr<Config> config = LoadConfig(config_path);
@@ -79,6 +87,7 @@ int RunCli(int argc, char** argv) {
   if (*audit) return RunAudit(*config, audit_account);
   if (*replay) return RunReplay(*config, replay_args);
   if (*verify) return RunVerify(*config);
+  if (*serve) return RunServe(*config, serve_args);
   return 2;
 }
 

@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include "absl/container/flat_hash_set.h"
+#include "common/pubkey.h"
 #include "common/status.h"
 
 namespace switchyard {
@@ -41,6 +42,70 @@ class TableReader {
     *out = node->as_integer()->get();
     return absl::OkStatus();
   }
+  absl::Status ReadNonNegative(const char* key, int64_t* out) {
+    seen_.insert(key);
+    const toml::node* node = table_.get(key);
+    if (node == nullptr) return absl::OkStatus();
+    if (!node->is_integer() || node->as_integer()->get() < 0) {
+      return TypeError(key, "a non-negative integer");
+    }
+    *out = node->as_integer()->get();
+    return absl::OkStatus();
+  }
+  template <typename T>
+  absl::Status ReadSize(const char* key, T* out, bool allow_zero = false) {
+    int64_t value = static_cast<int64_t>(*out);
+    RETURN_IF_ERROR(allow_zero ? ReadNonNegative(key, &value) : ReadPositive(key, &value));
+    *out = static_cast<T>(value);
+    return absl::OkStatus();
+  }
+  absl::Status ReadMillis(const char* key, absl::Duration* out) {
+    int64_t ms = absl::ToInt64Milliseconds(*out);
+    RETURN_IF_ERROR(ReadPositive(key, &ms));
+    *out = absl::Milliseconds(ms);
+    return absl::OkStatus();
+  }
+  // "HOST:PORT"; port 0 picks a free port.
+  absl::Status ReadListen(const char* key, std::string* address, uint16_t* port) {
+    std::string text;
+    bool present = table_.get(key) != nullptr;
+    RETURN_IF_ERROR(ReadString(key, &text));
+    if (!present) return absl::OkStatus();
+    const size_t colon = text.rfind(':');
+    const std::string port_text = colon == std::string::npos ? "" : text.substr(colon + 1);
+    std::string host = colon == std::string::npos ? "" : text.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    if (host.empty() || port_text.empty() || port_text.size() > 5 ||
+        port_text.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(port_text) > 65535) {
+      return TypeError(key, "\"HOST:PORT\" with a port from 0 to 65535");
+    }
+    *address = host;
+    *port = static_cast<uint16_t>(std::stoul(port_text));
+    return absl::OkStatus();
+  }
+  absl::Status ReadPubkey(const char* key, Pubkey* out, bool required = false) {
+    std::string text;
+    const bool present = table_.get(key) != nullptr;
+    if (!present && required) {
+      return absl::InvalidArgumentError(fmt::format("{}: '{}{}' is required", file_, prefix_, key));
+    }
+    RETURN_IF_ERROR(ReadString(key, &text));
+    if (!present) return absl::OkStatus();
+    absl::StatusOr<Pubkey> key_value = Pubkey::FromBase58(text);
+    if (!key_value.ok()) return TypeError(key, "a base58 public key");
+    *out = *key_value;
+    return absl::OkStatus();
+  }
+  const toml::node* Node(const char* key) {
+    seen_.insert(key);
+    return table_.get(key);
+  }
+  absl::Status Error(const std::string& key, const std::string& message) const {
+    return absl::InvalidArgumentError(fmt::format("{}: '{}{}' {}", file_, prefix_, key, message));
+  }
   absl::Status CheckNoUnknownKeys() const {
     for (const auto& [key, node] : table_) {
       if (!seen_.contains(std::string(key.str()))) {
@@ -63,6 +128,150 @@ class TableReader {
   absl::flat_hash_set<std::string> seen_;
 };
 
+template <typename SectionFn>
+absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const std::string& file,
+                             ServeConfig* serve) {
+  TableReader api(section("api"), "api.", file);
+  HttpServerOptions& http = serve->api;
+  RETURN_IF_ERROR(api.ReadListen("listen", &http.address, &http.port));
+  RETURN_IF_ERROR(api.ReadSize("threads", &http.threads, /*allow_zero=*/true));
+  RETURN_IF_ERROR(api.ReadSize("max_connections", &http.max_connections));
+  RETURN_IF_ERROR(api.ReadSize("max_body_bytes", &http.max_body_bytes));
+  RETURN_IF_ERROR(api.ReadSize("max_header_bytes", &http.max_header_bytes));
+  RETURN_IF_ERROR(api.ReadSize("max_batch_size", &serve->router.codec.max_batch_size));
+  RETURN_IF_ERROR(api.ReadSize("max_pipelined", &http.max_pipelined));
+  RETURN_IF_ERROR(api.ReadMillis("idle_timeout_ms", &http.idle_timeout));
+  RETURN_IF_ERROR(api.ReadMillis("header_timeout_ms", &http.header_timeout));
+  RETURN_IF_ERROR(api.ReadMillis("body_timeout_ms", &http.body_timeout));
+  RETURN_IF_ERROR(api.ReadMillis("write_timeout_ms", &http.write_timeout));
+  RETURN_IF_ERROR(api.ReadMillis("drain_timeout_ms", &http.drain_timeout));
+  RETURN_IF_ERROR(api.CheckNoUnknownKeys());
+
+  TableReader admin(section("admin"), "admin.", file);
+  RETURN_IF_ERROR(admin.ReadListen("listen", &serve->admin.address, &serve->admin.port));
+  RETURN_IF_ERROR(admin.ReadSize("ready_max_lag_slots", &serve->admin_options.ready_max_lag_slots,
+                                 /*allow_zero=*/true));
+  RETURN_IF_ERROR(admin.ReadMillis("probe_interval_ms", &serve->probe_interval));
+  RETURN_IF_ERROR(admin.ReadMillis("refresh_interval_ms", &serve->admin_options.refresh_interval));
+  RETURN_IF_ERROR(admin.CheckNoUnknownKeys());
+
+  RouterOptions& router = serve->router;
+  TableReader consistency(section("consistency"), "consistency.", file);
+  int64_t max_wait_ms = absl::ToInt64Milliseconds(router.max_gate_wait);
+  RETURN_IF_ERROR(consistency.ReadNonNegative("max_wait_ms", &max_wait_ms));
+  router.max_gate_wait = absl::Milliseconds(max_wait_ms);
+  RETURN_IF_ERROR(consistency.CheckNoUnknownKeys());
+
+  TableReader router_table(section("router"), "router.", file);
+  RETURN_IF_ERROR(router_table.ReadPubkey("identity", &router.identity));
+  RETURN_IF_ERROR(router_table.ReadString("fqdn", &router.fqdn));
+  RETURN_IF_ERROR(router_table.ReadBool("verify_owner", &router.verify_owner));
+  RETURN_IF_ERROR(router_table.ReadSize("signature_memory_size", &router.signature_memory_size));
+  RETURN_IF_ERROR(router_table.ReadMillis("upstream_timeout_ms", &router.upstream.request_timeout));
+  RETURN_IF_ERROR(router_table.ReadBool("verify_tls", &router.upstream.verify_tls));
+  RETURN_IF_ERROR(router_table.CheckNoUnknownKeys());
+
+  // [upstreams.NAME] endpoints = [{url, weight}]
+  for (const auto& [name_key, node] : section("upstreams")) {
+    const std::string name(name_key.str());
+    const std::string prefix = fmt::format("upstreams.{}.", name);
+    if (!node.is_table()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: 'upstreams.{}' must be a table", file, name));
+    }
+    TableReader upstream(*node.as_table(), prefix, file);
+    const toml::node* endpoints = upstream.Node("endpoints");
+    if (endpoints == nullptr) return upstream.Error("endpoints", "is required");
+    if (!endpoints->is_array() || endpoints->as_array()->empty()) {
+      return upstream.Error("endpoints", "must be a non-empty array of {url, weight} tables");
+    }
+    UpstreamTarget target;
+    target.name = name;
+    const toml::array& list = *endpoints->as_array();
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string element = fmt::format("{}endpoints[{}].", prefix, i);
+      if (!list[i].is_table()) {
+        return absl::InvalidArgumentError(
+            fmt::format("{}: '{}endpoints[{}]' must be a table {{url = \"...\", weight = 1}}", file,
+                        prefix, i));
+      }
+      TableReader endpoint_table(*list[i].as_table(), element, file);
+      UpstreamEndpoint endpoint;
+      if (list[i].as_table()->get("url") == nullptr) {
+        return endpoint_table.Error("url", "is required");
+      }
+      RETURN_IF_ERROR(endpoint_table.ReadString("url", &endpoint.url));
+      if (absl::StatusOr<ParsedUrl> url = ParseUpstreamUrl(endpoint.url); !url.ok()) {
+        return endpoint_table.Error(
+            "url", fmt::format("is not a usable URL: {}", std::string(url.status().message())));
+      }
+      RETURN_IF_ERROR(endpoint_table.ReadSize("weight", &endpoint.weight));
+      RETURN_IF_ERROR(endpoint_table.CheckNoUnknownKeys());
+      target.endpoints.push_back(std::move(endpoint));
+    }
+    RETURN_IF_ERROR(upstream.CheckNoUnknownKeys());
+    router.upstreams.push_back(std::move(target));
+  }
+  auto has_upstream = [&](const std::string& name) {
+    for (const UpstreamTarget& t : router.upstreams) {
+      if (t.name == name) return true;
+    }
+    return false;
+  };
+
+  // [[ers]]
+  if (const toml::array* ers = root["ers"].as_array()) {
+    for (size_t i = 0; i < ers->size(); ++i) {
+      TableReader er_table(*(*ers)[i].as_table(), fmt::format("ers[{}].", i), file);
+      ErRoute er;
+      RETURN_IF_ERROR(er_table.ReadPubkey("identity", &er.identity, /*required=*/true));
+      if ((*ers)[i].as_table()->get("upstream") == nullptr) {
+        return er_table.Error("upstream", "is required");
+      }
+      RETURN_IF_ERROR(er_table.ReadString("upstream", &er.target));
+      if (!has_upstream(er.target)) {
+        return er_table.Error("upstream",
+                              fmt::format("names no configured upstream (\"{}\")", er.target));
+      }
+      RETURN_IF_ERROR(er_table.ReadString("fqdn", &er.fqdn));
+      RETURN_IF_ERROR(er_table.ReadSize("base_fee", &er.base_fee, /*allow_zero=*/true));
+      RETURN_IF_ERROR(er_table.ReadSize("block_time_ms", &er.block_time_ms));
+      RETURN_IF_ERROR(er_table.ReadString("country_code", &er.country_code));
+      RETURN_IF_ERROR(er_table.CheckNoUnknownKeys());
+      for (const ErRoute& other : router.ers) {
+        if (other.identity == er.identity) {
+          return er_table.Error("identity", "repeats the identity of an earlier [[ers]] entry");
+        }
+      }
+      router.ers.push_back(std::move(er));
+    }
+  }
+
+  // [routing]
+  TableReader routing(section("routing"), "routing.", file);
+  RoutingTable& table = router.routing;
+  RETURN_IF_ERROR(routing.ReadString("default_er", &table.default_er));
+  if (!table.default_er.empty() && !has_upstream(table.default_er)) {
+    return routing.Error("default_er",
+                         fmt::format("names no configured upstream (\"{}\")", table.default_er));
+  }
+  RETURN_IF_ERROR(routing.ReadBool("forward_unknown_methods", &table.forward_unknown_methods));
+  if (const toml::node* methods = routing.Node("methods")) {
+    if (!methods->is_table()) return routing.Error("methods", "must be a table of strings");
+    for (const auto& [pattern, target] : *methods->as_table()) {
+      const std::string key = fmt::format("methods.\"{}\"", pattern.str());
+      if (!target.is_string()) return routing.Error(key, "must be a string (an upstream name)");
+      const std::string name = target.as_string()->get();
+      if (!has_upstream(name)) {
+        return routing.Error(key, fmt::format("names no configured upstream (\"{}\")", name));
+      }
+      table.method_rules.push_back(MethodRule{std::string(pattern.str()), name});
+    }
+  }
+  RETURN_IF_ERROR(routing.CheckNoUnknownKeys());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
@@ -77,10 +286,20 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
                                                   error.source().begin.column,
                                                   error.description()));
   }
-  static const absl::flat_hash_set<std::string> kSections = {"storage", "log", "fold"};
+  config.source = *path;
+  static const absl::flat_hash_set<std::string> kSections = {
+      "storage", "log",         "fold",    "api",       "admin",
+      "router",  "consistency", "routing", "upstreams", "ers"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", *path, key.str()));
+    }
+    if (key.str() == "ers") {
+      if (!node.is_array_of_tables()) {
+        return absl::InvalidArgumentError(
+            fmt::format("{}: 'ers' must be an array of tables ([[ers]])", *path));
+      }
+      continue;
     }
     if (!node.is_table()) {
       return absl::InvalidArgumentError(fmt::format("{}: '{}' must be a table", *path, key.str()));
@@ -118,6 +337,8 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   config.fold.max_batch_records = static_cast<size_t>(batch);
   config.fold.publish_interval = absl::Milliseconds(publish_ms);
   config.fold.fold.max_pending_per_partition = static_cast<size_t>(pending);
+
+  RETURN_IF_ERROR(ReadServeConfig(root, section, *path, &config.serve));
   return config;
 }
 

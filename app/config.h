@@ -4,6 +4,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "api/admin_handler.h"
+#include "api/http_server.h"
+#include "api/router.h"
 #include "engine/fold_runner.h"
 
 namespace switchyard {
@@ -24,6 +27,41 @@ namespace switchyard {
 //   max_batch_records = 50000
 //   publish_interval_ms = 50
 //   max_pending_per_partition = 200000
+//
+// and, for `serve`, the sections of ServeConfig below.
+
+// What `switchyard serve` needs besides storage, log and fold:
+//
+//   [api]          listen = "127.0.0.1:8899", threads = 0, max_connections = 10000,
+//                  max_body_bytes = 1048576, max_batch_size = 100, max_pipelined = 16,
+//                  idle_timeout_ms = 60000, header_timeout_ms = 10000, body_timeout_ms = 30000,
+//                  write_timeout_ms = 30000, drain_timeout_ms = 5000
+//   [admin]        listen = "127.0.0.1:9899", ready_max_lag_slots = 32,
+//                  probe_interval_ms = 1000, refresh_interval_ms = 1000
+//   [consistency]  max_wait_ms = 500
+//   [router]       identity = "PUBKEY", fqdn = "", verify_owner = true,
+//                  signature_memory_size = 100000, upstream_timeout_ms = 10000,
+//                  verify_tls = true
+//   [upstreams.NAME]  endpoints = [{url = "http://127.0.0.1:7799", weight = 1}]
+//   [[ers]]        identity = "PUBKEY", upstream = "er1", fqdn = "", base_fee = 0,
+//                  block_time_ms = 50, country_code = ""
+//   [routing]      default_er = "er1", forward_unknown_methods = false,
+//                  methods = {"getAsset*" = "indexer"}
+//
+// Every name that routing and ers use must be an upstream; `serve` requires upstreams.base.
+struct ServeConfig {
+  ServeConfig() {
+    api.port = 8899;
+    admin.port = 9899;
+    admin.threads = 1;
+  }
+  HttpServerOptions api;
+  HttpServerOptions admin;
+  AdminOptions admin_options;
+  absl::Duration probe_interval = absl::Seconds(1);
+  RouterOptions router;  // upstreams, ers, routing, identity, consistency
+};
+
 struct Config {
   std::string data_dir = "switchyard-data";
   bool sync = true;
@@ -31,6 +69,9 @@ struct Config {
   std::string log_url = "embedded";
   int32_t kafka_partitions = 12;
   FoldRunnerOptions fold;
+  ServeConfig serve;
+  // The file the config came from ("" for the defaults), for messages that name it.
+  std::string source;
 
   std::string LogDir() const { return data_dir + "/log"; }
   std::string StateDir() const { return data_dir + "/state"; }

@@ -1,0 +1,212 @@
+#include "app/serve.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "api/admin_handler.h"
+#include "api/api_metrics.h"
+#include "api/http_server.h"
+#include "api/router.h"
+#include "app/log_url.h"
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "common/status.h"
+#include "engine/fold_runner.h"
+#include "engine/snapshot.h"
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+#include "storage/rocksdb_state_store.h"
+
+namespace switchyard {
+namespace {
+
+// Every long-lived part of one serve process. Members are declared in dependency order, so
+// that each outlives what uses it; Stop() shuts them down in the order SIGTERM needs.
+class ServeProcess {
+ public:
+  explicit ServeProcess(const Config& config) : config_(config) {}
+  ~ServeProcess() { Stop(); }
+
+  absl::Status Start() {
+    const ServeConfig& serve = config_.serve;
+    ASSIGN_OR_RETURN(log_, OpenEventLog(config_, /*create_if_missing=*/true));
+    ASSIGN_OR_RETURN(reader_, log_->OpenReader());
+    RocksDbStateStoreOptions store_options;
+    store_options.sync_commits = config_.sync;
+    store_options.block_cache_bytes = config_.block_cache_mb << 20;
+    ASSIGN_OR_RETURN(store_, RocksDbStateStore::Open(config_.StateDir(), store_options));
+    fold_runner_ = std::make_unique<FoldRunner>(config_.fold, reader_.get(), store_.get(),
+                                                &snapshots_, &clock_, &fold_metrics_);
+    RETURN_IF_ERROR(fold_runner_->Init());
+    fold_runner_->Start();
+
+    absl::StatusOr<std::unique_ptr<RouterContext>> router =
+        RouterContext::Create(serve.router, &snapshots_, &clock_, &api_metrics_);
+    if (!router.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: {}", config_.source, std::string(router.status().message())));
+    }
+    router_ = *std::move(router);
+
+    UpstreamMonitorOptions monitor_options;
+    monitor_options.targets = serve.router.upstreams;
+    monitor_options.upstream = serve.router.upstream;
+    monitor_options.upstream.request_timeout =
+        std::min(serve.router.upstream.request_timeout, serve.probe_interval);
+    monitor_options.interval = serve.probe_interval;
+    for (const UpstreamTarget& target : serve.router.upstreams) {
+      for (const UpstreamEndpoint& endpoint : target.endpoints) {
+        monitor_options.needs_tls |= endpoint.url.rfind("https://", 0) == 0;
+      }
+    }
+    monitor_ = std::make_unique<UpstreamMonitor>(std::move(monitor_options), &registry_);
+    RETURN_IF_ERROR(monitor_->Start());
+
+    AdminOptions admin_options = serve.admin_options;
+    admin_options.base_target = serve.router.routing.base;
+    admin_ = std::make_unique<AdminContext>(
+        admin_options, &snapshots_, &registry_, monitor_.get(),
+        [store = store_.get()]() -> absl::StatusOr<std::vector<PartitionStatus>> {
+          ASSIGN_OR_RETURN(FoldPosition position, store->Position());
+          std::vector<PartitionStatus> out;
+          for (size_t p = 0; p < position.partitions.size(); ++p) {
+            const PartitionCursor& cursor = position.partitions[p];
+            out.push_back(PartitionStatus{static_cast<int32_t>(p), cursor.next_offset,
+                                          cursor.sealed_slot, cursor.limbo_since});
+          }
+          return out;
+        },
+        &admin_metrics_);
+    admin_->Start();
+    admin_server_ =
+        std::make_unique<HttpServer>(serve.admin, admin_->HandlerFactory(), &admin_http_metrics_);
+    if (absl::Status s = admin_server_->Start(); !s.ok()) {
+      return absl::UnavailableError(fmt::format("admin.listen {}:{}: {}", serve.admin.address,
+                                                serve.admin.port, std::string(s.message())));
+    }
+    api_server_ = std::make_unique<HttpServer>(serve.api, router_->HandlerFactory(), &api_metrics_);
+    if (absl::Status s = api_server_->Start(); !s.ok()) {
+      return absl::UnavailableError(fmt::format("api.listen {}:{}: {}", serve.api.address,
+                                                serve.api.port, std::string(s.message())));
+    }
+    return absl::OkStatus();
+  }
+
+  // Stops accepting API requests and drains them (up to api.drain_timeout_ms), then stops the
+  // admin side, the probes and the fold (which commits what it has folded), and closes the
+  // state and the log.
+  void Stop() {
+    if (api_server_) api_server_->Stop();
+    if (admin_server_) admin_server_->Stop();
+    if (admin_) admin_->Stop();
+    if (monitor_) monitor_->Stop();
+    if (fold_runner_) fold_runner_->Stop();
+    api_server_.reset();
+    admin_server_.reset();
+    admin_.reset();
+    router_.reset();
+    monitor_.reset();
+    fold_runner_.reset();
+    reader_.reset();
+    store_.reset();
+    log_.reset();
+  }
+
+  uint16_t api_port() const { return api_server_->port(); }
+  uint16_t admin_port() const { return admin_server_->port(); }
+  Slot applied_slot() const {
+    auto snapshot = snapshots_.Current();
+    return snapshot ? snapshot->applied_slot() : 0;
+  }
+
+ private:
+  const Config& config_;
+  SystemClock clock_;
+  MetricsRegistry registry_;
+  // The admin listener's own HTTP counters, kept out of the API's.
+  MetricsRegistry admin_http_registry_;
+  ApiMetrics api_metrics_{registry_};
+  FoldMetrics fold_metrics_{registry_};
+  AdminMetrics admin_metrics_{registry_};
+  ApiMetrics admin_http_metrics_{admin_http_registry_};
+  SnapshotHolder snapshots_;
+  std::unique_ptr<EventLog> log_;
+  std::unique_ptr<EventLogReader> reader_;
+  std::unique_ptr<RocksDbStateStore> store_;
+  std::unique_ptr<FoldRunner> fold_runner_;
+  std::unique_ptr<RouterContext> router_;
+  std::unique_ptr<UpstreamMonitor> monitor_;
+  std::unique_ptr<AdminContext> admin_;
+  std::unique_ptr<HttpServer> admin_server_;
+  std::unique_ptr<HttpServer> api_server_;
+};
+
+absl::Status WriteReadyFile(const std::string& path, uint16_t api_port, uint16_t admin_port) {
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << fmt::format("{{\"api\":{},\"admin\":{}}}\n", api_port, admin_port);
+    if (!out) return absl::UnavailableError(fmt::format("cannot write {}", temp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);
+  if (ec) return absl::UnavailableError(fmt::format("cannot write {}: {}", path, ec.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunServe(const Config& config, const ServeArgs& args) {
+  bool has_base = false;
+  for (const UpstreamTarget& target : config.serve.router.upstreams) {
+    has_base |= target.name == config.serve.router.routing.base;
+  }
+  if (!has_base) {
+    std::cerr << "error: "
+              << fmt::format("{}: [upstreams.{}] is required by serve",
+                             config.source.empty() ? "the configuration (no --config given)"
+                                                   : config.source,
+                             config.serve.router.routing.base)
+              << "\n";
+    return 2;
+  }
+  // SIGTERM and SIGINT are taken by sigwait below; block them before any thread starts, so
+  // every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ServeProcess process(config);
+  if (absl::Status s = process.Start(); !s.ok()) {
+    std::cerr << "error: " << s.message() << "\n";
+    process.Stop();
+    return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  spdlog::info("switchyard serve: api={} admin={} applied_slot={} log={}", process.api_port(),
+               process.admin_port(), process.applied_slot(), config.log_url);
+  if (!args.ready_file.empty()) {
+    if (absl::Status s = WriteReadyFile(args.ready_file, process.api_port(), process.admin_port());
+        !s.ok()) {
+      std::cerr << "error: " << s.message() << "\n";
+      process.Stop();
+      return 1;
+    }
+  }
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("switchyard serve: signal {}: draining", signal_number);
+  process.Stop();
+  spdlog::info("switchyard serve: stopped");
+  return 0;
+}
+
+}  // namespace switchyard

@@ -1,0 +1,139 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "app/config.h"
+#include "tests/support/temp_dir.h"
+
+namespace switchyard {
+namespace {
+
+using testing::TempDir;
+
+class ServeConfigTest : public ::testing::Test {
+ protected:
+  absl::StatusOr<Config> Load(const std::string& text) {
+    const std::string path = dir_.Sub("serve.toml");
+    std::ofstream(path) << text;
+    return LoadConfig(path);
+  }
+  std::string Error(const std::string& text) {
+    absl::StatusOr<Config> config = Load(text);
+    EXPECT_FALSE(config.ok());
+    return config.ok() ? "" : std::string(config.status().message());
+  }
+
+  TempDir dir_;
+};
+
+constexpr char kBase[] = "[upstreams.base]\nendpoints = [{url = \"http://127.0.0.1:7799\"}]\n";
+
+TEST_F(ServeConfigTest, ReadsEverySection) {
+  absl::StatusOr<Config> config = Load(std::string(kBase) + R"(
+[api]
+listen = "0.0.0.0:8000"
+threads = 3
+max_body_bytes = 4096
+max_batch_size = 7
+idle_timeout_ms = 1500
+drain_timeout_ms = 2500
+[admin]
+listen = "127.0.0.1:0"
+ready_max_lag_slots = 5
+probe_interval_ms = 250
+[consistency]
+max_wait_ms = 0
+[router]
+identity = "11111111111111111111111111111112"
+fqdn = "https://router.example"
+verify_owner = false
+signature_memory_size = 10
+[upstreams.er1]
+endpoints = [{url = "http://127.0.0.1:7800", weight = 3}, {url = "http://127.0.0.1:7801"}]
+[upstreams.indexer]
+endpoints = [{url = "https://indexer.example"}]
+[[ers]]
+identity = "11111111111111111111111111111113"
+upstream = "er1"
+fqdn = "https://er1.example"
+base_fee = 5
+block_time_ms = 30
+country_code = "DE"
+[routing]
+default_er = "er1"
+forward_unknown_methods = true
+methods = {"getAsset*" = "indexer"}
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const ServeConfig& s = config->serve;
+  EXPECT_EQ(s.api.address, "0.0.0.0");
+  EXPECT_EQ(s.api.port, 8000);
+  EXPECT_EQ(s.api.threads, 3u);
+  EXPECT_EQ(s.api.max_body_bytes, 4096u);
+  EXPECT_EQ(s.router.codec.max_batch_size, 7u);
+  EXPECT_EQ(s.api.idle_timeout, absl::Milliseconds(1500));
+  EXPECT_EQ(s.api.drain_timeout, absl::Milliseconds(2500));
+  EXPECT_EQ(s.admin.address, "127.0.0.1");
+  EXPECT_EQ(s.admin.port, 0);
+  EXPECT_EQ(s.admin_options.ready_max_lag_slots, 5u);
+  EXPECT_EQ(s.probe_interval, absl::Milliseconds(250));
+  EXPECT_EQ(s.router.max_gate_wait, absl::ZeroDuration());
+  EXPECT_EQ(s.router.identity.ToBase58(), "11111111111111111111111111111112");
+  EXPECT_EQ(s.router.fqdn, "https://router.example");
+  EXPECT_FALSE(s.router.verify_owner);
+  EXPECT_EQ(s.router.signature_memory_size, 10u);
+  ASSERT_EQ(s.router.upstreams.size(), 3u);
+  EXPECT_EQ(s.router.upstreams[0].name, "base");
+  EXPECT_EQ(s.router.upstreams[1].name, "er1");
+  ASSERT_EQ(s.router.upstreams[1].endpoints.size(), 2u);
+  EXPECT_EQ(s.router.upstreams[1].endpoints[0].weight, 3u);
+  EXPECT_EQ(s.router.upstreams[1].endpoints[1].url, "http://127.0.0.1:7801");
+  ASSERT_EQ(s.router.ers.size(), 1u);
+  EXPECT_EQ(s.router.ers[0].identity.ToBase58(), "11111111111111111111111111111113");
+  EXPECT_EQ(s.router.ers[0].target, "er1");
+  EXPECT_EQ(s.router.ers[0].base_fee, 5u);
+  EXPECT_EQ(s.router.ers[0].block_time_ms, 30u);
+  EXPECT_EQ(s.router.ers[0].country_code, "DE");
+  EXPECT_EQ(s.router.routing.default_er, "er1");
+  EXPECT_TRUE(s.router.routing.forward_unknown_methods);
+  ASSERT_EQ(s.router.routing.method_rules.size(), 1u);
+  EXPECT_EQ(s.router.routing.method_rules[0].pattern, "getAsset*");
+  EXPECT_EQ(s.router.routing.method_rules[0].target, "indexer");
+}
+
+TEST_F(ServeConfigTest, DefaultsListenOnLoopback) {
+  absl::StatusOr<Config> config = Load(kBase);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->serve.api.address, "127.0.0.1");
+  EXPECT_EQ(config->serve.api.port, 8899);
+  EXPECT_EQ(config->serve.admin.port, 9899);
+  EXPECT_EQ(config->serve.admin_options.ready_max_lag_slots, 32u);
+  EXPECT_EQ(config->serve.router.max_gate_wait, absl::Milliseconds(500));
+}
+
+TEST_F(ServeConfigTest, ErrorsNameTheKeyAndTheFile) {
+  const std::string file = dir_.Sub("serve.toml");
+  EXPECT_EQ(Error(std::string(kBase) + "[api]\nthreads = \"two\"\n"),
+            file + ": 'api.threads' must be a non-negative integer");
+  EXPECT_EQ(Error("[upstreams.base]\nendpoints = [{url = \"ftp://x\"}]\n")
+                .rfind(file + ": 'upstreams.base.endpoints[0].url' is not a usable URL", 0),
+            0u);
+  EXPECT_EQ(Error("[upstreams.base]\nendpoints = [{url = \"http://a:1\", wieght = 2}]\n"),
+            file + ": unknown key 'upstreams.base.endpoints[0].wieght'");
+  EXPECT_EQ(Error(std::string(kBase) + "[[ers]]\nupstream = \"base\"\n"),
+            file + ": 'ers[0].identity' is required");
+  EXPECT_EQ(Error(std::string(kBase) + "[[ers]]\nidentity = \"0OIl\"\nupstream = \"base\"\n"),
+            file + ": 'ers[0].identity' must be a base58 public key");
+  EXPECT_EQ(Error(std::string(kBase) + "[routing]\nmethods = {\"getAsset*\" = \"indexer\"}\n"),
+            file + ": 'routing.methods.\"getAsset*\"' names no configured upstream (\"indexer\")");
+  EXPECT_EQ(Error(std::string(kBase) + "[router]\nidentity = 5\n"),
+            file + ": 'router.identity' must be a string");
+  EXPECT_EQ(Error(std::string(kBase) + "[admin]\nlisten = \"127.0.0.1:70000\"\n"),
+            file + ": 'admin.listen' must be \"HOST:PORT\" with a port from 0 to 65535");
+  EXPECT_EQ(Error("ers = 3\n" + std::string(kBase)),
+            file + ": 'ers' must be an array of tables ([[ers]])");
+}
+
+}  // namespace
+}  // namespace switchyard

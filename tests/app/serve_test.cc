@@ -1,0 +1,595 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sodium.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/endian.h"
+#include "common/pubkey.h"
+#include "fmt/format.h"
+#include "simdjson.h"
+#include "solana/base64.h"
+#include "solana/delegation.h"
+#include "solana/transaction.h"
+#include "tests/localnet/test_clients.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace switchyard {
+namespace {
+
+using namespace std::chrono_literals;
+using localnet::testing::HttpClient;
+using testing::RunCommand;
+using testing::StartProcess;
+using testing::TempDir;
+
+constexpr std::string_view kSystemProgram = "11111111111111111111111111111111";
+
+bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds deadline) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < end) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return condition();
+}
+
+std::optional<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The number after "key": in a small JSON object, or -1.
+int64_t JsonInt(const std::string& json, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(json, m, std::regex("\"" + key + "\":([0-9]+)"))) return -1;
+  return std::stoll(m[1]);
+}
+
+// The value of a Prometheus series without labels, or -1.
+int64_t MetricValue(const std::string& text, const std::string& series) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex("(^|\n)" + series + " ([0-9]+)"))) return -1;
+  return std::stoll(m[2]);
+}
+
+struct HttpAnswer {
+  unsigned status = 0;
+  std::string body;
+};
+
+// One GET with a deadline; nullopt when the connection fails or times out.
+std::optional<HttpAnswer> HttpGet(uint16_t port, const std::string& target,
+                                  std::chrono::milliseconds timeout = 5s) {
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  boost::asio::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(timeout);
+  http::request<http::string_body> req(http::verb::get, target, 11);
+  req.set(http::field::host, "127.0.0.1");
+  http::response<http::string_body> res;
+  beast::flat_buffer buffer;
+  boost::system::error_code result = boost::asio::error::timed_out;
+  stream.async_connect(
+      boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port),
+      [&](boost::system::error_code ec) {
+        if (ec) {
+          result = ec;
+          return;
+        }
+        http::async_write(stream, req, [&](boost::system::error_code ec, size_t) {
+          if (ec) {
+            result = ec;
+            return;
+          }
+          http::async_read(stream, buffer, res,
+                           [&](boost::system::error_code ec, size_t) { result = ec; });
+        });
+      });
+  ioc.run_for(timeout + 200ms);
+  if (result) return std::nullopt;
+  return HttpAnswer{res.result_int(), res.body()};
+}
+
+struct Keypair {
+  Pubkey pubkey;
+  unsigned char secret[crypto_sign_SECRETKEYBYTES];
+};
+
+Keypair MakeKeypair(uint8_t seed_byte) {
+  Keypair k;
+  unsigned char seed[crypto_sign_SEEDBYTES];
+  std::fill(std::begin(seed), std::end(seed), seed_byte);
+  crypto_sign_seed_keypair(k.pubkey.data(), k.secret, seed);
+  return k;
+}
+
+std::string BuildTransaction(const std::vector<const Keypair*>& signers,
+                             const std::vector<Pubkey>& keys, MessageHeader header,
+                             std::vector<CompiledInstruction> ixs) {
+  Transaction tx;
+  tx.header = header;
+  tx.static_keys = keys;
+  tx.recent_blockhash = Hash();  // localnet does not check blockhashes
+  tx.instructions = std::move(ixs);
+  tx.signatures.resize(signers.size());
+  std::string message = EncodeMessage(tx).value();
+  for (size_t i = 0; i < signers.size(); ++i) {
+    crypto_sign_detached(tx.signatures[i].data(), nullptr, AsBytes(message.data()), message.size(),
+                         signers[i]->secret);
+  }
+  return Base64Encode(EncodeTransaction(tx).value());
+}
+
+// A Delegate of the system-owned `account` to `validator`, paid by `payer`.
+std::string DelegateTransaction(const Keypair& payer, const Pubkey& account,
+                                const Pubkey& validator) {
+  const std::vector<Pubkey> keys = {payer.pubkey,
+                                    account,
+                                    DelegateBufferPda(account, Pubkey()),
+                                    DelegationRecordPda(account),
+                                    DelegationMetadataPda(account),
+                                    Pubkey(),
+                                    DelegationProgramId()};
+  return BuildTransaction(
+      {&payer}, keys, MessageHeader{1, 0, 2},
+      {CompiledInstruction{
+          6, {0, 1, 5, 2, 3, 4, 5}, EncodeDelegateInstructionData(1000, {}, validator)}});
+}
+
+std::string TransferTransaction(const Keypair& from, const Pubkey& to, uint64_t lamports) {
+  std::string data;
+  AppendU32LE(&data, 2);
+  AppendU64LE(&data, lamports);
+  return BuildTransaction({&from}, {from.pubkey, to, Pubkey()}, MessageHeader{1, 0, 1},
+                          {CompiledInstruction{2, {0, 1}, data}});
+}
+
+std::string Request(std::string_view method, std::string_view params) {
+  return fmt::format(R"({{"jsonrpc":"2.0","id":1,"method":"{}","params":{}}})", method, params);
+}
+
+// A JSON answer kept alive with its parser.
+struct Json {
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  std::string text;
+};
+
+std::unique_ptr<Json> Parse(const std::optional<std::string>& text) {
+  auto json = std::make_unique<Json>();
+  EXPECT_TRUE(text.has_value());
+  json->text = text.value_or("{}");
+  EXPECT_EQ(json->parser.parse(json->text).get(json->root), simdjson::SUCCESS) << json->text;
+  return json;
+}
+
+class ServeTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (pid_t pid : processes_) {
+      kill(pid, SIGKILL);
+      int status = 0;
+      waitpid(pid, &status, 0);
+    }
+  }
+
+  pid_t Start(const std::vector<std::string>& argv) {
+    const pid_t pid = StartProcess(argv);
+    if (pid > 0) processes_.push_back(pid);
+    return pid;
+  }
+
+  // Sends SIGTERM and waits up to `deadline` for the exit code; -1 on timeout.
+  int Terminate(pid_t pid, std::chrono::milliseconds deadline) {
+    kill(pid, SIGTERM);
+    int status = 0;
+    const bool exited = WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, deadline);
+    if (!exited) return -1;
+    std::erase(processes_, pid);
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
+  }
+
+  // Waits for a ready file and returns its text.
+  std::string WaitForReadyFile(const std::string& path) {
+    std::string text;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          auto content = ReadFile(path);
+          if (!content || content->find('}') == std::string::npos) return false;
+          text = *content;
+          return true;
+        },
+        15s))
+        << path;
+    return text;
+  }
+
+  // Starts a localnet and returns its HTTP port.
+  uint16_t StartLocalnet(const std::string& name, std::vector<std::string> args) {
+    const std::string ready = dir_.Sub(name + ".ready");
+    args.insert(args.begin(), {SWITCHYARD_LOCALNET_BINARY, "--port", "0", "--threads", "1",
+                               "--ready-file", ready});
+    EXPECT_GT(Start(args), 0);
+    return static_cast<uint16_t>(JsonInt(WaitForReadyFile(ready), "http"));
+  }
+
+  std::string WriteFile(const std::string& name, const std::string& content) {
+    const std::string path = dir_.Sub(name);
+    std::ofstream(path) << content;
+    return path;
+  }
+
+  TempDir dir_;
+  std::vector<pid_t> processes_;
+};
+
+uint64_t GetSlot(HttpClient& client) {
+  auto json = Parse(client.Post(Request("getSlot", "[]")));
+  return json->root["result"].get_uint64().value();
+}
+
+// Waits until `signature` is processed without error on the node behind `client`.
+bool WaitForSuccess(HttpClient& client, const std::string& signature) {
+  return WaitFor(
+      [&] {
+        auto json = Parse(
+            client.Post(Request("getSignatureStatuses", fmt::format(R"([["{}"]])", signature))));
+        simdjson::dom::element status;
+        if (json->root["result"]["value"].at(0).get(status) != simdjson::SUCCESS) return false;
+        return !status.is_null() && status["err"].is_null();
+      },
+      10s);
+}
+
+std::string Owner(const Json& json) {
+  std::string_view owner;
+  if (json.root["result"]["value"]["owner"].get_string().get(owner) != simdjson::SUCCESS) {
+    return "";
+  }
+  return std::string(owner);
+}
+
+TEST_F(ServeTest, RejectsAConfigWithAnUnknownKeyNamingKeyAndFile) {
+  const std::string config = WriteFile("bad.toml",
+                                       "[upstreams.base]\n"
+                                       "endpoints = [{url = \"http://127.0.0.1:1\"}]\n"
+                                       "[admin]\n"
+                                       "ready_max_lag = 3\n");
+  auto r =
+      RunCommand({SWITCHYARD_BINARY, "serve", "--config", config, "--data-dir", dir_.Sub("data")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.toml: unknown key 'admin.ready_max_lag'"), std::string::npos) << r.err;
+
+  const std::string no_base = WriteFile("nobase.toml", "[api]\nlisten = \"127.0.0.1:0\"\n");
+  r = RunCommand({SWITCHYARD_BINARY, "serve", "--config", no_base, "--data-dir", dir_.Sub("data")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("nobase.toml: [upstreams.base] is required"), std::string::npos) << r.err;
+
+  const std::string bad_er = WriteFile("bader.toml",
+                                       "[upstreams.base]\n"
+                                       "endpoints = [{url = \"http://127.0.0.1:1\"}]\n"
+                                       "[[ers]]\n"
+                                       "identity = \"11111111111111111111111111111112\"\n"
+                                       "upstream = \"er9\"\n");
+  r = RunCommand({SWITCHYARD_BINARY, "serve", "--config", bad_er, "--data-dir", dir_.Sub("data")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bader.toml: 'ers[0].upstream' names no configured upstream"),
+            std::string::npos)
+      << r.err;
+
+  const std::string bad_listen = WriteFile("badlisten.toml",
+                                           "[upstreams.base]\n"
+                                           "endpoints = [{url = \"http://127.0.0.1:1\"}]\n"
+                                           "[api]\nlisten = \"8899\"\n");
+  r = RunCommand(
+      {SWITCHYARD_BINARY, "serve", "--config", bad_listen, "--data-dir", dir_.Sub("data")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("badlisten.toml: 'api.listen' must be \"HOST:PORT\""), std::string::npos)
+      << r.err;
+}
+
+TEST_F(ServeTest, NotReadyWhileTheBaseSlotIsUnknownAndDrainsInFlightCallsOnSigterm) {
+  // A base upstream that refuses connections: the port of a listener that is gone.
+  const std::string config = WriteFile("serve.toml",
+                                       "[api]\nlisten = \"127.0.0.1:0\"\n"
+                                       "[admin]\nlisten = \"127.0.0.1:0\"\n"
+                                       "probe_interval_ms = 50\n"
+                                       "[consistency]\nmax_wait_ms = 1500\n"
+                                       "[upstreams.base]\n"
+                                       "endpoints = [{url = \"http://127.0.0.1:1\"}]\n");
+  const std::string ready = dir_.Sub("serve.ready");
+  const pid_t serve = Start({SWITCHYARD_BINARY, "serve", "--config", config, "--data-dir",
+                             dir_.Sub("data"), "--ready-file", ready});
+  const std::string ports = WaitForReadyFile(ready);
+  const auto admin_port = static_cast<uint16_t>(JsonInt(ports, "admin"));
+  ASSERT_GT(admin_port, 0) << ports;
+
+  auto health = HttpGet(admin_port, "/health");
+  ASSERT_TRUE(health.has_value());
+  EXPECT_EQ(health->status, 200u);
+  // Wait until a probe has failed, then /ready must still say no.
+  std::string status_body;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto status = HttpGet(admin_port, "/status");
+        if (!status) return false;
+        status_body = status->body;
+        return JsonInt(status->body, "failures") > 0;
+      },
+      10s))
+      << status_body;
+  auto not_ready = HttpGet(admin_port, "/ready");
+  ASSERT_TRUE(not_ready.has_value());
+  EXPECT_EQ(not_ready->status, 503u);
+  EXPECT_NE(not_ready->body.find("base layer's slot is not known"), std::string::npos)
+      << not_ready->body;
+  EXPECT_NE(status_body.find("\"applied_slot\":0"), std::string::npos) << status_body;
+  auto missing = HttpGet(admin_port, "/nope");
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_EQ(missing->status, 404u);
+
+  // A call that waits in the consistency gate is in flight when SIGTERM arrives: it still
+  // gets its answer (412 once the wait is over), and then the process exits 0.
+  const auto api_port = static_cast<uint16_t>(JsonInt(ports, "api"));
+  std::optional<std::string> gated;
+  std::thread client([&] {
+    HttpClient router(api_port);
+    gated = router.Post(Request(
+        "getAccountInfo", R"(["11111111111111111111111111111111",{"minContextSlot":1000000}])"));
+  });
+  const bool waiting = WaitFor(
+      [&] {
+        auto metrics = HttpGet(admin_port, "/metrics");
+        return metrics && MetricValue(metrics->body, "switchyard_api_gate_waits_total") == 1;
+      },
+      10s);
+  const int exit_code = Terminate(serve, 15s);
+  client.join();
+  EXPECT_TRUE(waiting);
+  EXPECT_EQ(exit_code, 0);
+  ASSERT_TRUE(gated.has_value());
+  EXPECT_NE(gated->find("-32016"), std::string::npos) << *gated;
+}
+
+TEST_F(ServeTest, RoutesByDelegationAcrossBaseAndTwoErsThroughServe) {
+  ASSERT_GE(sodium_init(), 0);
+  const Keypair payer = MakeKeypair(1);
+  const Keypair a = MakeKeypair(2);   // delegated to ER 1
+  const Keypair a2 = MakeKeypair(3);  // delegated to ER 1
+  const Keypair b = MakeKeypair(4);   // delegated to ER 2
+  const Keypair b2 = MakeKeypair(6);  // delegated to ER 2
+  const Keypair c = MakeKeypair(5);   // not delegated
+  const Pubkey er1_identity = MakeKeypair(10).pubkey;
+  const Pubkey er2_identity = MakeKeypair(11).pubkey;
+  constexpr uint64_t kFunds = 1'000'000'000;
+
+  // Base slots are 10x faster than ER slots, so a context slot tells base answers from ER
+  // answers; the owner tells the two ERs apart (an ER shows an account delegated to it with
+  // its original owner, any other ER with the delegation program).
+  const uint16_t base_port = StartLocalnet(
+      "base", {"--slot-ms", "5", "--fund", fmt::format("{}=10000000000", payer.pubkey.ToBase58()),
+               "--fund", fmt::format("{}={}", a.pubkey.ToBase58(), kFunds), "--fund",
+               fmt::format("{}={}", a2.pubkey.ToBase58(), kFunds), "--fund",
+               fmt::format("{}={}", b.pubkey.ToBase58(), kFunds), "--fund",
+               fmt::format("{}={}", b2.pubkey.ToBase58(), kFunds), "--fund",
+               fmt::format("{}={}", c.pubkey.ToBase58(), kFunds)});
+  ASSERT_GT(base_port, 0);
+  const std::string base_url = fmt::format("http://127.0.0.1:{}", base_port);
+  const uint16_t er1_port = StartLocalnet("er1", {"--er", "--identity", er1_identity.ToBase58(),
+                                                  "--base", base_url, "--slot-ms", "50"});
+  const uint16_t er2_port = StartLocalnet("er2", {"--er", "--identity", er2_identity.ToBase58(),
+                                                  "--base", base_url, "--slot-ms", "50"});
+  ASSERT_GT(er1_port, 0);
+  ASSERT_GT(er2_port, 0);
+  HttpClient base(base_port);
+  HttpClient er1(er1_port);
+  HttpClient er2(er2_port);
+
+  // Delegate on the base layer.
+  std::vector<std::string> signatures;
+  for (const auto& [account, validator] :
+       {std::pair{&a, er1_identity}, std::pair{&a2, er1_identity}, std::pair{&b, er2_identity},
+        std::pair{&b2, er2_identity}}) {
+    auto sent = Parse(base.Post(Request(
+        "sendTransaction", fmt::format(R"(["{}",{{"encoding":"base64"}}])",
+                                       DelegateTransaction(payer, account->pubkey, validator)))));
+    std::string_view signature;
+    ASSERT_EQ(sent->root["result"].get_string().get(signature), simdjson::SUCCESS) << sent->text;
+    signatures.emplace_back(signature);
+  }
+  for (const std::string& signature : signatures) {
+    ASSERT_TRUE(WaitForSuccess(base, signature)) << signature;
+  }
+  const std::string delegated_account_info = Request(
+      "getAccountInfo", fmt::format(R"(["{}",{{"encoding":"base64"}}])", a.pubkey.ToBase58()));
+  EXPECT_EQ(Owner(*Parse(base.Post(delegated_account_info))), kDelegationProgramId);
+  EXPECT_EQ(Owner(*Parse(er1.Post(delegated_account_info))), kSystemProgram);
+
+  // A transfer on ER 2 itself, so that B's balance there differs from everywhere else.
+  auto direct = Parse(
+      er2.Post(Request("sendTransaction", fmt::format(R"(["{}",{{"encoding":"base64"}}])",
+                                                      TransferTransaction(b, b2.pubkey, 777)))));
+  std::string_view direct_signature;
+  ASSERT_EQ(direct->root["result"].get_string().get(direct_signature), simdjson::SUCCESS)
+      << direct->text;
+  ASSERT_TRUE(WaitForSuccess(er2, std::string(direct_signature)));
+
+  // The same delegations in serve's log, sealed at the base layer's slot now.
+  const uint64_t sealed_slot = GetSlot(base);
+  std::string events;
+  for (const auto& [account, validator] :
+       {std::pair{&a, er1_identity}, std::pair{&a2, er1_identity}, std::pair{&b, er2_identity},
+        std::pair{&b2, er2_identity}}) {
+    events += fmt::format(
+        R"({{"kind":"delegated","account":"{}","validator":"{}","owner":"{}","slot":{},)"
+        R"("lamports":{}}})"
+        "\n",
+        account->pubkey.ToBase58(), validator.ToBase58(), kSystemProgram, sealed_slot, kFunds);
+  }
+  events += fmt::format(R"({{"kind":"slot_sealed","slot":{}}})"
+                        "\n",
+                        sealed_slot);
+  const std::string data_dir = dir_.Sub("data");
+  auto appended = RunCommand({SWITCHYARD_BINARY, "log", "append", "--jsonl",
+                              WriteFile("events.jsonl", events), "--data-dir", data_dir});
+  ASSERT_EQ(appended.exit_code, 0) << appended.err;
+
+  const std::string config = WriteFile(
+      "serve.toml",
+      fmt::format("[api]\nlisten = \"127.0.0.1:0\"\nthreads = 2\n"
+                  "[admin]\nlisten = \"127.0.0.1:0\"\n"
+                  "ready_max_lag_slots = 100000000\n"
+                  "probe_interval_ms = 50\nrefresh_interval_ms = 50\n"
+                  "[upstreams.base]\nendpoints = [{{url = \"{}\"}}]\n"
+                  "[upstreams.er1]\nendpoints = [{{url = \"http://127.0.0.1:{}\"}}]\n"
+                  "[upstreams.er2]\nendpoints = [{{url = \"http://127.0.0.1:{}\"}}]\n"
+                  "[[ers]]\nidentity = \"{}\"\nupstream = \"er1\"\n"
+                  "[[ers]]\nidentity = \"{}\"\nupstream = \"er2\"\n"
+                  "[routing]\ndefault_er = \"er1\"\n",
+                  base_url, er1_port, er2_port, er1_identity.ToBase58(), er2_identity.ToBase58()));
+  const std::string ready = dir_.Sub("serve.ready");
+  const pid_t serve = Start({SWITCHYARD_BINARY, "serve", "--config", config, "--data-dir", data_dir,
+                             "--ready-file", ready});
+  const std::string ports = WaitForReadyFile(ready);
+  const auto api_port = static_cast<uint16_t>(JsonInt(ports, "api"));
+  const auto admin_port = static_cast<uint16_t>(JsonInt(ports, "admin"));
+  ASSERT_GT(api_port, 0) << ports;
+  ASSERT_GT(admin_port, 0) << ports;
+  std::string ready_body;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto r = HttpGet(admin_port, "/ready");
+        if (r) ready_body = r->body;
+        return r && r->status == 200;
+      },
+      10s))
+      << ready_body;
+  EXPECT_EQ(JsonInt(ready_body, "applied_slot"), static_cast<int64_t>(sealed_slot));
+
+  HttpClient router(api_port);
+  auto account_info = [&](const Keypair& k) {
+    return Parse(router.Post(Request(
+        "getAccountInfo", fmt::format(R"(["{}",{{"encoding":"base64"}}])", k.pubkey.ToBase58()))));
+  };
+  auto context_slot = [](const Json& json) {
+    return json.root["result"]["context"]["slot"].get_uint64().value();
+  };
+  auto lamports = [](const Json& json) {
+    return json.root["result"]["value"]["lamports"].get_uint64().value();
+  };
+
+  // A transfer between two accounts delegated to ER 1 lands on ER 1, and only there.
+  auto sent = Parse(router.Post(Request(
+      "sendTransaction",
+      fmt::format(R"(["{}",{{"encoding":"base64"}}])", TransferTransaction(a, a2.pubkey, 1234)))));
+  std::string_view signature_view;
+  ASSERT_EQ(sent->root["result"].get_string().get(signature_view), simdjson::SUCCESS) << sent->text;
+  const std::string signature(signature_view);
+  ASSERT_TRUE(WaitForSuccess(er1, signature));
+  const std::string statuses =
+      Request("getSignatureStatuses", fmt::format(R"([["{}"]])", signature));
+  EXPECT_TRUE(Parse(base.Post(statuses))->root["result"]["value"].at(0).is_null());
+  EXPECT_TRUE(Parse(er2.Post(statuses))->root["result"]["value"].at(0).is_null());
+  auto balance =
+      Parse(router.Post(Request("getBalance", fmt::format(R"(["{}"])", a2.pubkey.ToBase58()))));
+  EXPECT_EQ(balance->root["result"]["value"].get_uint64().value(), kFunds + 1234) << balance->text;
+
+  // Each read lands where only that target has that balance: A changed on ER 1 only, B on
+  // ER 2 only; C is on the base layer, whose slots are far ahead of the ERs'.
+  auto on_er1 = account_info(a);
+  EXPECT_EQ(lamports(*on_er1), kFunds - 1234) << on_er1->text;
+  EXPECT_EQ(Owner(*on_er1), kSystemProgram) << on_er1->text;
+  EXPECT_LE(context_slot(*on_er1), GetSlot(er1));
+  auto on_er2 = account_info(b);
+  EXPECT_EQ(lamports(*on_er2), kFunds - 777) << on_er2->text;
+  EXPECT_EQ(Owner(*on_er2), kSystemProgram) << on_er2->text;
+  EXPECT_LE(context_slot(*on_er2), GetSlot(er2));
+  const uint64_t base_slot_before = GetSlot(base);
+  ASSERT_GT(base_slot_before, GetSlot(er1));
+  auto on_base = account_info(c);
+  EXPECT_EQ(lamports(*on_base), kFunds) << on_base->text;
+  EXPECT_GE(context_slot(*on_base), base_slot_before) << on_base->text;
+
+  // getMultipleAccounts across all three, merged in request order; the context is base's.
+  const uint64_t base_slot_before_multi = GetSlot(base);
+  auto multi = Parse(router.Post(
+      Request("getMultipleAccounts",
+              fmt::format(R"([["{}","{}","{}"],{{"encoding":"base64"}}])", a.pubkey.ToBase58(),
+                          b.pubkey.ToBase58(), c.pubkey.ToBase58()))));
+  simdjson::dom::array values;
+  ASSERT_EQ(multi->root["result"]["value"].get_array().get(values), simdjson::SUCCESS)
+      << multi->text;
+  ASSERT_EQ(values.size(), 3u);
+  const uint64_t expected[] = {kFunds - 1234, kFunds - 777, kFunds};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(values.at(i)["owner"].get_string().value(), kSystemProgram) << multi->text;
+    EXPECT_EQ(values.at(i)["lamports"].get_uint64().value(), expected[i]) << multi->text;
+  }
+  EXPECT_GE(multi->root["result"]["context"]["slot"].get_uint64().value(), base_slot_before_multi);
+
+  // /status: the applied slot, the digest, the log position and every upstream.
+  std::string status_body;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto status = HttpGet(admin_port, "/status");
+        if (!status) return false;
+        status_body = status->body;
+        return status_body.find("\"healthy\":false") == std::string::npos &&
+               status_body.find("\"next_offset\":5") != std::string::npos;
+      },
+      10s))
+      << status_body;
+  auto status = Parse(status_body);
+  EXPECT_EQ(status->root["applied_slot"].get_uint64().value(), sealed_slot);
+  EXPECT_EQ(status->root["digest"].get_string().value().size(), 32u) << status_body;
+  EXPECT_TRUE(status->root["limbo_since"].is_null());
+  EXPECT_EQ(status->root["log"]["partitions"].at(0)["sealed_slot"].get_uint64().value(),
+            sealed_slot);
+  EXPECT_EQ(status->root["upstreams"].get_array().value().size(), 3u);
+  EXPECT_GE(status->root["base_slot"].get_uint64().value(), sealed_slot);
+
+  // /metrics: the calls counted above (3 getAccountInfo, 1 getMultipleAccounts,
+  // 1 sendTransaction, 1 getBalance), none re-routed, and the fold's applied slot.
+  auto metrics = HttpGet(admin_port, "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_EQ(metrics->status, 200u);
+  EXPECT_EQ(MetricValue(metrics->body, "switchyard_api_rpc_calls_total"), 6) << metrics->body;
+  EXPECT_EQ(MetricValue(metrics->body, "switchyard_api_split_accounts_total"), 1);
+  EXPECT_EQ(MetricValue(metrics->body, "switchyard_api_owner_reroutes_total"), 0);
+  EXPECT_EQ(MetricValue(metrics->body, "switchyard_fold_applied_slot"),
+            static_cast<int64_t>(sealed_slot));
+  EXPECT_EQ(MetricValue(metrics->body, "switchyard_ready"), 1);
+  EXPECT_NE(metrics->body.find("switchyard_upstream_slot{target=\"er2\"}"), std::string::npos);
+
+  EXPECT_EQ(Terminate(serve, 15s), 0);
+  // The fold committed before the exit: the state shows the delegation.
+  auto state =
+      RunCommand({SWITCHYARD_BINARY, "state", "get", b.pubkey.ToBase58(), "--data-dir", data_dir});
+  EXPECT_EQ(state.exit_code, 0) << state.err;
+  EXPECT_NE(state.out.find("validator=" + er2_identity.ToBase58()), std::string::npos) << state.out;
+}
+
+}  // namespace
+}  // namespace switchyard
