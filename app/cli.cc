@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "app/ingest_command.h"
 #include "app/serve.h"
 
 namespace switchyard {
@@ -70,6 +71,17 @@ int RunCli(int argc, char** argv) {
                     "Write {\"api\":PORT,\"admin\":PORT} here once both listeners accept");
   add_common(serve);
 
+  std::optional<std::string> ingest_base;
+  std::optional<int64_t> reconcile_ms;
+  CLI::App* ingest = app.add_subcommand(
+      "ingest", "Watch the base layer and write delegation events to the log until SIGTERM");
+  ingest->add_option("--base", ingest_base, "Base layer JSON-RPC URL (overrides ingest.base_url)");
+  ingest
+      ->add_option("--reconcile-interval-ms", reconcile_ms,
+                   "Full reconciliation period (overrides ingest.reconcile_interval_ms)")
+      ->check(CLI::PositiveNumber);
+  add_common(ingest);
+
   CLI11_PARSE(app, argc, argv);
 
   absl::StatusOr<Config> config = LoadConfig(config_path);
@@ -88,6 +100,15 @@ int RunCli(int argc, char** argv) {
   if (*replay) return RunReplay(*config, replay_args);
   if (*verify) return RunVerify(*config);
   if (*serve) return RunServe(*config, serve_args);
+  if (*ingest) {
+    if (ingest_base) config->ingest.base_url = *ingest_base;
+    if (reconcile_ms) config->ingest.reconcile_interval_ms = *reconcile_ms;
+    if (config->ingest.base_url.empty()) {
+      std::cerr << "error: ingest needs --base or ingest.base_url\n";
+      return 2;
+    }
+    return RunIngest(*config);
+  }
   return 2;
 }
 

@@ -288,8 +288,8 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   }
   config.source = *path;
   static const absl::flat_hash_set<std::string> kSections = {
-      "storage", "log",         "fold",    "api",       "admin",
-      "router",  "consistency", "routing", "upstreams", "ers"};
+      "storage",     "log",     "fold",      "api", "admin", "router",
+      "consistency", "routing", "upstreams", "ers", "ingest"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", *path, key.str()));
@@ -337,6 +337,13 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   config.fold.max_batch_records = static_cast<size_t>(batch);
   config.fold.publish_interval = absl::Milliseconds(publish_ms);
   config.fold.fold.max_pending_per_partition = static_cast<size_t>(pending);
+
+  TableReader ingest(section("ingest"), "ingest.", *path);
+  RETURN_IF_ERROR(ingest.ReadString("base_url", &config.ingest.base_url));
+  RETURN_IF_ERROR(ingest.ReadString("pubsub_url", &config.ingest.pubsub_url));
+  RETURN_IF_ERROR(
+      ingest.ReadPositive("reconcile_interval_ms", &config.ingest.reconcile_interval_ms));
+  RETURN_IF_ERROR(ingest.CheckNoUnknownKeys());
 
   RETURN_IF_ERROR(ReadServeConfig(root, section, *path, &config.serve));
   return config;

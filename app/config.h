@@ -62,6 +62,14 @@ struct ServeConfig {
   RouterOptions router;  // upstreams, ers, routing, identity, consistency
 };
 
+// [ingest]: the base layer the watcher follows. `switchyard serve` runs the watcher when
+// base_url is set; `switchyard ingest` takes it from here or from --base.
+struct IngestConfig {
+  std::string base_url;    // http://HOST:PORT
+  std::string pubsub_url;  // ws://HOST:PORT; empty: the HTTP port + 1
+  int64_t reconcile_interval_ms = 60'000;
+};
+
 struct Config {
   std::string data_dir = "switchyard-data";
   bool sync = true;
@@ -70,6 +78,7 @@ struct Config {
   int32_t kafka_partitions = 12;
   FoldRunnerOptions fold;
   ServeConfig serve;
+  IngestConfig ingest;
   // The file the config came from ("" for the defaults), for messages that name it.
   std::string source;
 

@@ -1,0 +1,139 @@
+// `switchyard ingest` as a process, SIGKILLed at random moments and restarted: every restart
+// writes StreamGap and, after its backfill, Resynced; the final state equals the localnet's
+// ground truth; and no delegation or undelegation is written twice.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <simdjson.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "engine/event_codec.h"
+#include "storage/embedded_event_log.h"
+#include "storage/rocksdb_state_store.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace switchyard {
+namespace {
+
+std::map<Pubkey, Pubkey> GroundTruthAt(const std::string& path, Slot slot) {
+  std::ifstream in(path);
+  std::map<Pubkey, Pubkey> out;
+  simdjson::dom::parser parser;
+  for (std::string line; std::getline(in, line);) {
+    simdjson::dom::element doc = parser.parse(line).value();
+    if (doc["slot"].get_uint64().value() > slot) break;
+    out.clear();
+    simdjson::dom::object delegated = doc["delegated"].get_object().value();
+    for (auto [account, authority] : delegated) {
+      out[*Pubkey::FromBase58(account)] = *Pubkey::FromBase58(authority.get_string().value());
+    }
+  }
+  return out;
+}
+
+TEST(IngestRestartTest, SigkilledIngestResumesWithoutRewritingAndConverges) {
+  testing::TempDir dir;
+  const std::string ready = dir.Sub("ready.json");
+  const std::string truth = dir.Sub("truth.jsonl");
+  const pid_t localnet = testing::StartProcess({SWITCHYARD_LOCALNET_BINARY,
+                                                "--port",
+                                                "0",
+                                                "--threads",
+                                                "1",
+                                                "--ready-file",
+                                                ready,
+                                                "--slot-ms",
+                                                "10",
+                                                "--seed",
+                                                "21",
+                                                "--accounts",
+                                                "80",
+                                                "--delegate-rate",
+                                                "2",
+                                                "--undelegate-rate",
+                                                "1",
+                                                "--scenario-er-count",
+                                                "3",
+                                                "--ground-truth",
+                                                truth,
+                                                "--scenario-stop-slot",
+                                                "250"});
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!std::filesystem::exists(ready) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(std::filesystem::exists(ready));
+  simdjson::dom::parser parser;
+  const std::string base =
+      "http://127.0.0.1:" + std::to_string(parser.load(ready)["http"].get_uint64().value());
+  const std::vector<std::string> ingest = {
+      SWITCHYARD_BINARY,         "ingest", "--base", base, "--data-dir", dir.Sub("data"),
+      "--reconcile-interval-ms", "200"};
+  std::mt19937_64 rng(5);
+  constexpr int kKills = 6;
+  for (int i = 0; i < kKills; ++i) {
+    const pid_t pid = testing::StartProcess(ingest);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150 + rng() % 350));
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    EXPECT_EQ(testing::WaitProcess(pid), 128 + SIGKILL);
+  }
+  // The last run sees the scenario end and reconciles after it; then stops cleanly.
+  const pid_t last = testing::StartProcess(ingest);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  ASSERT_EQ(kill(last, SIGTERM), 0);
+  EXPECT_EQ(testing::WaitProcess(last), 0);
+  kill(localnet, SIGTERM);
+  EXPECT_EQ(testing::WaitProcess(localnet), 0);
+
+  // Fold what the ingest runs wrote and compare with the ground truth.
+  testing::CommandResult fold =
+      testing::RunCommand({SWITCHYARD_BINARY, "fold", "--data-dir", dir.Sub("data")});
+  ASSERT_EQ(fold.exit_code, 0) << fold.err;
+  auto store = RocksDbStateStore::Open(dir.Sub("data") + "/state");
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto loaded = (*store)->Load();
+  ASSERT_TRUE(loaded.ok());
+  const Slot applied = loaded->position.applied_slot;
+  EXPECT_GT(applied, 250u) << "the last run did not get past the scenario's end";
+  const auto expected = GroundTruthAt(truth, applied);
+  ASSERT_FALSE(expected.empty());
+  std::map<Pubkey, Pubkey> folded;
+  loaded->accounts.ForEach([&](const Pubkey& account, const AccountState& state) {
+    if (state.delegated) folded[account] = state.validator;
+  });
+  EXPECT_EQ(folded, expected) << "at slot " << applied;
+  EXPECT_GE(loaded->position.counters.stream_gaps, static_cast<uint64_t>(kKills));
+  EXPECT_GE(loaded->position.counters.resyncs, static_cast<uint64_t>(kKills + 1));
+  EXPECT_EQ(loaded->position.counters.ignored_stale, 0u);
+  store->reset();
+
+  // Nothing was written twice: every (kind, account, slot) appears once in the log.
+  auto log = EmbeddedEventLog::Open(dir.Sub("data") + "/log");
+  ASSERT_TRUE(log.ok());
+  auto reader = (*log)->NewReader();
+  std::set<std::tuple<int, Pubkey, Slot>> seen;
+  size_t duplicates = 0;
+  for (;;) {
+    auto n = reader->Poll(10'000, absl::ZeroDuration(), [&](const LogRecordView& r) {
+      auto event = DecodeEvent(r.payload);
+      if (!event.ok() || AccountOf(*event) == nullptr) return;
+      if (!seen.emplace(static_cast<int>(KindOf(*event)), *AccountOf(*event), SlotOf(*event))
+               .second) {
+        ++duplicates;
+      }
+    });
+    ASSERT_TRUE(n.ok());
+    if (*n == 0) break;
+  }
+  EXPECT_GT(seen.size(), 0u);
+  EXPECT_EQ(duplicates, 0u);
+}
+
+}  // namespace
+}  // namespace switchyard
