@@ -14,6 +14,7 @@
 #include "api/api_metrics.h"
 #include "api/http_server.h"
 #include "api/router.h"
+#include "app/ingest_command.h"
 #include "app/log_url.h"
 #include "common/clock.h"
 #include "common/metrics.h"
@@ -45,7 +46,15 @@ class ServeProcess {
     fold_runner_ = std::make_unique<FoldRunner>(config_.fold, reader_.get(), store_.get(),
                                                 &snapshots_, &clock_, &fold_metrics_);
     RETURN_IF_ERROR(fold_runner_->Init());
+    if (!config_.ingest.base_url.empty()) {
+      // The watcher writes the same log the fold reads, from where the log leaves off.
+      ASSIGN_OR_RETURN(IngestResume resume, ResumeIngest(*fold_runner_, *store_, *log_));
+      watcher_ = std::make_unique<BaseLayerWatcher>(
+          WatcherOptionsFrom(config_.ingest, resume.last_sealed), log_.get(),
+          std::move(resume.view), &clock_, &watcher_metrics_);
+    }
     fold_runner_->Start();
+    if (watcher_) RETURN_IF_ERROR(watcher_->Start());
 
     absl::StatusOr<std::unique_ptr<RouterContext>> router =
         RouterContext::Create(serve.router, &snapshots_, &clock_, &api_metrics_);
@@ -107,12 +116,14 @@ class ServeProcess {
     if (admin_server_) admin_server_->Stop();
     if (admin_) admin_->Stop();
     if (monitor_) monitor_->Stop();
+    if (watcher_) watcher_->Stop();
     if (fold_runner_) fold_runner_->Stop();
     api_server_.reset();
     admin_server_.reset();
     admin_.reset();
     router_.reset();
     monitor_.reset();
+    watcher_.reset();
     fold_runner_.reset();
     reader_.reset();
     store_.reset();
@@ -141,6 +152,8 @@ class ServeProcess {
   std::unique_ptr<EventLogReader> reader_;
   std::unique_ptr<RocksDbStateStore> store_;
   std::unique_ptr<FoldRunner> fold_runner_;
+  WatcherMetrics watcher_metrics_{registry_};
+  std::unique_ptr<BaseLayerWatcher> watcher_;  // when [ingest] base_url is set
   std::unique_ptr<RouterContext> router_;
   std::unique_ptr<UpstreamMonitor> monitor_;
   std::unique_ptr<AdminContext> admin_;

@@ -593,3 +593,67 @@ TEST_F(ServeTest, RoutesByDelegationAcrossBaseAndTwoErsThroughServe) {
 
 }  // namespace
 }  // namespace switchyard
+
+namespace switchyard {
+namespace {
+
+// With [ingest] base_url set, serve runs the watcher in-process: the base layer's scenario
+// delegations reach the state without any `log append`.
+TEST_F(ServeTest, IngestInsideServeFollowsTheBaseLayer) {
+  const std::string truth = dir_.Sub("truth.jsonl");
+  const uint16_t base = StartLocalnet(
+      "base", {"--slot-ms", "10", "--seed", "4", "--accounts", "40", "--delegate-rate", "2",
+               "--undelegate-rate", "1", "--scenario-er-count", "2", "--ground-truth", truth,
+               "--scenario-stop-slot", "120"});
+  const std::string url = fmt::format("http://127.0.0.1:{}", base);
+  const std::string config = WriteFile(
+      "serve.toml", fmt::format("[api]\nlisten = \"127.0.0.1:0\"\n"
+                                "[admin]\nlisten = \"127.0.0.1:0\"\n"
+                                "[upstreams.base]\nendpoints = [{{url = \"{}\"}}]\n"
+                                "[ingest]\nbase_url = \"{}\"\nreconcile_interval_ms = 200\n",
+                                url, url));
+  const std::string ready = dir_.Sub("serve.ready");
+  const pid_t serve = Start({SWITCHYARD_BINARY, "serve", "--config", config, "--data-dir",
+                             dir_.Sub("data"), "--ready-file", ready});
+  const auto admin_port = static_cast<uint16_t>(JsonInt(WaitForReadyFile(ready), "admin"));
+  ASSERT_GT(admin_port, 0);
+  // Past the scenario's end and one reconciliation after it.
+  std::string status_body;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto status = HttpGet(admin_port, "/status");
+        if (!status) return false;
+        status_body = status->body;
+        return JsonInt(status->body, "applied_slot") > 200;
+      },
+      30s))
+      << status_body;
+  auto metrics = HttpGet(admin_port, "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_GT(MetricValue(metrics->body, "switchyard_ingest_events_written_total"), 0);
+  EXPECT_EQ(Terminate(serve, 15s), 0);
+
+  // Every account the base says is delegated is delegated in serve's state, to the same ER.
+  std::ifstream in(truth);
+  std::string last;
+  for (std::string line; std::getline(in, line);) last = line;
+  auto parsed = Parse(last);
+  ASSERT_NE(parsed, nullptr);
+  simdjson::dom::object delegated;
+  ASSERT_EQ(parsed->root["delegated"].get_object().get(delegated), simdjson::SUCCESS);
+  size_t checked = 0;
+  for (auto [account, authority] : delegated) {
+    testing::CommandResult get = RunCommand(
+        {SWITCHYARD_BINARY, "state", "get", std::string(account), "--data-dir", dir_.Sub("data")});
+    ASSERT_EQ(get.exit_code, 0) << get.err;
+    EXPECT_NE(get.out.find("status=delegated"), std::string::npos) << get.out;
+    EXPECT_NE(get.out.find(std::string("validator=") + std::string(authority.get_string().value())),
+              std::string::npos)
+        << get.out;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0u);
+}
+
+}  // namespace
+}  // namespace switchyard
