@@ -15,63 +15,26 @@
 #include "engine/event_codec.h"
 #include "storage/embedded_event_log.h"
 #include "storage/rocksdb_state_store.h"
+#include "tests/support/localnet_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace switchyard {
 namespace {
 
-std::map<Pubkey, Pubkey> GroundTruthAt(const std::string& path, Slot slot) {
-  std::ifstream in(path);
-  std::map<Pubkey, Pubkey> out;
-  simdjson::dom::parser parser;
-  for (std::string line; std::getline(in, line);) {
-    simdjson::dom::element doc = parser.parse(line).value();
-    if (doc["slot"].get_uint64().value() > slot) break;
-    out.clear();
-    simdjson::dom::object delegated = doc["delegated"].get_object().value();
-    for (auto [account, authority] : delegated) {
-      out[*Pubkey::FromBase58(account)] = *Pubkey::FromBase58(authority.get_string().value());
-    }
-  }
-  return out;
-}
+using testing::GroundTruthAt;
 
 TEST(IngestRestartTest, SigkilledIngestResumesWithoutRewritingAndConverges) {
   testing::TempDir dir;
-  const std::string ready = dir.Sub("ready.json");
   const std::string truth = dir.Sub("truth.jsonl");
-  const pid_t localnet = testing::StartProcess({SWITCHYARD_LOCALNET_BINARY,
-                                                "--port",
-                                                "0",
-                                                "--threads",
-                                                "1",
-                                                "--ready-file",
-                                                ready,
-                                                "--slot-ms",
-                                                "10",
-                                                "--seed",
-                                                "21",
-                                                "--accounts",
-                                                "80",
-                                                "--delegate-rate",
-                                                "2",
-                                                "--undelegate-rate",
-                                                "1",
-                                                "--scenario-er-count",
-                                                "3",
-                                                "--ground-truth",
-                                                truth,
-                                                "--scenario-stop-slot",
-                                                "250"});
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!std::filesystem::exists(ready) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_TRUE(std::filesystem::exists(ready));
-  simdjson::dom::parser parser;
-  const std::string base =
-      "http://127.0.0.1:" + std::to_string(parser.load(ready)["http"].get_uint64().value());
+  const testing::LocalnetProcess net = testing::StartLocalnetProcess(
+      SWITCHYARD_LOCALNET_BINARY, dir.Sub("ready.json"),
+      {"--slot-ms", "10", "--seed", "21", "--accounts", "80", "--delegate-rate", "2",
+       "--undelegate-rate", "1", "--scenario-er-count", "3", "--ground-truth", truth,
+       "--scenario-stop-slot", "250"});
+  ASSERT_NE(net.http_port, 0) << "localnet did not start";
+  const pid_t localnet = net.pid;
+  const std::string base = "http://127.0.0.1:" + std::to_string(net.http_port);
   const std::vector<std::string> ingest = {
       SWITCHYARD_BINARY,         "ingest", "--base", base, "--data-dir", dir.Sub("data"),
       "--reconcile-interval-ms", "200"};

@@ -16,29 +16,14 @@
 #include "ingest/chain_view.h"
 #include "ingest/transaction_view.h"
 #include "tests/localnet/test_clients.h"
+#include "tests/support/localnet_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace switchyard {
 namespace {
 
-// The delegated set (account -> authority) at `slot`, from the ground-truth file: the last
-// line at or below the slot.
-std::map<Pubkey, Pubkey> GroundTruthAt(const std::string& path, Slot slot) {
-  std::ifstream in(path);
-  std::map<Pubkey, Pubkey> out;
-  simdjson::dom::parser parser;
-  for (std::string line; std::getline(in, line);) {
-    simdjson::dom::element doc = parser.parse(line).value();
-    if (doc["slot"].get_uint64().value() > slot) break;
-    out.clear();
-    simdjson::dom::object delegated = doc["delegated"].get_object().value();
-    for (auto [account, authority] : delegated) {
-      out[*Pubkey::FromBase58(account)] = *Pubkey::FromBase58(authority.get_string().value());
-    }
-  }
-  return out;
-}
+using testing::GroundTruthAt;
 
 std::string Request(const std::string& method, const std::string& params) {
   return fmt::format(R"({{"jsonrpc":"2.0","id":1,"method":"{}","params":{}}})", method, params);
@@ -46,36 +31,16 @@ std::string Request(const std::string& method, const std::string& params) {
 
 TEST(LocalnetBackfillTest, ProgramAccountsAndTransactionsMatchTheGroundTruth) {
   testing::TempDir dir;
-  const std::string ready = dir.Sub("ready.json");
   const std::string truth = dir.Sub("truth.jsonl");
-  const pid_t pid = testing::StartProcess({SWITCHYARD_LOCALNET_BINARY,
-                                           "--port",
-                                           "0",
-                                           "--threads",
-                                           "1",
-                                           "--slot-ms",
-                                           "10",
-                                           "--ready-file",
-                                           ready,
-                                           "--seed",
-                                           "7",
-                                           "--accounts",
-                                           "60",
-                                           "--delegate-rate",
-                                           "2",
-                                           "--undelegate-rate",
-                                           "1",
-                                           "--scenario-er-count",
-                                           "3",
-                                           "--ground-truth",
-                                           truth});
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!std::filesystem::exists(ready) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_TRUE(std::filesystem::exists(ready)) << "localnet did not start";
+  const testing::LocalnetProcess net = testing::StartLocalnetProcess(
+      SWITCHYARD_LOCALNET_BINARY, dir.Sub("ready.json"),
+      {"--slot-ms", "10", "--seed", "7", "--accounts", "60", "--delegate-rate", "2",
+       "--undelegate-rate", "1", "--scenario-er-count", "3", "--ground-truth", truth});
+  ASSERT_NE(net.http_port, 0) << "localnet did not start";
+  const pid_t pid = net.pid;
+  const uint16_t port = net.http_port;
   simdjson::dom::parser parser;
-  const auto port = static_cast<uint16_t>(parser.load(ready)["http"].get_uint64().value());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   localnet::testing::HttpClient client(port);
 
   // Let the scenario run a while, then read the program's accounts at one context slot.

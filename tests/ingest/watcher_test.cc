@@ -17,43 +17,18 @@
 #include "engine/fold_runner.h"
 #include "storage/embedded_event_log.h"
 #include "storage/rocksdb_state_store.h"
+#include "tests/support/localnet_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace switchyard {
 namespace {
 
-std::map<Pubkey, Pubkey> GroundTruthAt(const std::string& path, Slot slot) {
-  std::ifstream in(path);
-  std::map<Pubkey, Pubkey> out;
-  simdjson::dom::parser parser;
-  for (std::string line; std::getline(in, line);) {
-    simdjson::dom::element doc = parser.parse(line).value();
-    if (doc["slot"].get_uint64().value() > slot) break;
-    out.clear();
-    simdjson::dom::object delegated = doc["delegated"].get_object().value();
-    for (auto [account, authority] : delegated) {
-      out[*Pubkey::FromBase58(account)] = *Pubkey::FromBase58(authority.get_string().value());
-    }
-  }
-  return out;
-}
+using testing::GroundTruthAt;
 
-struct Localnet {
-  pid_t pid = 0;
-  uint16_t port = 0;
-};
-
-Localnet StartLocalnet(const testing::TempDir& dir, std::vector<std::string> extra) {
-  const std::string ready = dir.Sub("ready.json");
-  std::vector<std::string> argv = {SWITCHYARD_LOCALNET_BINARY,
-                                   "--port",
-                                   "0",
-                                   "--threads",
-                                   "1",
-                                   "--ready-file",
-                                   ready,
-                                   "--slot-ms",
+testing::LocalnetProcess StartLocalnet(const testing::TempDir& dir,
+                                       std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--slot-ms",
                                    "10",
                                    "--seed",
                                    "3",
@@ -67,18 +42,8 @@ Localnet StartLocalnet(const testing::TempDir& dir, std::vector<std::string> ext
                                    "3",
                                    "--ground-truth",
                                    dir.Sub("truth.jsonl")};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  Localnet net;
-  net.pid = testing::StartProcess(argv);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!std::filesystem::exists(ready) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  simdjson::dom::parser parser;
-  if (std::filesystem::exists(ready)) {
-    net.port = static_cast<uint16_t>(parser.load(ready)["http"].get_uint64().value());
-  }
-  return net;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return testing::StartLocalnetProcess(SWITCHYARD_LOCALNET_BINARY, dir.Sub("ready.json"), args);
 }
 
 struct Outcome {
@@ -99,15 +64,15 @@ Outcome WatchAndCompare(std::vector<std::string> localnet_flags, WatcherOptions 
                         const std::function<bool(const BaseLayerWatcher&)>& done,
                         bool every_sealed_slot = true) {
   testing::TempDir dir;
-  Localnet net = StartLocalnet(dir, std::move(localnet_flags));
-  EXPECT_NE(net.port, 0) << "localnet did not start";
-  if (net.port == 0) return {};
+  testing::LocalnetProcess net = StartLocalnet(dir, std::move(localnet_flags));
+  EXPECT_NE(net.http_port, 0) << "localnet did not start";
+  if (net.http_port == 0) return {};
   auto log = EmbeddedEventLog::Open(dir.Sub("log"));
   EXPECT_TRUE(log.ok());
   SystemClock clock;
   MetricsRegistry registry;
   WatcherMetrics metrics(registry);
-  options.base_url = "http://127.0.0.1:" + std::to_string(net.port);
+  options.base_url = "http://127.0.0.1:" + std::to_string(net.http_port);
   BaseLayerWatcher watcher(options, log->get(), {}, &clock, &metrics);
   EXPECT_TRUE(watcher.Start().ok());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
