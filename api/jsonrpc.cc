@@ -2,20 +2,15 @@
 
 #include <simdjson.h>
 
+#include "api/internal/raw_json.h"
 #include "fmt/format.h"
 
 namespace switchyard {
 namespace {
 
 namespace od = simdjson::ondemand;
-
-std::string_view TrimRight(std::string_view s) {
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
+using api_internal::RawJson;
+using api_internal::TrimRight;
 
 std::string_view TokenOf(od::value& value) { return value.raw_json_token(); }
 std::string_view TokenOf(od::document& doc) {
@@ -99,27 +94,6 @@ bool Validate(V& value, size_t depth, size_t max_depth) {
     }
   }
   return false;
-}
-
-// The raw JSON of a value (consumes it).
-template <typename V>
-simdjson::error_code RawJson(V& value, std::string* out) {
-  od::json_type type;
-  if (auto e = value.type().get(type)) return e;
-  std::string_view raw;
-  if (type == od::json_type::object) {
-    od::object object;
-    if (auto e = value.get_object().get(object)) return e;
-    if (auto e = object.raw_json().get(raw)) return e;
-  } else if (type == od::json_type::array) {
-    od::array array;
-    if (auto e = value.get_array().get(array)) return e;
-    if (auto e = array.raw_json().get(raw)) return e;
-  } else {
-    raw = TrimRight(value.raw_json_token());
-  }
-  out->assign(raw);
-  return simdjson::SUCCESS;
 }
 
 absl::Status InvalidRequest(std::string_view why) {

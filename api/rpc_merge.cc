@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include "api/internal/raw_json.h"
 #include "api/rpc_errors.h"
 #include "fmt/format.h"
 
@@ -9,32 +10,8 @@ namespace switchyard {
 namespace {
 
 namespace od = simdjson::ondemand;
-
-std::string_view Trim(std::string_view s) {
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  return s;
-}
-
-simdjson::error_code RawValue(od::value& value, std::string* out) {
-  od::json_type type;
-  if (auto e = value.type().get(type)) return e;
-  std::string_view raw;
-  if (type == od::json_type::object) {
-    od::object object;
-    if (auto e = value.get_object().get(object)) return e;
-    if (auto e = object.raw_json().get(raw)) return e;
-  } else if (type == od::json_type::array) {
-    od::array array;
-    if (auto e = value.get_array().get(array)) return e;
-    if (auto e = array.raw_json().get(raw)) return e;
-  } else {
-    raw = Trim(value.raw_json_token());
-  }
-  out->assign(raw);
-  return simdjson::SUCCESS;
-}
+using api_internal::RawJson;
+using api_internal::Trim;
 
 absl::Status Malformed(std::string_view what) {
   return MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("upstream answered {}", what));
@@ -82,7 +59,7 @@ absl::StatusOr<UpstreamAnswer> ParseUpstreamAnswer(std::string_view body) {
     } else {
       continue;
     }
-    if (RawValue(value, out)) return Malformed("malformed JSON");
+    if (RawJson(value, out)) return Malformed("malformed JSON");
   }
   if (answer.result.empty() == answer.error.empty()) {
     return Malformed("neither a result nor an error");
@@ -140,14 +117,14 @@ absl::StatusOr<ContextList> ParseContextList(std::string_view result_json) {
       return Malformed("malformed JSON");
     }
     if (key == "context") {
-      if (RawValue(value, &list.context)) return Malformed("malformed JSON");
+      if (RawJson(value, &list.context)) return Malformed("malformed JSON");
     } else if (key == "value") {
       od::array array;
       if (value.get_array().get(array)) return Malformed("a value that is not a list");
       for (auto element : array) {
         od::value item;
         std::string raw;
-        if (element.get(item) || RawValue(item, &raw)) return Malformed("malformed JSON");
+        if (element.get(item) || RawJson(item, &raw)) return Malformed("malformed JSON");
         list.values.push_back(std::move(raw));
       }
       has_value = true;
@@ -176,7 +153,7 @@ absl::StatusOr<std::string> JsonMember(std::string_view object_json, std::string
     return absl::NotFoundError(fmt::format("no member {}", key));
   }
   std::string raw;
-  if (RawValue(value, &raw)) return Malformed("malformed JSON");
+  if (RawJson(value, &raw)) return Malformed("malformed JSON");
   return raw;
 }
 

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include "api/internal/raw_json.h"
 #include "api/rpc_errors.h"
 #include "fmt/format.h"
 
@@ -9,36 +10,10 @@ namespace switchyard {
 namespace {
 
 namespace od = simdjson::ondemand;
+using api_internal::RawJson;
 
 absl::Status InvalidParams(std::string_view why) {
   return MakeRpcStatus(RpcErrorKind::kInvalidParams, fmt::format("Invalid params: {}", why));
-}
-
-std::string_view TrimRight(std::string_view s) {
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-simdjson::error_code RawValue(od::value& value, std::string* out) {
-  od::json_type type;
-  if (auto e = value.type().get(type)) return e;
-  std::string_view raw;
-  if (type == od::json_type::object) {
-    od::object object;
-    if (auto e = value.get_object().get(object)) return e;
-    if (auto e = object.raw_json().get(raw)) return e;
-  } else if (type == od::json_type::array) {
-    od::array array;
-    if (auto e = value.get_array().get(array)) return e;
-    if (auto e = array.raw_json().get(raw)) return e;
-  } else {
-    raw = TrimRight(value.raw_json_token());
-  }
-  out->assign(raw);
-  return simdjson::SUCCESS;
 }
 
 }  // namespace
@@ -56,7 +31,7 @@ absl::StatusOr<RpcParams> ParseRpcParams(std::string_view params_json) {
   for (auto element : array) {
     od::value value;
     std::string raw;
-    if (element.get(value) || RawValue(value, &raw)) return InvalidParams("malformed params");
+    if (element.get(value) || RawJson(value, &raw)) return InvalidParams("malformed params");
     params.elements.push_back(std::move(raw));
   }
   return params;

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <simdjson.h>
+
+#include <string>
+#include <string_view>
+
+namespace switchyard::api_internal {
+
+inline bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+inline std::string_view TrimRight(std::string_view s) {
+  while (!s.empty() && IsJsonSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+inline std::string_view Trim(std::string_view s) {
+  s = TrimRight(s);
+  while (!s.empty() && IsJsonSpace(s.front())) s.remove_prefix(1);
+  return s;
+}
+
+// Copies the raw JSON text of an On-Demand value (an object, an array or a scalar) into
+// `out`, consuming the value.
+template <typename V>
+simdjson::error_code RawJson(V& value, std::string* out) {
+  namespace od = simdjson::ondemand;
+  od::json_type type;
+  if (auto e = value.type().get(type)) return e;
+  std::string_view raw;
+  if (type == od::json_type::object) {
+    od::object object;
+    if (auto e = value.get_object().get(object)) return e;
+    if (auto e = object.raw_json().get(raw)) return e;
+  } else if (type == od::json_type::array) {
+    od::array array;
+    if (auto e = value.get_array().get(array)) return e;
+    if (auto e = array.raw_json().get(raw)) return e;
+  } else {
+    raw = TrimRight(value.raw_json_token());
+  }
+  out->assign(raw);
+  return simdjson::SUCCESS;
+}
+
+}  // namespace switchyard::api_internal
