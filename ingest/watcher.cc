@@ -11,7 +11,7 @@
 namespace switchyard {
 namespace {
 
-constexpr int kTransactionFetchAttempts = 20;
+constexpr int kTransactionFetchAttempts = 40;
 constexpr size_t kMaxCachedPdas = 1'000'000;
 constexpr size_t kMaxUnflushedRecords = 10'000;
 
@@ -291,8 +291,13 @@ absl::Status BaseLayerWatcher::HandleLogs(const std::string& signature) {
     tx = ParseTransactionResponse(body);
   }
   if (!tx.ok()) {
-    CountMalformed("getTransaction", std::string(tx.status().message()));
-    return absl::OkStatus();  // reconciliation covers it
+    // Sealing past a delegation change that could not be read would publish a wrong state:
+    // treat it as a lost stream, so that the resync's reconciliation writes it first.
+    if (!absl::IsNotFound(tx.status())) {
+      CountMalformed("getTransaction", std::string(tx.status().message()));
+    }
+    return absl::UnavailableError(fmt::format("transaction {} could not be read: {}", signature,
+                                              std::string(tx.status().message())));
   }
   if (tx->failed) return absl::OkStatus();
   std::vector<Event> events;
