@@ -6,6 +6,7 @@
 #include <string_view>
 #include <utility>
 
+#include "api/jsonrpc.h"
 #include "fmt/format.h"
 #include "simdjson.h"
 #include "spdlog/spdlog.h"
@@ -17,31 +18,6 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr std::string_view kGetSlot = R"({"jsonrpc":"2.0","id":1,"method":"getSlot"})";
-
-std::string JsonString(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
 
 std::string OptionalSlot(const std::optional<Slot>& slot) {
   return slot ? fmt::format("{}", *slot) : "null";
@@ -287,7 +263,7 @@ std::string AdminContext::StatusJson() const {
           OptionalSlot(p.limbo_since));
     }
     out += "]";
-    if (!partitions_error_.empty()) out += ",\"error\":" + JsonString(partitions_error_);
+    if (!partitions_error_.empty()) out += ",\"error\":" + JsonQuote(partitions_error_);
     out += "},";
   }
   out += "\"upstreams\":[";
@@ -297,8 +273,8 @@ std::string AdminContext::StatusJson() const {
     out += fmt::format(
         "{}{{\"name\":{},\"healthy\":{},\"slot\":{},\"probes\":{},\"failures\":{},"
         "\"last_error\":{}}}",
-        i == 0 ? "" : ",", JsonString(s.name), s.healthy ? "true" : "false", OptionalSlot(s.slot),
-        s.probes, s.failures, s.last_error.empty() ? "null" : JsonString(s.last_error));
+        i == 0 ? "" : ",", JsonQuote(s.name), s.healthy ? "true" : "false", OptionalSlot(s.slot),
+        s.probes, s.failures, s.last_error.empty() ? "null" : JsonQuote(s.last_error));
   }
   out += "]}";
   return out;
@@ -326,7 +302,7 @@ void AdminHandler::Handle(HttpRequest request, Done done) {
     response.body =
         fmt::format("{{\"ready\":{},\"applied_slot\":{},\"base_slot\":{},\"reason\":{}}}",
                     r.ready ? "true" : "false", OptionalSlot(r.applied_slot),
-                    OptionalSlot(r.base_slot), r.reason.empty() ? "null" : JsonString(r.reason));
+                    OptionalSlot(r.base_slot), r.reason.empty() ? "null" : JsonQuote(r.reason));
   } else if (path == "/status") {
     response.body = context_->StatusJson();
   } else if (path == "/metrics") {

@@ -11,6 +11,7 @@
 #include <deque>
 
 #include "absl/strings/ascii.h"
+#include "api/internal/asio_time.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -23,10 +24,7 @@ using boost::system::error_code;
 
 namespace {
 
-std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      absl::ToChronoNanoseconds(d));
-}
+using api_internal::ToChrono;
 
 std::string ErrorBody(int code, std::string_view message) {
   return fmt::format(R"({{"jsonrpc":"2.0","error":{{"code":{},"message":"{}"}},"id":null}})", code,

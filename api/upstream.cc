@@ -11,6 +11,7 @@
 #include <chrono>
 #include <optional>
 
+#include "api/internal/asio_time.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -24,10 +25,7 @@ using boost::system::error_code;
 
 namespace {
 
-std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      absl::ToChronoNanoseconds(d));
-}
+using api_internal::ToChrono;
 
 // One keep-alive connection to one endpoint. Lives on one worker's thread.
 class Connection : public std::enable_shared_from_this<Connection> {
