@@ -341,6 +341,8 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   TableReader ingest(section("ingest"), "ingest.", *path);
   RETURN_IF_ERROR(ingest.ReadString("base_url", &config.ingest.base_url));
   RETURN_IF_ERROR(ingest.ReadString("pubsub_url", &config.ingest.pubsub_url));
+  RETURN_IF_ERROR(ingest.ReadBool("verify_tls", &config.ingest.verify_tls));
+  RETURN_IF_ERROR(ingest.ReadString("tls_ca_file", &config.ingest.tls_ca_file));
   RETURN_IF_ERROR(
       ingest.ReadPositive("reconcile_interval_ms", &config.ingest.reconcile_interval_ms));
   RETURN_IF_ERROR(ingest.CheckNoUnknownKeys());

@@ -46,6 +46,8 @@ WatcherOptions WatcherOptionsFrom(const IngestConfig& config, Slot resume_after_
   WatcherOptions options;
   options.base_url = config.base_url;
   options.pubsub_url = config.pubsub_url;
+  options.tls.verify = config.verify_tls;
+  options.tls.ca_file = config.tls_ca_file;
   options.reconcile_interval = absl::Milliseconds(config.reconcile_interval_ms);
   options.resume_after_slot = resume_after_slot;
   return options;

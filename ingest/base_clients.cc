@@ -1,22 +1,30 @@
 #include "ingest/base_clients.h"
 
 #include <fmt/format.h>
+#include <openssl/ssl.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
+
+#include "common/status.h"
 
 namespace switchyard {
 namespace {
 
 namespace net = boost::asio;
+namespace ssl = net::ssl;
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace websocket = beast::websocket;
 using tcp = net::ip::tcp;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -29,6 +37,16 @@ bool RunUntil(net::io_context& ioc, const bool& done, absl::Duration timeout) {
   const auto deadline = std::chrono::steady_clock::now() + ToChrono(timeout);
   while (!done && std::chrono::steady_clock::now() < deadline) ioc.run_one_until(deadline);
   return done;
+}
+
+// Gives up on a stream whose operation did not finish in time: closes its socket and runs the
+// aborted handlers now, while the caller's locals they refer to still exist.
+template <typename Stream>
+void Abandon(net::io_context& ioc, Stream& stream) {
+  boost::system::error_code ec;
+  beast::get_lowest_layer(stream).socket().close(ec);
+  ioc.restart();
+  ioc.poll();
 }
 
 absl::Status IoError(const char* what, const boost::system::error_code& ec) {
@@ -44,65 +62,177 @@ absl::StatusOr<tcp::resolver::results_type> Resolve(net::io_context& ioc,
   return results;
 }
 
+absl::StatusOr<std::unique_ptr<ssl::context>> MakeTlsContext(const BaseTlsOptions& options) {
+  auto context = std::make_unique<ssl::context>(ssl::context::tls_client);
+  boost::system::error_code ec;
+  if (options.ca_file.empty()) {
+    context->set_default_verify_paths(ec);
+  } else {
+    context->load_verify_file(options.ca_file, ec);
+  }
+  if (ec) {
+    return absl::InvalidArgumentError(fmt::format(
+        "base layer TLS: cannot load {}: {}",
+        options.ca_file.empty() ? "the system trust store" : options.ca_file, ec.message()));
+  }
+  context->set_verify_mode(options.verify ? ssl::verify_peer : ssl::verify_none);
+  return context;
+}
+
+// Prepares a TLS stream for the handshake with `host`: SNI and, when verifying, the
+// certificate's name checked against the host.
+absl::Status PrepareTls(TlsStream& stream, const std::string& host, bool verify) {
+  if (!SSL_set_tlsext_host_name(stream.native_handle(), host.c_str())) {
+    return absl::InvalidArgumentError(fmt::format("base layer TLS: bad server name '{}'", host));
+  }
+  if (verify) stream.set_verify_callback(ssl::host_name_verification(host));
+  return absl::OkStatus();
+}
+
+// Connects the lowest layer of `stream` to `endpoint` and, for TLS, runs the handshake;
+// `then` continues on success (a WebSocket upgrade). Returns when done or at the deadline.
+template <typename Stream, typename Then>
+absl::Status ConnectStream(net::io_context& ioc, Stream& stream,
+                           const tcp::resolver::results_type& results, TlsStream* tls,
+                           absl::Duration timeout, Then then) {
+  boost::system::error_code ec;
+  bool done = false;
+  const char* stage = "connect";
+  beast::get_lowest_layer(stream).expires_after(ToChrono(timeout));
+  beast::get_lowest_layer(stream).async_connect(
+      results, [&](boost::system::error_code e, const tcp::endpoint&) {
+        auto finish = [&](boost::system::error_code e2) {
+          ec = e2;
+          done = true;
+        };
+        if (e) return finish(e);
+        if (tls == nullptr) {
+          stage = "handshake";
+          return then(finish);
+        }
+        stage = "TLS handshake";
+        tls->async_handshake(ssl::stream_base::client, [&, finish](boost::system::error_code e2) {
+          if (e2) return finish(e2);
+          stage = "handshake";
+          then(finish);
+        });
+      });
+  if (!RunUntil(ioc, done, timeout + absl::Milliseconds(100))) {
+    Abandon(ioc, stream);
+    return absl::DeadlineExceededError(fmt::format("base layer {} timed out", stage));
+  }
+  if (ec) return IoError(stage, ec);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<BaseEndpoint> ParseBaseUrl(const std::string& url) {
+  struct Scheme {
+    const char* prefix;
+    const char* port;
+    bool tls;
+  };
+  static constexpr Scheme kSchemes[] = {{"http://", "80", false},
+                                        {"https://", "443", true},
+                                        {"ws://", "80", false},
+                                        {"wss://", "443", true}};
+  BaseEndpoint endpoint;
   std::string rest;
   std::string default_port;
-  if (url.rfind("http://", 0) == 0) {
-    rest = url.substr(7);
-    default_port = "80";
-  } else if (url.rfind("ws://", 0) == 0) {
-    rest = url.substr(5);
-    default_port = "80";
-  } else {
-    return absl::InvalidArgumentError(fmt::format(
-        "base URL '{}' must start with http:// or ws:// (TLS is not supported yet)", url));
+  for (const Scheme& scheme : kSchemes) {
+    if (url.rfind(scheme.prefix, 0) == 0) {
+      rest = url.substr(std::string_view(scheme.prefix).size());
+      default_port = scheme.port;
+      endpoint.tls = scheme.tls;
+      break;
+    }
   }
-  BaseEndpoint endpoint;
+  if (default_port.empty()) {
+    return absl::InvalidArgumentError(
+        fmt::format("base URL '{}' must start with http://, https://, ws:// or wss://", url));
+  }
   const size_t slash = rest.find('/');
   const std::string authority = rest.substr(0, slash);
   if (slash != std::string::npos) endpoint.path = rest.substr(slash);
   const size_t colon = authority.rfind(':');
   endpoint.host = authority.substr(0, colon);
-  endpoint.port = colon == std::string::npos ? default_port : authority.substr(colon + 1);
+  endpoint.explicit_port = colon != std::string::npos;
+  endpoint.port = endpoint.explicit_port ? authority.substr(colon + 1) : default_port;
   if (endpoint.host.empty() || endpoint.port.empty()) {
     return absl::InvalidArgumentError(fmt::format("base URL '{}' has no host or port", url));
+  }
+  if (endpoint.port.find_first_not_of("0123456789") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        fmt::format("base URL '{}' has a port that is not a number", url));
   }
   return endpoint;
 }
 
+absl::StatusOr<BaseEndpoint> PubsubEndpointFor(const BaseEndpoint& rpc) {
+  BaseEndpoint pubsub = rpc;
+  if (!rpc.explicit_port) return pubsub;
+  int port = 0;
+  try {
+    port = std::stoi(rpc.port);
+  } catch (const std::exception&) {
+    return absl::InvalidArgumentError(fmt::format("base URL port '{}' is not a number", rpc.port));
+  }
+  if (port <= 0 || port >= 65535) {
+    return absl::InvalidArgumentError(
+        fmt::format("base URL port {} leaves no room for pubsub on port + 1", port));
+  }
+  pubsub.port = std::to_string(port + 1);
+  return pubsub;
+}
+
 struct BaseRpcClient::Impl {
-  explicit Impl(BaseEndpoint e) : endpoint(std::move(e)) {}
+  Impl(BaseEndpoint e, BaseTlsOptions t) : endpoint(std::move(e)), tls_options(std::move(t)) {}
   BaseEndpoint endpoint;
+  BaseTlsOptions tls_options;
   net::io_context ioc;
-  std::optional<beast::tcp_stream> stream;
+  std::unique_ptr<ssl::context> tls_context;  // made on the first https connection
+  std::optional<beast::tcp_stream> plain;
+  std::optional<TlsStream> secure;
   beast::flat_buffer buffer;
   uint64_t next_id = 1;
+
+  bool connected() const { return plain.has_value() || secure.has_value(); }
+  void Drop() {
+    plain.reset();
+    secure.reset();
+    buffer.clear();
+  }
 };
 
-BaseRpcClient::BaseRpcClient(BaseEndpoint endpoint)
-    : impl_(std::make_unique<Impl>(std::move(endpoint))) {}
+BaseRpcClient::BaseRpcClient(BaseEndpoint endpoint, BaseTlsOptions tls)
+    : impl_(std::make_unique<Impl>(std::move(endpoint), std::move(tls))) {}
 BaseRpcClient::~BaseRpcClient() = default;
 
 absl::StatusOr<std::string> BaseRpcClient::Call(const std::string& method,
                                                 const std::string& params, absl::Duration timeout) {
   Impl& s = *impl_;
-  if (!s.stream) {
+  if (!s.connected()) {
     auto results = Resolve(s.ioc, s.endpoint);
     if (!results.ok()) return results.status();
-    s.stream.emplace(s.ioc);
-    s.stream->expires_after(ToChrono(timeout));
-    bool done = false;
-    boost::system::error_code ec;
-    s.stream->async_connect(*results, [&](boost::system::error_code e, const tcp::endpoint&) {
-      ec = e;
-      done = true;
-    });
-    if (!RunUntil(s.ioc, done, timeout + absl::Milliseconds(100)) || ec) {
-      s.stream.reset();
-      return ec ? IoError("connect", ec)
-                : absl::DeadlineExceededError("base layer connect timed out");
+    auto no_upgrade = [](auto finish) { finish(boost::system::error_code()); };
+    absl::Status connected;
+    if (s.endpoint.tls) {
+      if (s.tls_context == nullptr) {
+        ASSIGN_OR_RETURN(s.tls_context, MakeTlsContext(s.tls_options));
+      }
+      s.secure.emplace(s.ioc, *s.tls_context);
+      connected = PrepareTls(*s.secure, s.endpoint.host, s.tls_options.verify);
+      if (connected.ok()) {
+        connected = ConnectStream(s.ioc, *s.secure, *results, &*s.secure, timeout, no_upgrade);
+      }
+    } else {
+      s.plain.emplace(s.ioc);
+      connected = ConnectStream(s.ioc, *s.plain, *results, nullptr, timeout, no_upgrade);
+    }
+    if (!connected.ok()) {
+      s.Drop();
+      return connected;
     }
   }
   http::request<http::string_body> request(http::verb::post, s.endpoint.path, 11);
@@ -115,25 +245,38 @@ absl::StatusOr<std::string> BaseRpcClient::Call(const std::string& method,
   http::response<http::string_body> response;
   boost::system::error_code ec;
   bool done = false;
-  s.stream->expires_after(ToChrono(timeout));
-  http::async_write(*s.stream, request, [&](boost::system::error_code e, size_t) {
-    if (e) {
-      ec = e;
-      done = true;
-      return;
-    }
-    http::async_read(*s.stream, s.buffer, response, [&](boost::system::error_code e2, size_t) {
-      ec = e2;
-      done = true;
+  auto exchange = [&](auto& stream) {
+    beast::get_lowest_layer(stream).expires_after(ToChrono(timeout));
+    http::async_write(stream, request, [&](boost::system::error_code e, size_t) {
+      if (e) {
+        ec = e;
+        done = true;
+        return;
+      }
+      http::async_read(stream, s.buffer, response, [&](boost::system::error_code e2, size_t) {
+        ec = e2;
+        done = true;
+      });
     });
-  });
+  };
+  if (s.secure) {
+    exchange(*s.secure);
+  } else {
+    exchange(*s.plain);
+  }
   if (!RunUntil(s.ioc, done, timeout + absl::Milliseconds(100)) || ec) {
-    s.stream.reset();
-    s.buffer.clear();
+    if (!done) {
+      if (s.secure) {
+        Abandon(s.ioc, *s.secure);
+      } else {
+        Abandon(s.ioc, *s.plain);
+      }
+    }
+    s.Drop();
     return ec ? IoError(method.c_str(), ec)
               : absl::DeadlineExceededError(fmt::format("base layer {} timed out", method));
   }
-  if (!response.keep_alive()) s.stream.reset();
+  if (!response.keep_alive()) s.Drop();
   if (response.result() != http::status::ok) {
     return absl::UnavailableError(
         fmt::format("base layer {} answered HTTP {}", method, response.result_int()));
@@ -143,46 +286,66 @@ absl::StatusOr<std::string> BaseRpcClient::Call(const std::string& method,
 
 struct BasePubsubConnection::Impl {
   net::io_context ioc;
-  websocket::stream<beast::tcp_stream> ws{ioc};
+  std::unique_ptr<ssl::context> tls_context;
+  std::optional<websocket::stream<beast::tcp_stream>> plain;
+  std::optional<websocket::stream<TlsStream>> secure;
   beast::flat_buffer buffer;
   bool reading = false;
   bool read_done = false;
   boost::system::error_code read_error;
+
+  // Calls f with whichever WebSocket stream this connection has.
+  template <typename F>
+  void With(F&& f) {
+    if (secure) {
+      f(*secure);
+    } else {
+      f(*plain);
+    }
+  }
 };
 
 BasePubsubConnection::BasePubsubConnection(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 BasePubsubConnection::~BasePubsubConnection() {
-  boost::system::error_code ec;
-  beast::get_lowest_layer(impl_->ws).socket().close(ec);
+  impl_->With([](auto& ws) {
+    boost::system::error_code ec;
+    beast::get_lowest_layer(ws).socket().close(ec);
+  });
 }
 
 absl::StatusOr<std::unique_ptr<BasePubsubConnection>> BasePubsubConnection::Connect(
-    const BaseEndpoint& endpoint, absl::Duration timeout) {
+    const BaseEndpoint& endpoint, absl::Duration timeout, const BaseTlsOptions& tls) {
   auto impl = std::make_unique<Impl>();
   auto results = Resolve(impl->ioc, endpoint);
   if (!results.ok()) return results.status();
-  boost::system::error_code ec;
-  bool done = false;
-  beast::get_lowest_layer(impl->ws).expires_after(ToChrono(timeout));
-  beast::get_lowest_layer(impl->ws).async_connect(
-      *results, [&](boost::system::error_code e, const tcp::endpoint&) {
-        if (e) {
-          ec = e;
-          done = true;
-          return;
-        }
-        impl->ws.async_handshake(endpoint.host, endpoint.path, [&](boost::system::error_code e2) {
-          ec = e2;
-          done = true;
-        });
-      });
-  if (!RunUntil(impl->ioc, done, timeout + absl::Milliseconds(100)) || ec) {
-    return ec ? IoError("pubsub connect", ec)
-              : absl::DeadlineExceededError("base layer pubsub connect timed out");
+  // The Host header carries the port when it is not the scheme's default.
+  const std::string host =
+      endpoint.explicit_port ? endpoint.host + ":" + endpoint.port : endpoint.host;
+  auto upgrade = [&](auto& ws) {
+    return [&](auto finish) { ws.async_handshake(host, endpoint.path, finish); };
+  };
+  absl::Status connected;
+  if (endpoint.tls) {
+    ASSIGN_OR_RETURN(impl->tls_context, MakeTlsContext(tls));
+    impl->secure.emplace(impl->ioc, *impl->tls_context);
+    TlsStream& tls_stream = impl->secure->next_layer();
+    connected = PrepareTls(tls_stream, endpoint.host, tls.verify);
+    if (connected.ok()) {
+      connected = ConnectStream(impl->ioc, *impl->secure, *results, &tls_stream, timeout,
+                                upgrade(*impl->secure));
+    }
+  } else {
+    impl->plain.emplace(impl->ioc);
+    connected =
+        ConnectStream(impl->ioc, *impl->plain, *results, nullptr, timeout, upgrade(*impl->plain));
+  }
+  if (!connected.ok()) {
+    return absl::Status(connected.code(),
+                        fmt::format("pubsub: {}", std::string(connected.message())));
   }
   // Reads are bounded by Read's own deadline, not by the stream's.
-  beast::get_lowest_layer(impl->ws).expires_never();
+  impl->With([](auto& ws) { beast::get_lowest_layer(ws).expires_never(); });
   return std::unique_ptr<BasePubsubConnection>(new BasePubsubConnection(std::move(impl)));
 }
 
@@ -190,15 +353,17 @@ absl::Status BasePubsubConnection::Send(const std::string& text, absl::Duration 
   Impl& s = *impl_;
   boost::system::error_code ec;
   bool done = false;
-  s.ws.async_write(net::buffer(text), [&](boost::system::error_code e, size_t) {
-    ec = e;
-    done = true;
+  s.With([&](auto& ws) {
+    ws.async_write(net::buffer(text), [&](boost::system::error_code e, size_t) {
+      ec = e;
+      done = true;
+    });
   });
   // A pending read may complete while we wait; its result is kept for Read.
-  s.ioc.restart();
-  const auto deadline = std::chrono::steady_clock::now() + ToChrono(timeout);
-  while (!done && std::chrono::steady_clock::now() < deadline) s.ioc.run_one_until(deadline);
-  if (!done) return absl::DeadlineExceededError("base layer pubsub write timed out");
+  if (!RunUntil(s.ioc, done, timeout)) {
+    s.With([&s](auto& ws) { Abandon(s.ioc, ws); });
+    return absl::DeadlineExceededError("base layer pubsub write timed out");
+  }
   if (ec) return IoError("pubsub write", ec);
   return absl::OkStatus();
 }
@@ -207,19 +372,15 @@ absl::StatusOr<std::optional<std::string>> BasePubsubConnection::Read(absl::Dura
   Impl& s = *impl_;
   if (!s.reading && !s.read_done) {
     s.reading = true;
-    s.ws.async_read(s.buffer, [&s](boost::system::error_code ec, size_t) {
-      s.reading = false;
-      s.read_done = true;
-      s.read_error = ec;
+    s.With([&s](auto& ws) {
+      ws.async_read(s.buffer, [&s](boost::system::error_code ec, size_t) {
+        s.reading = false;
+        s.read_done = true;
+        s.read_error = ec;
+      });
     });
   }
-  if (!s.read_done) {
-    s.ioc.restart();
-    const auto deadline = std::chrono::steady_clock::now() + ToChrono(timeout);
-    while (!s.read_done && std::chrono::steady_clock::now() < deadline) {
-      s.ioc.run_one_until(deadline);
-    }
-  }
+  if (!s.read_done) RunUntil(s.ioc, s.read_done, timeout);
   if (!s.read_done) return std::optional<std::string>();
   s.read_done = false;
   if (s.read_error) return IoError("pubsub read", s.read_error);

@@ -54,16 +54,11 @@ BaseLayerWatcher::~BaseLayerWatcher() { Stop(); }
 absl::Status BaseLayerWatcher::Start() {
   ASSIGN_OR_RETURN(rpc_endpoint_, ParseBaseUrl(options_.base_url));
   if (options_.pubsub_url.empty()) {
-    pubsub_endpoint_ = rpc_endpoint_;
-    int port = 0;
-    if (!absl::SimpleAtoi(rpc_endpoint_.port, &port)) {
-      return absl::InvalidArgumentError("base URL port is not a number");
-    }
-    pubsub_endpoint_.port = std::to_string(port + 1);
+    ASSIGN_OR_RETURN(pubsub_endpoint_, PubsubEndpointFor(rpc_endpoint_));
   } else {
     ASSIGN_OR_RETURN(pubsub_endpoint_, ParseBaseUrl(options_.pubsub_url));
   }
-  rpc_ = std::make_unique<BaseRpcClient>(rpc_endpoint_);
+  rpc_ = std::make_unique<BaseRpcClient>(rpc_endpoint_, options_.tls);
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
 }
@@ -106,8 +101,8 @@ void BaseLayerWatcher::Run() {
 }
 
 absl::Status BaseLayerWatcher::Session() {
-  ASSIGN_OR_RETURN(auto pubsub,
-                   BasePubsubConnection::Connect(pubsub_endpoint_, options_.request_timeout));
+  ASSIGN_OR_RETURN(auto pubsub, BasePubsubConnection::Connect(
+                                    pubsub_endpoint_, options_.request_timeout, options_.tls));
   const std::string program = ProgramId();
   RETURN_IF_ERROR(pubsub->Send(R"({"jsonrpc":"2.0","id":1,"method":"slotSubscribe"})",
                                options_.request_timeout));

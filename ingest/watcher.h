@@ -24,8 +24,11 @@
 namespace switchyard {
 
 struct WatcherOptions {
-  std::string base_url;    // http://HOST:PORT of the base layer's JSON-RPC
-  std::string pubsub_url;  // ws://HOST:PORT; empty: the HTTP port + 1, as Solana clients assume
+  std::string base_url;  // http(s)://HOST[:PORT][/PATH] of the base layer's JSON-RPC
+  // ws(s)://HOST[:PORT][/PATH]; empty: derived from base_url as Solana clients do it (the
+  // same host over ws/wss, on the port + 1 when base_url names a port).
+  std::string pubsub_url;
+  BaseTlsOptions tls;  // for https and wss
   absl::Duration request_timeout = absl::Seconds(5);
   // No message (not even a slot notification) for this long means the stream is lost.
   absl::Duration silence_timeout = absl::Seconds(10);
