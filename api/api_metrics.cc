@@ -1,9 +1,18 @@
 #include "api/api_metrics.h"
 
+#include <algorithm>
+
 namespace switchyard {
+namespace {
+
+constexpr std::string_view kVerifiedReadNames[kVerifiedReadCount] = {
+    "getAccountInfo", "getBalance", "getTokenAccountBalance", "getMultipleAccounts"};
+
+}  // namespace
 
 ApiMetrics::ApiMetrics(MetricsRegistry& r)
-    : connections_accepted(
+    : registry(r),
+      connections_accepted(
           r.AddCounter("switchyard_api_connections_accepted_total", "HTTP connections accepted")),
       connections_rejected(r.AddCounter("switchyard_api_connections_rejected_total",
                                         "HTTP connections closed at once: over the limit")),
@@ -16,8 +25,10 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
       http_timeouts(r.AddCounter("switchyard_api_http_timeouts_total",
                                  "HTTP connections closed by an idle/header/body/write timeout")),
       rpc_calls(r.AddCounter("switchyard_api_rpc_calls_total", "JSON-RPC calls")),
-      rpc_errors(r.AddCounter("switchyard_api_rpc_errors_total",
-                              "JSON-RPC calls answered with an error by the router")),
+      rpc_errors(r.AddCounter(
+          "switchyard_api_rpc_errors_total",
+          "JSON-RPC calls answered with an error made by the router (its own or an upstream "
+          "failure)")),
       rpc_split_accounts(r.AddCounter("switchyard_api_split_accounts_total",
                                       "getMultipleAccounts calls split over several targets")),
       rpc_signature_fanouts(r.AddCounter("switchyard_api_signature_fanouts_total",
@@ -38,6 +49,122 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
                                         "Address lookup tables fetched from base")),
       rpc_latency_seconds(r.AddHistogram("switchyard_api_rpc_latency_seconds",
                                          "Time from a whole HTTP request to its answer",
-                                         LatencyBucketsSeconds())) {}
+                                         LatencyBucketsSeconds())) {
+  for (size_t read = 0; read < kVerifiedReadCount; ++read) {
+    for (int to = 0; to < 2; ++to) {
+      owner_reroutes_by_read[read][to] = &r.AddCounter(
+          "switchyard_api_owner_reroutes_by_method_total",
+          "Accounts re-asked of another target after owner verification, by method and by "
+          "where they went",
+          {{"method", std::string(kVerifiedReadNames[read])}, {"to", to == 0 ? "er" : "base"}});
+    }
+  }
+}
+
+UpstreamTargetMetrics ApiMetrics::ForUpstream(std::string_view target) {
+  absl::MutexLock lock(&upstream_mu_);
+  auto [it, inserted] = upstreams_.try_emplace(std::string(target));
+  if (inserted) {
+    const MetricLabels labels = {{"target", std::string(target)}};
+    it->second.requests = &registry.AddCounter(
+        "switchyard_upstream_requests_total",
+        "Requests sent to upstream endpoints (retries included), per upstream group", labels);
+    it->second.errors = &registry.AddCounter(
+        "switchyard_upstream_errors_total",
+        "Upstream requests that failed (connection error, timeout) or answered an HTTP status "
+        "other than 2xx, per upstream group",
+        labels);
+  }
+  return it->second;
+}
+
+std::string_view RpcOutcomeName(RpcOutcome outcome) {
+  switch (outcome) {
+    case RpcOutcome::kOk:
+      return "ok";
+    case RpcOutcome::kRpcError:
+      return "rpc_error";
+    case RpcOutcome::kRouterError:
+      return "router_error";
+    case RpcOutcome::kUpstreamFailure:
+      return "upstream_failure";
+    case RpcOutcome::kRejected:
+      return "rejected";
+  }
+  return "ok";
+}
+
+RpcCallMetrics::RpcCallMetrics(MetricsRegistry* registry, const std::vector<std::string>& methods,
+                               const std::vector<std::string>& upstreams)
+    : registry_(registry) {
+  // The names are collected first and indexed after, so the maps' keys view strings that
+  // no longer move.
+  for (const std::string& method : methods) {
+    if (method == kOtherMethod) continue;
+    if (std::find(methods_.begin(), methods_.end(), method) == methods_.end()) {
+      methods_.push_back(method);
+    }
+  }
+  methods_.emplace_back(kOtherMethod);
+  targets_ = {"router", "split", "fanout"};
+  for (const std::string& target : upstreams) {
+    if (std::find(targets_.begin(), targets_.end(), target) == targets_.end()) {
+      targets_.push_back(target);
+    }
+  }
+  for (size_t i = 0; i < methods_.size(); ++i) method_ids_[methods_[i]] = static_cast<int>(i);
+  for (size_t i = kFanoutTarget + 1; i < targets_.size(); ++i) {
+    target_ids_[targets_[i]] = static_cast<int>(i);
+  }
+  const size_t series = methods_.size() * targets_.size() * kRpcOutcomeCount;
+  requests_ = std::make_unique<std::atomic<Counter*>[]>(series);
+  for (size_t i = 0; i < series; ++i) requests_[i].store(nullptr);
+  latency_ = std::make_unique<std::atomic<Histogram*>[]>(methods_.size());
+  for (size_t i = 0; i < methods_.size(); ++i) latency_[i].store(nullptr);
+}
+
+int RpcCallMetrics::MethodId(std::string_view method) const {
+  auto it = method_ids_.find(method);
+  return it == method_ids_.end() ? static_cast<int>(methods_.size() - 1) : it->second;
+}
+
+int RpcCallMetrics::TargetId(std::string_view target) const {
+  auto it = target_ids_.find(target);
+  return it == target_ids_.end() ? kRouterTarget : it->second;
+}
+
+void RpcCallMetrics::Preregister(int method, int target, RpcOutcome outcome) {
+  RegisterRequests((static_cast<size_t>(method) * targets_.size() + target) * kRpcOutcomeCount +
+                   static_cast<size_t>(outcome));
+}
+
+Counter* RpcCallMetrics::RegisterRequests(size_t index) {
+  absl::MutexLock lock(&register_mu_);
+  if (Counter* existing = requests_[index].load(std::memory_order_acquire)) return existing;
+  const size_t outcome = index % kRpcOutcomeCount;
+  const size_t target = index / kRpcOutcomeCount % targets_.size();
+  const size_t method = index / kRpcOutcomeCount / targets_.size();
+  Counter* counter = &registry_->AddCounter(
+      "switchyard_rpc_requests_total",
+      "JSON-RPC calls (batch elements one by one) by method (\"other\" for methods outside the "
+      "catalogue), the upstream group that answered (router: the router itself; split: parts "
+      "on several groups; fanout: asked of base and every ER) and outcome",
+      {{"method", methods_[method]},
+       {"target", targets_[target]},
+       {"outcome", std::string(RpcOutcomeName(static_cast<RpcOutcome>(outcome)))}});
+  requests_[index].store(counter, std::memory_order_release);
+  return counter;
+}
+
+Histogram* RpcCallMetrics::RegisterLatency(int method) {
+  absl::MutexLock lock(&register_mu_);
+  if (Histogram* existing = latency_[method].load(std::memory_order_acquire)) return existing;
+  Histogram* histogram = &registry_->AddHistogram(
+      "switchyard_rpc_latency_seconds",
+      "Time from the HTTP request to the answer of each JSON-RPC call, by method",
+      LatencyBucketsSeconds(), {{"method", methods_[method]}});
+  latency_[method].store(histogram, std::memory_order_release);
+  return histogram;
+}
 
 }  // namespace switchyard

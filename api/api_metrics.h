@@ -1,14 +1,50 @@
 #pragma once
 
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/metrics.h"
 
 namespace switchyard {
+
+// The per-target counters of one upstream group.
+struct UpstreamTargetMetrics {
+  Counter* requests = nullptr;  // attempts sent
+  Counter* errors = nullptr;    // attempts that failed or answered a non-2xx HTTP status
+};
+
+// The reads owner verification (DESIGN.md §5) may send to another target.
+enum class VerifiedRead : uint8_t {
+  kGetAccountInfo,
+  kGetBalance,
+  kGetTokenAccountBalance,
+  kGetMultipleAccounts,
+};
+inline constexpr size_t kVerifiedReadCount = 4;
 
 // Every metric of api/, declared here with its help text. Built once from the registry,
 // which must outlive it; any thread may update them.
 struct ApiMetrics {
   explicit ApiMetrics(MetricsRegistry& registry);
 
+  // The counters of upstream group `target`, registered on first use. Called when an
+  // UpstreamPool is built, never per request; thread-safe.
+  UpstreamTargetMetrics ForUpstream(std::string_view target);
+  // Owner verification re-asked `read` of an ER (to_er) or of base.
+  Counter& OwnerReroutes(VerifiedRead read, bool to_er) {
+    return *owner_reroutes_by_read[static_cast<size_t>(read)][to_er ? 0 : 1];
+  }
+
+  MetricsRegistry& registry;
   Counter& connections_accepted;
   Counter& connections_rejected;  // over max_connections
   Gauge& connections_open;
@@ -17,7 +53,7 @@ struct ApiMetrics {
   Counter& http_bad_requests;      // malformed HTTP
   Counter& http_timeouts;          // connections closed by a timeout
   Counter& rpc_calls;              // JSON-RPC calls, batch elements counted one by one
-  Counter& rpc_errors;             // calls answered with an error by the router
+  Counter& rpc_errors;             // calls answered with an error made by the router
   Counter& rpc_split_accounts;     // getMultipleAccounts split over several targets
   Counter& rpc_signature_fanouts;  // unknown signatures asked of everyone
   Counter& upstream_requests;
@@ -25,9 +61,88 @@ struct ApiMetrics {
   Counter& upstream_retries;
   Counter& gate_waits;       // calls that waited for the applied slot
   Counter& gate_rejections;  // answered 412
-  Counter& owner_reroutes;   // owner verification re-asked another target
+  Counter& owner_reroutes;   // owner verification re-asked another target (all reads)
   Counter& lookup_table_fetches;
   Histogram& rpc_latency_seconds;
+  // switchyard_api_owner_reroutes_by_method_total{method, to}: [read][0 = er, 1 = base].
+  Counter* owner_reroutes_by_read[kVerifiedReadCount][2];
+
+ private:
+  absl::Mutex upstream_mu_;
+  absl::flat_hash_map<std::string, UpstreamTargetMetrics> upstreams_ ABSL_GUARDED_BY(upstream_mu_);
+};
+
+// How one JSON-RPC call ended, as switchyard_rpc_requests_total counts it.
+enum class RpcOutcome : uint8_t {
+  kOk,               // a result: an upstream's, a merge of several, or the router's own
+  kRpcError,         // an upstream answered with a JSON-RPC error
+  kRouterError,      // the router answered with an error: bad params, mixed targets, no route
+  kUpstreamFailure,  // connection error, timeout, or an upstream answer that is not JSON-RPC
+  kRejected,         // 412: the required slot was not reached in time
+};
+inline constexpr size_t kRpcOutcomeCount = 5;
+std::string_view RpcOutcomeName(RpcOutcome outcome);
+
+// Where a call was answered from (an RpcCallMetrics target id) and how it ended.
+struct CallOutcome {
+  int target = 0;
+  RpcOutcome outcome = RpcOutcome::kOk;
+};
+
+// The router's per-call series: switchyard_rpc_requests_total{method,target,outcome} and
+// switchyard_rpc_latency_seconds{method}. Label values come only from the lists given at
+// construction: methods (anything else is "other") and upstream groups, plus "router" (the
+// router answered itself), "split" (parts sent to several targets) and "fanout" (asked of base
+// and every ER). So a client cannot create series. A series is found by small integer ids;
+// Record takes no lock and allocates nothing once the series exists. Series are registered by
+// Preregister at start-up, or under a lock the first time they are hit. Owned by the
+// RouterContext; the registry must outlive it; any thread may call any method.
+class RpcCallMetrics {
+ public:
+  static constexpr int kRouterTarget = 0;
+  static constexpr int kSplitTarget = 1;
+  static constexpr int kFanoutTarget = 2;
+  static constexpr std::string_view kOtherMethod = "other";
+
+  // `methods` and `upstreams` are label values; repeats are ignored.
+  RpcCallMetrics(MetricsRegistry* registry, const std::vector<std::string>& methods,
+                 const std::vector<std::string>& upstreams);
+
+  // The id of `method`, or of "other" when it is not one of the listed methods.
+  int MethodId(std::string_view method) const;
+  // The id of upstream group `target`, or kRouterTarget when it is not listed.
+  int TargetId(std::string_view target) const;
+  const std::string& MethodName(int method) const { return methods_[method]; }
+  const std::string& TargetName(int target) const { return targets_[target]; }
+  size_t method_count() const { return methods_.size(); }
+
+  // Registers the series now, so that it is on /metrics (at 0) before its first call.
+  void Preregister(int method, int target, RpcOutcome outcome);
+  void Record(int method, CallOutcome outcome, absl::Duration latency) {
+    const size_t i =
+        (static_cast<size_t>(method) * targets_.size() + outcome.target) * kRpcOutcomeCount +
+        static_cast<size_t>(outcome.outcome);
+    Counter* counter = requests_[i].load(std::memory_order_acquire);
+    if (counter == nullptr) counter = RegisterRequests(i);
+    counter->Increment();
+    Histogram* histogram = latency_[method].load(std::memory_order_acquire);
+    if (histogram == nullptr) histogram = RegisterLatency(method);
+    histogram->Observe(absl::ToDoubleSeconds(latency));
+  }
+
+ private:
+  Counter* RegisterRequests(size_t index);
+  Histogram* RegisterLatency(int method);
+
+  MetricsRegistry* registry_;
+  std::vector<std::string> methods_;  // by id; the last is "other"
+  std::vector<std::string> targets_;  // by id: router, split, fanout, then the upstreams
+  // Keys view the strings above, which never change after construction.
+  absl::flat_hash_map<std::string_view, int> method_ids_;
+  absl::flat_hash_map<std::string_view, int> target_ids_;
+  std::unique_ptr<std::atomic<Counter*>[]> requests_;   // method × target × outcome
+  std::unique_ptr<std::atomic<Histogram*>[]> latency_;  // by method
+  absl::Mutex register_mu_;  // serializes registration; never taken once a series exists
 };
 
 }  // namespace switchyard

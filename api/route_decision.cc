@@ -81,9 +81,13 @@ RouteDecision DecideAccountList(const RpcParams& params, const Snapshot& snapsho
     targets.push_back(*std::move(target));
   }
   std::vector<RoutePart> parts = GroupByTarget(targets);
-  if (parts.size() <= 1) return Forward(parts.empty() ? table.base : parts[0].target);
   RouteDecision decision;
-  decision.kind = RouteKind::kSplitAccounts;
+  if (parts.size() <= 1) {
+    // One target: forwarded whole; parts and keys stay for owner verification.
+    decision = Forward(parts.empty() ? table.base : parts[0].target);
+  } else {
+    decision.kind = RouteKind::kSplitAccounts;
+  }
   decision.parts = std::move(parts);
   decision.keys = *std::move(keys);
   return decision;

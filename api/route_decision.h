@@ -58,10 +58,12 @@ struct RoutePart {
 // Where one request goes. A value type.
 struct RouteDecision {
   RouteKind kind = RouteKind::kError;
-  std::string target;             // kForward
-  std::vector<RoutePart> parts;   // kSplitAccounts, kSignatures (known signatures)
+  std::string target;  // kForward
+  // kSplitAccounts, kSignatures (known signatures); getMultipleAccounts forwarded to one
+  // target has one part.
+  std::vector<RoutePart> parts;
   std::vector<size_t> unknown;    // kSignatures: indexes nobody remembers
-  std::vector<std::string> keys;  // kSplitAccounts, kSignatures: the request's list
+  std::vector<std::string> keys;  // getMultipleAccounts, kSignatures: the request's list
   std::vector<Pubkey> missing_tables;
   absl::Status error;
   // Single-account reads: the account, and whether the snapshot calls it delegated.

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "api/internal/router.h"
 #include "fmt/format.h"
+#include "solana/rpc_methods.h"
 
 namespace switchyard {
 
@@ -30,6 +31,76 @@ RetryPolicy PolicyFor(std::string_view method) {
 absl::Status UpstreamFailure(const std::string& target, const absl::Status& status) {
   return MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("upstream {} failed: {}", target,
                                                             std::string(status.message())));
+}
+
+// The per-call series for this routing: label values from the method catalogue, the exact
+// method names of the routing rules and the upstream groups. The series each method can reach
+// are registered now, so they are on /metrics before their first call; anything else is
+// registered at its first call.
+std::unique_ptr<RpcCallMetrics> MakeCallMetrics(const RouterOptions& options,
+                                                MetricsRegistry* registry) {
+  const RoutingTable& routing = options.routing;
+  std::vector<std::string> methods;
+  for (const RpcMethod& method : KnownMethods()) methods.emplace_back(method.name);
+  for (const MethodRule& rule : routing.method_rules) {
+    if (!rule.pattern.empty() && rule.pattern.back() != '*') methods.push_back(rule.pattern);
+  }
+  std::vector<std::string> upstreams;
+  for (const UpstreamTarget& target : options.upstreams) upstreams.push_back(target.name);
+  auto calls = std::make_unique<RpcCallMetrics>(registry, methods, upstreams);
+
+  std::vector<int> account_targets = {calls->TargetId(routing.base)};
+  for (const std::string& er : routing.er_targets) account_targets.push_back(calls->TargetId(er));
+  if (!routing.default_er.empty()) account_targets.push_back(calls->TargetId(routing.default_er));
+  for (size_t m = 0; m < calls->method_count(); ++m) {
+    const int method = static_cast<int>(m);
+    const std::string& name = calls->MethodName(method);
+    const bool other = name == RpcCallMetrics::kOtherMethod;
+    calls->Preregister(method, RpcCallMetrics::kRouterTarget, RpcOutcome::kRouterError);
+    calls->Preregister(method, RpcCallMetrics::kRouterTarget, RpcOutcome::kRejected);
+    std::vector<int> targets;
+    switch (other ? RoutingClass::kUnknown : ClassifyMethod(name)) {
+      case RoutingClass::kOneAccount:
+      case RoutingClass::kTransaction:
+        targets = account_targets;
+        break;
+      case RoutingClass::kAccountList:
+        targets = account_targets;
+        targets.push_back(RpcCallMetrics::kSplitTarget);
+        break;
+      case RoutingClass::kSignature:
+        targets = account_targets;
+        targets.push_back(RpcCallMetrics::kSplitTarget);
+        targets.push_back(RpcCallMetrics::kFanoutTarget);
+        break;
+      case RoutingClass::kRouter:
+        calls->Preregister(method, RpcCallMetrics::kRouterTarget, RpcOutcome::kOk);
+        if (name == "getBlockhashForAccounts") targets = account_targets;
+        break;
+      case RoutingClass::kBaseOnly:
+      case RoutingClass::kUnknown:
+        if (!other) {
+          if (std::optional<std::string> target = TargetForMethod(name, routing)) {
+            targets.push_back(calls->TargetId(*target));
+          }
+          break;
+        }
+        if (routing.forward_unknown_methods) targets.push_back(calls->TargetId(routing.base));
+        for (const MethodRule& rule : routing.method_rules) {
+          if (!rule.pattern.empty() && rule.pattern.back() == '*') {
+            targets.push_back(calls->TargetId(rule.target));
+          }
+        }
+        break;
+    }
+    for (int target : targets) {
+      for (RpcOutcome outcome :
+           {RpcOutcome::kOk, RpcOutcome::kRpcError, RpcOutcome::kUpstreamFailure}) {
+        calls->Preregister(method, target, outcome);
+      }
+    }
+  }
+  return calls;
 }
 
 }  // namespace
@@ -65,6 +136,10 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
     return false;
   };
   for (const UpstreamTarget& target : options.upstreams) {
+    if (target.name == "router" || target.name == "split" || target.name == "fanout") {
+      return absl::InvalidArgumentError(fmt::format(
+          "upstreams.{}: the name is reserved: the metrics label calls with it", target.name));
+    }
     for (const UpstreamEndpoint& endpoint : target.endpoints) {
       absl::StatusOr<ParsedUrl> url = ParseUpstreamUrl(endpoint.url);
       if (!url.ok()) {
@@ -91,6 +166,10 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
   }
   std::unique_ptr<RouterContext> context(
       new RouterContext(std::move(options), snapshots, clock, metrics));
+  context->call_metrics_ = MakeCallMetrics(context->options_, &metrics->registry);
+  for (const UpstreamTarget& target : context->options_.upstreams) {
+    metrics->ForUpstream(target.name);
+  }
   if (needs_tls) context->tls_ = MakeClientTlsContext(context->options_.upstream.verify_tls);
   return context;
 }
@@ -111,6 +190,7 @@ Router::Router(asio::io_context& io_context, RouterContext* context,
       context_(context),
       options_(context->options()),
       metrics_(context->metrics()),
+      calls_(context->call_metrics()),
       upstreams_(std::move(upstreams)),
       gate_(std::make_shared<ConsistencyGate>(io_context, options_.max_gate_waiters)) {
   listener_id_ = context_->snapshots()->AddListener(
@@ -143,15 +223,23 @@ void Router::Handle(HttpRequest request, Done done) {
         applied));
     return;
   }
+  const absl::Duration start = context_->clock()->Monotonic();
   absl::StatusOr<RpcBody> body = ParseRpcBody(request.body, options_.codec);
   if (!body.ok()) {
     metrics_->rpc_errors.Increment();
+    calls_->Record(calls_->MethodId(RpcCallMetrics::kOtherMethod),
+                   AtRouter(RpcOutcome::kRouterError), context_->clock()->Monotonic() - start);
     done(JsonResponse(200, RpcErrorResponse("null", body.status()), applied));
     return;
   }
   Slot min_slot = 0;
   if (std::optional<std::string_view> header = request.Header("X-Min-Slot")) {
     if (!absl::SimpleAtoi(std::string(*header), &min_slot)) {
+      const absl::Duration latency = context_->clock()->Monotonic() - start;
+      for (const RpcCall& call : body->calls) {
+        metrics_->rpc_errors.Increment();
+        calls_->Record(calls_->MethodId(call.method), AtRouter(RpcOutcome::kRouterError), latency);
+      }
       done(JsonResponse(400,
                         RpcErrorResponse("null", MakeRpcStatus(RpcErrorKind::kInvalidRequest,
                                                                "X-Min-Slot is not a slot")),
@@ -165,7 +253,7 @@ void Router::Handle(HttpRequest request, Done done) {
   auto exchange = std::make_shared<Exchange>();
   exchange->body = *std::move(body);
   exchange->done = std::move(done);
-  exchange->start = context_->clock()->Monotonic();
+  exchange->start = start;
   metrics_->rpc_calls.Increment(exchange->body.calls.size());
   if (min_slot <= applied) {
     Dispatch(std::move(exchange));
@@ -180,8 +268,10 @@ void Router::Handle(HttpRequest request, Done done) {
     metrics_->gate_rejections.Increment();
     std::shared_ptr<const Snapshot> now = context_->snapshots()->Current();
     const Slot slot = now ? now->applied_slot() : 0;
+    const absl::Duration latency = context_->clock()->Monotonic() - exchange->start;
     std::vector<std::string> answers;
     for (const RpcCall& call : exchange->body.calls) {
+      calls_->Record(calls_->MethodId(call.method), AtRouter(RpcOutcome::kRejected), latency);
       if (call.is_notification()) continue;
       answers.push_back(RpcErrorResponse(call.id_or_null(), MinContextSlotStatus(slot)));
     }
@@ -204,15 +294,14 @@ void Router::Dispatch(std::shared_ptr<Exchange> exchange) {
   for (size_t i = 0; i < n; ++i) Execute(exchange, i, 0);
 }
 
-void Router::Finish(const std::shared_ptr<Exchange>& exchange) {
+void Router::Finish(const std::shared_ptr<Exchange>& exchange, absl::Duration now) {
   std::vector<std::string> answers;
   for (size_t i = 0; i < exchange->answers.size(); ++i) {
     if (exchange->body.calls[i].is_notification()) continue;
     answers.push_back(std::move(exchange->answers[i]));
   }
   const Slot applied = exchange->snapshot->applied_slot();
-  metrics_->rpc_latency_seconds.Observe(
-      absl::ToDoubleSeconds(context_->clock()->Monotonic() - exchange->start));
+  metrics_->rpc_latency_seconds.Observe(absl::ToDoubleSeconds(now - exchange->start));
   if (answers.empty()) {
     HttpResponse response = JsonResponse(204, std::string(), applied);
     exchange->done(std::move(response));
@@ -224,9 +313,16 @@ void Router::Finish(const std::shared_ptr<Exchange>& exchange) {
 
 void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round) {
   const RpcCall& call = exchange->body.calls[index];
-  Answer done = [this, exchange, index](std::string answer) {
+  Answer done = [this, exchange, index, method = calls_->MethodId(call.method)](
+                    std::string answer, CallOutcome outcome) {
     exchange->answers[index] = std::move(answer);
-    if (--exchange->remaining == 0) Finish(exchange);
+    if (outcome.outcome == RpcOutcome::kRouterError ||
+        outcome.outcome == RpcOutcome::kUpstreamFailure) {
+      metrics_->rpc_errors.Increment();
+    }
+    const absl::Duration now = context_->clock()->Monotonic();
+    calls_->Record(method, outcome, now - exchange->start);
+    if (--exchange->remaining == 0) Finish(exchange, now);
   };
   std::vector<LookupTableAddresses> held;
   RouteDecision decision = DecideRoute(
@@ -240,16 +336,25 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
       [&](const Signature& signature) { return context_->signatures().Find(signature); });
   switch (decision.kind) {
     case RouteKind::kError:
-      metrics_->rpc_errors.Increment();
-      done(RpcErrorResponse(call.id_or_null(), decision.error));
+      done(RpcErrorResponse(call.id_or_null(), decision.error), AtRouter(RpcOutcome::kRouterError));
       return;
     case RouteKind::kForward:
       if (decision.signature) {
         context_->signatures().Remember(*decision.signature, decision.target);
       }
-      if (decision.account && call.method == "getAccountInfo" &&
-          (options_.verify_owner || exchange->snapshot->limbo_since())) {
-        ForwardVerified(decision, exchange, index, std::move(done));
+      if (decision.account && VerifiesOwner(*exchange, /*account_list=*/false)) {
+        if (call.method == "getAccountInfo") {
+          ForwardVerified(decision, exchange, index, std::move(done));
+          return;
+        }
+        if (call.method == "getBalance" || call.method == "getTokenAccountBalance") {
+          ForwardProbed(decision, exchange, index, std::move(done));
+          return;
+        }
+      }
+      if (!decision.parts.empty() && call.method == "getMultipleAccounts" &&
+          VerifiesOwner(*exchange, /*account_list=*/true)) {
+        ForwardAccountListVerified(decision, exchange, index, std::move(done));
         return;
       }
       Forward(decision.target, call, exchange, std::move(done));
@@ -267,12 +372,12 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
       return;
     case RouteKind::kNeedLookupTables:
       if (round > 0) {
-        metrics_->rpc_errors.Increment();
         done(RpcErrorResponse(
-            call.id_or_null(),
-            MakeRpcStatus(RpcErrorKind::kInvalidParams,
-                          fmt::format("address lookup table {} could not be loaded from base",
-                                      decision.missing_tables[0].ToBase58()))));
+                 call.id_or_null(),
+                 MakeRpcStatus(RpcErrorKind::kInvalidParams,
+                               fmt::format("address lookup table {} could not be loaded from base",
+                                           decision.missing_tables[0].ToBase58()))),
+             AtRouter(RpcOutcome::kRouterError));
         return;
       }
       FetchLookupTables(decision.missing_tables,
@@ -286,31 +391,34 @@ void Router::Forward(const std::string& target, const RpcCall& call,
   UpstreamPool* pool = upstreams_->Find(target);
   if (pool == nullptr) {
     done(RpcErrorResponse(
-        call.id_or_null(),
-        MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("no upstream named {}", target))));
+             call.id_or_null(),
+             MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("no upstream named {}", target))),
+         AtRouter(RpcOutcome::kRouterError));
     return;
   }
   pool->Send(
       ForwardBody(call), PolicyFor(call.method),
-      [this, exchange, &call, target,
+      [this, exchange, &call, target, target_id = calls_->TargetId(target),
        done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
         if (!response.ok()) {
-          metrics_->rpc_errors.Increment();
-          done(RpcErrorResponse(call.id_or_null(), UpstreamFailure(target, response.status())));
+          done(RpcErrorResponse(call.id_or_null(), UpstreamFailure(target, response.status())),
+               CallOutcome{target_id, RpcOutcome::kUpstreamFailure});
           return;
         }
-        absl::StatusOr<std::string> answer = AnswerFromUpstream(response->body, call);
+        bool is_error = false;
+        absl::StatusOr<std::string> answer = AnswerFromUpstream(response->body, call, &is_error);
         if (!answer.ok()) {
-          metrics_->rpc_errors.Increment();
           done(RpcErrorResponse(
-              call.id_or_null(),
-              MakeRpcStatus(RpcErrorKind::kInternal,
-                            fmt::format("upstream {} answered HTTP {} without a JSON-RPC "
-                                        "answer",
-                                        target, response->status))));
+                   call.id_or_null(),
+                   MakeRpcStatus(RpcErrorKind::kInternal,
+                                 fmt::format("upstream {} answered HTTP {} without a JSON-RPC "
+                                             "answer",
+                                             target, response->status))),
+               CallOutcome{target_id, RpcOutcome::kUpstreamFailure});
           return;
         }
-        done(*std::move(answer));
+        done(*std::move(answer),
+             CallOutcome{target_id, is_error ? RpcOutcome::kRpcError : RpcOutcome::kOk});
       });
 }
 

@@ -52,9 +52,11 @@ struct RouterOptions {
   // consistency.max_wait_ms
   absl::Duration max_gate_wait = absl::Milliseconds(500);
   size_t max_gate_waiters = 10'000;  // per worker; more are answered 412 at once
-  // Owner verification of getAccountInfo answers (DESIGN.md §5): always on in limbo; this
-  // turns it on outside limbo too.
+  // Owner verification (DESIGN.md §5) is always on in limbo. Outside limbo, verify_owner turns
+  // it on for the single-account reads (getAccountInfo, getBalance, getTokenAccountBalance) and
+  // verify_owner_multiple for getMultipleAccounts.
   bool verify_owner = true;
+  bool verify_owner_multiple = false;
 };
 
 class Router;
@@ -63,8 +65,10 @@ class Router;
 // lookup-table cache and the TLS context. Owned by the app; outlives the HttpServer.
 class RouterContext {
  public:
-  // Fills routing.er_by_identity and routing.er_targets from `ers` and checks that every
-  // target the routing names has an upstream. InvalidArgument names the bad key.
+  // Fills routing.er_by_identity and routing.er_targets from `ers`, checks that every target
+  // the routing names has an upstream and that no upstream takes a name the metrics use for
+  // something else ("router", "split", "fanout"), and registers the per-call series on the
+  // metrics' registry. InvalidArgument names the bad key.
   static absl::StatusOr<std::unique_ptr<RouterContext>> Create(RouterOptions options,
                                                                SnapshotHolder* snapshots,
                                                                const Clock* clock,
@@ -78,6 +82,7 @@ class RouterContext {
   LookupTableCache& lookup_tables() { return lookup_tables_; }
   SnapshotHolder* snapshots() const { return snapshots_; }
   ApiMetrics* metrics() const { return metrics_; }
+  RpcCallMetrics* call_metrics() const { return call_metrics_.get(); }
   const Clock* clock() const { return clock_; }
   boost::asio::ssl::context* tls() const { return tls_.get(); }
   ~RouterContext();
@@ -90,6 +95,7 @@ class RouterContext {
   SnapshotHolder* snapshots_;
   const Clock* clock_;
   ApiMetrics* metrics_;
+  std::unique_ptr<RpcCallMetrics> call_metrics_;
   SignatureMemory signatures_;
   LookupTableCache lookup_tables_;
   std::unique_ptr<boost::asio::ssl::context> tls_;

@@ -14,7 +14,7 @@ std::string ErrorAnswer(const RpcCall& call, const absl::Status& status) {
 
 // The answer for an upstream's JSON-RPC error, under the call's id.
 std::string UpstreamErrorAnswer(const RpcCall& call, const UpstreamAnswer& answer) {
-  return fmt::format(R"({{"jsonrpc":"2.0","error":{},"id":{}}})", answer.error, call.id_or_null());
+  return UpstreamErrorResponse(call.id_or_null(), answer);
 }
 
 std::string JoinRaw(const std::vector<std::string>& values) {
@@ -26,16 +26,6 @@ std::string JoinRaw(const std::vector<std::string>& values) {
   return out;
 }
 
-// The call's params with element 0 replaced by the listed items.
-absl::StatusOr<std::string> ParamsWithList(const RpcCall& call,
-                                           const std::vector<std::string>& items,
-                                           const std::vector<size_t>& indexes) {
-  absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
-  if (!params.ok()) return params.status();
-  params->elements[0] = JsonStringArray(items, indexes);
-  return JoinParams(params->elements);
-}
-
 }  // namespace
 
 void Router::SplitAccounts(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
@@ -45,24 +35,27 @@ void Router::SplitAccounts(const RouteDecision& decision, std::shared_ptr<Exchan
   for (const RoutePart& part : decision.parts) {
     absl::StatusOr<std::string> params = ParamsWithList(call, decision.keys, part.indexes);
     if (!params.ok()) {
-      done(ErrorAnswer(call, params.status()));
+      done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
       return;
     }
     requests.emplace_back(part.target, SubRequest(call.method, *params));
   }
+  const bool verify = VerifiesOwner(*exchange, /*account_list=*/true);
   Gather(std::move(requests), RetryPolicy::kSafe,
-         [this, exchange, &call, parts = decision.parts, count = decision.keys.size(),
-          done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
-           std::vector<std::string> values(count, "null");
-           std::string context;
+         [this, exchange, index, &call, parts = decision.parts, count = decision.keys.size(),
+          keys = verify ? decision.keys : std::vector<std::string>(), verify,
+          done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) mutable {
+           AccountList merged;
+           merged.values.assign(count, "null");
            for (size_t p = 0; p < parts.size(); ++p) {
              if (!answers[p].ok()) {
-               metrics_->rpc_errors.Increment();
-               done(ErrorAnswer(call, answers[p].status()));
+               done(ErrorAnswer(call, answers[p].status()),
+                    CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure});
                return;
              }
              if (answers[p]->is_error()) {
-               done(UpstreamErrorAnswer(call, *answers[p]));
+               done(UpstreamErrorAnswer(call, *answers[p]),
+                    CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kRpcError});
                return;
              }
              absl::StatusOr<ContextList> list = ParseContextList(answers[p]->result);
@@ -70,19 +63,28 @@ void Router::SplitAccounts(const RouteDecision& decision, std::shared_ptr<Exchan
                done(ErrorAnswer(call, MakeRpcStatus(RpcErrorKind::kInternal,
                                                     fmt::format("upstream {} answered a list of "
                                                                 "the wrong shape",
-                                                                parts[p].target))));
+                                                                parts[p].target))),
+                    CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure});
                return;
              }
              // context.slot is the base layer's when base has a part (ER slots differ).
-             if (context.empty() || parts[p].target == options_.routing.base) {
-               context = list->context;
+             const bool on_base = parts[p].target == options_.routing.base;
+             if (merged.context.empty() || on_base) {
+               merged.context = list->context;
+               merged.context_from_base = on_base;
              }
              for (size_t k = 0; k < parts[p].indexes.size(); ++k) {
-               values[parts[p].indexes[k]] = std::move(list->values[k]);
+               merged.values[parts[p].indexes[k]] = std::move(list->values[k]);
              }
            }
-           done(RpcResultResponse(call.id_or_null(), fmt::format(R"({{"context":{},"value":[{}]}})",
-                                                                 context, JoinRaw(values))));
+           const CallOutcome ok{RpcCallMetrics::kSplitTarget, RpcOutcome::kOk};
+           if (!verify) return done(merged.Render(call), ok);
+           std::vector<std::string> key_targets(count);
+           for (const RoutePart& part : parts) {
+             for (size_t i : part.indexes) key_targets[i] = part.target;
+           }
+           VerifyAccountList(exchange, index, std::move(keys), std::move(key_targets),
+                             std::move(merged), std::string(), ok, std::move(done));
          });
 }
 
@@ -98,7 +100,7 @@ void Router::Signatures(const RouteDecision& decision, std::shared_ptr<Exchange>
   for (const RoutePart& part : decision.parts) {
     absl::StatusOr<std::string> params = ParamsWithList(call, decision.keys, part.indexes);
     if (!params.ok()) {
-      done(ErrorAnswer(call, params.status()));
+      done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
       return;
     }
     requests.emplace_back(part.target, SubRequest(call.method, *params));
@@ -111,7 +113,7 @@ void Router::Signatures(const RouteDecision& decision, std::shared_ptr<Exchange>
     } else {
       absl::StatusOr<std::string> params = ParamsWithList(call, decision.keys, decision.unknown);
       if (!params.ok()) {
-        done(ErrorAnswer(call, params.status()));
+        done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
         return;
       }
       body = SubRequest(call.method, *params);
@@ -120,59 +122,67 @@ void Router::Signatures(const RouteDecision& decision, std::shared_ptr<Exchange>
   }
   std::vector<std::string> targets;
   for (const auto& request : requests) targets.push_back(request.first);
-  Gather(std::move(requests), RetryPolicy::kSafe,
-         [this, exchange, &call, single, known_parts, targets, parts = decision.parts,
-          unknown = decision.unknown, count = decision.keys.size(),
-          done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
-           if (single) {
-             // First non-null transaction in the order base, ERs; else base's answer.
-             const absl::StatusOr<UpstreamAnswer>* fallback = nullptr;
-             for (const auto& answer : answers) {
-               if (!answer.ok()) continue;
-               if (!fallback) fallback = &answer;
-               if (!answer->is_error() && !IsJsonNull(answer->result)) {
-                 done(RpcResultResponse(call.id_or_null(), answer->result));
-                 return;
-               }
-             }
-             if (fallback == nullptr) {
-               done(ErrorAnswer(call, answers[0].status()));
-             } else if ((*fallback)->is_error()) {
-               done(UpstreamErrorAnswer(call, **fallback));
-             } else {
-               done(RpcResultResponse(call.id_or_null(), (*fallback)->result));
-             }
-             return;
-           }
-           std::vector<std::string> values(count, "null");
-           std::string context;
-           bool any = false;
-           for (size_t a = 0; a < answers.size(); ++a) {
-             if (!answers[a].ok() || answers[a]->is_error()) continue;
-             absl::StatusOr<ContextList> list = ParseContextList(answers[a]->result);
-             const std::vector<size_t>& indexes = a < known_parts ? parts[a].indexes : unknown;
-             if (!list.ok() || list->values.size() != indexes.size()) continue;
-             any = true;
-             if (context.empty() || targets[a] == options_.routing.base) context = list->context;
-             for (size_t k = 0; k < indexes.size(); ++k) {
-               std::string& slot = values[indexes[k]];
-               if (IsJsonNull(slot)) slot = std::move(list->values[k]);
-             }
-           }
-           if (!any) {
-             metrics_->rpc_errors.Increment();
-             for (const auto& answer : answers) {
-               if (answer.ok() && answer->is_error()) {
-                 done(UpstreamErrorAnswer(call, *answer));
-                 return;
-               }
-             }
-             done(ErrorAnswer(call, answers[0].status()));
-             return;
-           }
-           done(RpcResultResponse(call.id_or_null(), fmt::format(R"({{"context":{},"value":[{}]}})",
-                                                                 context, JoinRaw(values))));
-         });
+  // Signatures nobody remembers are asked of everyone; else the known ones are split.
+  const int label =
+      decision.unknown.empty() ? RpcCallMetrics::kSplitTarget : RpcCallMetrics::kFanoutTarget;
+  Gather(
+      std::move(requests), RetryPolicy::kSafe,
+      [this, exchange, &call, single, known_parts, targets, label, parts = decision.parts,
+       unknown = decision.unknown, count = decision.keys.size(),
+       done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
+        if (single) {
+          // First non-null transaction in the order base, ERs; else base's answer.
+          const absl::StatusOr<UpstreamAnswer>* fallback = nullptr;
+          for (const auto& answer : answers) {
+            if (!answer.ok()) continue;
+            if (!fallback) fallback = &answer;
+            if (!answer->is_error() && !IsJsonNull(answer->result)) {
+              done(RpcResultResponse(call.id_or_null(), answer->result),
+                   CallOutcome{label, RpcOutcome::kOk});
+              return;
+            }
+          }
+          if (fallback == nullptr) {
+            done(ErrorAnswer(call, answers[0].status()),
+                 CallOutcome{label, RpcOutcome::kUpstreamFailure});
+          } else if ((*fallback)->is_error()) {
+            done(UpstreamErrorAnswer(call, **fallback), CallOutcome{label, RpcOutcome::kRpcError});
+          } else {
+            done(RpcResultResponse(call.id_or_null(), (*fallback)->result),
+                 CallOutcome{label, RpcOutcome::kOk});
+          }
+          return;
+        }
+        std::vector<std::string> values(count, "null");
+        std::string context;
+        bool any = false;
+        for (size_t a = 0; a < answers.size(); ++a) {
+          if (!answers[a].ok() || answers[a]->is_error()) continue;
+          absl::StatusOr<ContextList> list = ParseContextList(answers[a]->result);
+          const std::vector<size_t>& indexes = a < known_parts ? parts[a].indexes : unknown;
+          if (!list.ok() || list->values.size() != indexes.size()) continue;
+          any = true;
+          if (context.empty() || targets[a] == options_.routing.base) context = list->context;
+          for (size_t k = 0; k < indexes.size(); ++k) {
+            std::string& slot = values[indexes[k]];
+            if (IsJsonNull(slot)) slot = std::move(list->values[k]);
+          }
+        }
+        if (!any) {
+          for (const auto& answer : answers) {
+            if (answer.ok() && answer->is_error()) {
+              done(UpstreamErrorAnswer(call, *answer), CallOutcome{label, RpcOutcome::kRpcError});
+              return;
+            }
+          }
+          done(ErrorAnswer(call, answers[0].status()),
+               CallOutcome{label, RpcOutcome::kUpstreamFailure});
+          return;
+        }
+        done(RpcResultResponse(call.id_or_null(), fmt::format(R"({{"context":{},"value":[{}]}})",
+                                                              context, JoinRaw(values))),
+             CallOutcome{label, RpcOutcome::kOk});
+      });
 }
 
 void Router::FetchLookupTables(const std::vector<Pubkey>& tables, std::function<void()> then) {
@@ -216,9 +226,25 @@ void Router::RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answ
     return {};
   };
   if (call.method == "getIdentity") {
-    done(RpcResultResponse(call.id_or_null(),
-                           fmt::format(R"({{"identity":"{}","fqdn":{}}})",
-                                       options_.identity.ToBase58(), JsonQuote(options_.fqdn))));
+    // MagicBlock's router answers the identity and fqdn of an ER validator (the SDK's
+    // getClosestValidator, whose identity clients delegate to). `router.identity` overrides
+    // it; without one, the default ER's (else the first configured ER's).
+    Pubkey identity = options_.identity;
+    std::string fqdn = options_.fqdn;
+    if (identity.IsZero() && !options_.ers.empty()) {
+      const ErRoute* chosen = &options_.ers.front();
+      for (const ErRoute& er : options_.ers) {
+        if (er.target == options_.routing.default_er) {
+          chosen = &er;
+          break;
+        }
+      }
+      identity = chosen->identity;
+      fqdn = chosen->fqdn;
+    }
+    done(RpcResultResponse(call.id_or_null(), fmt::format(R"({{"identity":"{}","fqdn":{}}})",
+                                                          identity.ToBase58(), JsonQuote(fqdn))),
+         AtRouter(RpcOutcome::kOk));
     return;
   }
   if (call.method == "getRoutes") {
@@ -229,14 +255,16 @@ void Router::RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answ
           er.identity.ToBase58(), JsonQuote(er.fqdn), er.base_fee, er.block_time_ms,
           JsonQuote(er.country_code)));
     }
-    done(RpcResultResponse(call.id_or_null(), fmt::format("[{}]", JoinRaw(routes))));
+    done(RpcResultResponse(call.id_or_null(), fmt::format("[{}]", JoinRaw(routes))),
+         AtRouter(RpcOutcome::kOk));
     return;
   }
   absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
   if (!params.ok()) {
-    done(ErrorAnswer(call, params.status()));
+    done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
     return;
   }
+  const CallOutcome router_error = AtRouter(RpcOutcome::kRouterError);
   auto bad_key = [&](const std::string& text) {
     return ErrorAnswer(
         call, MakeRpcStatus(RpcErrorKind::kInvalidParams,
@@ -244,12 +272,13 @@ void Router::RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answ
   };
   if (call.method == "getDelegationStatus") {
     absl::StatusOr<std::string> text = params->String(0);
-    if (!text.ok()) return done(ErrorAnswer(call, text.status()));
+    if (!text.ok()) return done(ErrorAnswer(call, text.status()), router_error);
     absl::StatusOr<Pubkey> key = Pubkey::FromBase58(*text);
-    if (!key.ok()) return done(bad_key(*text));
+    if (!key.ok()) return done(bad_key(*text), router_error);
     std::optional<AccountState> state = snapshot.FindDelegation(*key);
     if (!state) {
-      done(RpcResultResponse(call.id_or_null(), R"({"isDelegated":false})"));
+      done(RpcResultResponse(call.id_or_null(), R"({"isDelegated":false})"),
+           AtRouter(RpcOutcome::kOk));
       return;
     }
     std::string fqdn;
@@ -258,40 +287,48 @@ void Router::RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answ
       fqdn = fqdn_of(*target);
     }
     done(RpcResultResponse(
-        call.id_or_null(),
-        fmt::format(R"({{"isDelegated":true,{}"delegationRecord":{{"authority":"{}","owner":"{}",)"
-                    R"("delegationSlot":{},"lamports":{}}}}})",
-                    fqdn.empty() ? "" : fmt::format("\"fqdn\":{},", JsonQuote(fqdn)),
-                    state->validator.ToBase58(), state->owner_program.ToBase58(),
-                    state->delegation_slot, state->lamports)));
+             call.id_or_null(),
+             fmt::format(
+                 R"({{"isDelegated":true,{}"delegationRecord":{{"authority":"{}","owner":"{}",)"
+                 R"("delegationSlot":{},"lamports":{}}}}})",
+                 fqdn.empty() ? "" : fmt::format("\"fqdn\":{},", JsonQuote(fqdn)),
+                 state->validator.ToBase58(), state->owner_program.ToBase58(),
+                 state->delegation_slot, state->lamports)),
+         AtRouter(RpcOutcome::kOk));
     return;
   }
   // getBlockhashForAccounts [[pubkeys]]: the blockhash of the ER they are delegated to.
   absl::StatusOr<std::vector<std::string>> keys =
       params->StringList(0, options_.routing.max_accounts);
-  if (!keys.ok()) return done(ErrorAnswer(call, keys.status()));
+  if (!keys.ok()) return done(ErrorAnswer(call, keys.status()), router_error);
   std::string target = options_.routing.base;
   for (const std::string& text : *keys) {
     absl::StatusOr<Pubkey> key = Pubkey::FromBase58(text);
-    if (!key.ok()) return done(bad_key(text));
+    if (!key.ok()) return done(bad_key(text), router_error);
     absl::StatusOr<std::string> account_target = TargetForAccount(*key, snapshot, options_.routing);
     if (account_target.ok() && *account_target != options_.routing.base) {
       target = *account_target;
       break;
     }
   }
-  Gather({{target, SubRequest("getLatestBlockhash", "[]")}}, RetryPolicy::kSafe,
-         [exchange, &call,
-          done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
-           if (!answers[0].ok()) return done(ErrorAnswer(call, answers[0].status()));
-           if (answers[0]->is_error()) return done(UpstreamErrorAnswer(call, *answers[0]));
-           absl::StatusOr<std::string> value = JsonMember(answers[0]->result, "value");
-           if (!value.ok()) {
-             return done(ErrorAnswer(
-                 call, MakeRpcStatus(RpcErrorKind::kInternal, "upstream answered no blockhash")));
-           }
-           done(RpcResultResponse(call.id_or_null(), *value));
-         });
+  Gather(
+      {{target, SubRequest("getLatestBlockhash", "[]")}}, RetryPolicy::kSafe,
+      [exchange, &call, target_id = calls_->TargetId(target),
+       done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
+        const CallOutcome failed{target_id, RpcOutcome::kUpstreamFailure};
+        if (!answers[0].ok()) return done(ErrorAnswer(call, answers[0].status()), failed);
+        if (answers[0]->is_error()) {
+          return done(UpstreamErrorAnswer(call, *answers[0]),
+                      CallOutcome{target_id, RpcOutcome::kRpcError});
+        }
+        absl::StatusOr<std::string> value = JsonMember(answers[0]->result, "value");
+        if (!value.ok()) {
+          return done(ErrorAnswer(call, MakeRpcStatus(RpcErrorKind::kInternal,
+                                                      "upstream answered no blockhash")),
+                      failed);
+        }
+        done(RpcResultResponse(call.id_or_null(), *value), CallOutcome{target_id, RpcOutcome::kOk});
+      });
 }
 
 }  // namespace switchyard

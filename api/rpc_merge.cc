@@ -4,6 +4,7 @@
 
 #include "api/internal/raw_json.h"
 #include "api/rpc_errors.h"
+#include "api/rpc_params.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -67,15 +68,19 @@ absl::StatusOr<UpstreamAnswer> ParseUpstreamAnswer(std::string_view body) {
   return answer;
 }
 
-absl::StatusOr<std::string> AnswerFromUpstream(std::string_view body, const RpcCall& call) {
+absl::StatusOr<std::string> AnswerFromUpstream(std::string_view body, const RpcCall& call,
+                                               bool* is_error) {
   absl::StatusOr<UpstreamAnswer> answer = ParseUpstreamAnswer(body);
   if (!answer.ok()) return answer.status();
+  if (is_error != nullptr) *is_error = answer->is_error();
   const std::string_view id = call.id_or_null();
   if (answer->id == id) return std::string(Trim(body));
-  if (answer->is_error()) {
-    return fmt::format(R"({{"jsonrpc":"2.0","error":{},"id":{}}})", answer->error, id);
-  }
+  if (answer->is_error()) return UpstreamErrorResponse(id, *answer);
   return RpcResultResponse(id, answer->result);
+}
+
+std::string UpstreamErrorResponse(std::string_view id_json, const UpstreamAnswer& answer) {
+  return fmt::format(R"({{"jsonrpc":"2.0","error":{},"id":{}}})", answer.error, id_json);
 }
 
 std::string ForwardBody(const RpcCall& call) {
@@ -98,6 +103,18 @@ std::string JsonStringArray(const std::vector<std::string>& items,
   }
   out.push_back(']');
   return out;
+}
+
+absl::StatusOr<std::string> ParamsWithList(const RpcCall& call,
+                                           const std::vector<std::string>& items,
+                                           const std::vector<size_t>& indexes) {
+  absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
+  if (!params.ok()) return params.status();
+  if (params->elements.empty()) {
+    return MakeRpcStatus(RpcErrorKind::kInvalidParams, "Invalid params: missing parameter 0");
+  }
+  params->elements[0] = JsonStringArray(items, indexes);
+  return JoinParams(params->elements);
 }
 
 absl::StatusOr<ContextList> ParseContextList(std::string_view result_json) {

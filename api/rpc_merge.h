@@ -25,7 +25,12 @@ absl::StatusOr<UpstreamAnswer> ParseUpstreamAnswer(std::string_view body);
 
 // The answer to `call` from an upstream's answer: the upstream body byte for byte when its
 // id is the call's id byte for byte, else the same result or error under the call's id.
-absl::StatusOr<std::string> AnswerFromUpstream(std::string_view body, const RpcCall& call);
+// `is_error`, when given, is set to whether the answer is a JSON-RPC error.
+absl::StatusOr<std::string> AnswerFromUpstream(std::string_view body, const RpcCall& call,
+                                               bool* is_error = nullptr);
+
+// An upstream's JSON-RPC error object under the id `id_json` (raw JSON).
+std::string UpstreamErrorResponse(std::string_view id_json, const UpstreamAnswer& answer);
 
 // The body to forward for `call`: its original bytes, unless its id is of a kind upstreams
 // do not echo faithfully (anything but a u64 or a plain string), then the same request with
@@ -38,6 +43,12 @@ std::string SubRequest(std::string_view method, std::string_view params_json);
 // A JSON array of string literals.
 std::string JsonStringArray(const std::vector<std::string>& items,
                             const std::vector<size_t>& indexes);
+
+// The call's params with element 0 replaced by the listed items (a sub-request for part of a
+// key or signature list); the other elements, such as the config, as the client wrote them.
+absl::StatusOr<std::string> ParamsWithList(const RpcCall& call,
+                                           const std::vector<std::string>& items,
+                                           const std::vector<size_t>& indexes);
 
 // `{"context":...,"value":[...]}` results: their context (raw) and value elements (raw).
 struct ContextList {

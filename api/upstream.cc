@@ -227,7 +227,8 @@ UpstreamPool::UpstreamPool(asio::io_context& io_context, std::string name,
       name_(std::move(name)),
       options_(options),
       tls_(tls),
-      metrics_(metrics) {
+      metrics_(metrics),
+      target_metrics_(metrics->ForUpstream(name_)) {
   for (size_t i = 0; i < endpoints.size(); ++i) {
     auto endpoint = std::make_unique<Endpoint>();
     endpoint->url = urls[i];
@@ -299,6 +300,7 @@ void UpstreamPool::Run(std::shared_ptr<Attempt> attempt) {
   }
   auto on_failure = [this, attempt](absl::Status status) {
     metrics_->upstream_failures.Increment();
+    target_metrics_.errors->Increment();
     const bool another = endpoints_.size() > 1;
     const bool retry =
         attempt->tries == 1 && (attempt->policy == RetryPolicy::kSafe ||
@@ -327,6 +329,7 @@ void UpstreamPool::Run(std::shared_ptr<Attempt> attempt) {
     endpoint.all.push_back(connection);
   }
   metrics_->upstream_requests.Increment();
+  target_metrics_.requests->Increment();
   Endpoint* endpoint_ptr = &endpoint;
   connection->Exchange(
       attempt->body, options_.request_timeout,
@@ -347,6 +350,7 @@ void UpstreamPool::Run(std::shared_ptr<Attempt> attempt) {
           connection->Close();
           --endpoint_ptr->open;
         }
+        if (response.status < 200 || response.status > 299) target_metrics_.errors->Increment();
         auto done = std::move(attempt->done);
         done(std::move(response));
       });

@@ -94,6 +94,7 @@ class UpstreamPool {
   const UpstreamOptions& options_;
   boost::asio::ssl::context* tls_;
   ApiMetrics* metrics_;
+  UpstreamTargetMetrics target_metrics_;
   bool shut_down_ = false;
 };
 

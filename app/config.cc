@@ -166,6 +166,7 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
   RETURN_IF_ERROR(router_table.ReadPubkey("identity", &router.identity));
   RETURN_IF_ERROR(router_table.ReadString("fqdn", &router.fqdn));
   RETURN_IF_ERROR(router_table.ReadBool("verify_owner", &router.verify_owner));
+  RETURN_IF_ERROR(router_table.ReadBool("verify_owner_multiple", &router.verify_owner_multiple));
   RETURN_IF_ERROR(router_table.ReadSize("signature_memory_size", &router.signature_memory_size));
   RETURN_IF_ERROR(router_table.ReadMillis("upstream_timeout_ms", &router.upstream.request_timeout));
   RETURN_IF_ERROR(router_table.ReadBool("verify_tls", &router.upstream.verify_tls));

@@ -40,6 +40,7 @@ namespace switchyard {
 //                  probe_interval_ms = 1000, refresh_interval_ms = 1000
 //   [consistency]  max_wait_ms = 500
 //   [router]       identity = "PUBKEY", fqdn = "", verify_owner = true,
+//                  verify_owner_multiple = false,
 //                  signature_memory_size = 100000, upstream_timeout_ms = 10000,
 //                  verify_tls = true
 //   [upstreams.NAME]  endpoints = [{url = "http://127.0.0.1:7799", weight = 1}]

@@ -6,6 +6,7 @@
 #include "api/jsonrpc.h"
 #include "api/route_decision.h"
 #include "api/router.h"
+#include "solana/rpc_methods.h"
 #include "tests/api/fake_upstream.h"
 #include "tests/api/test_client.h"
 #include "tests/api/test_support.h"
@@ -85,6 +86,22 @@ void BM_DecideSendTransaction(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(Shared().Decide(call));
 }
 BENCHMARK(BM_DecideSendTransaction);
+
+// The router's per-call metrics work: the method and target ids from their names (as the
+// router looks them up per call), then the counter and the latency histogram.
+void BM_RecordCallMetrics(benchmark::State& state) {
+  MetricsRegistry registry;
+  std::vector<std::string> methods;
+  for (const RpcMethod& method : KnownMethods()) methods.emplace_back(method.name);
+  RpcCallMetrics calls(&registry, methods, {"base", "er1", "er2", "indexer"});
+  const std::string method = "getAccountInfo";
+  const std::string target = "er1";
+  for (auto _ : state) {
+    calls.Record(calls.MethodId(method), CallOutcome{calls.TargetId(target), RpcOutcome::kOk},
+                 absl::Microseconds(250));
+  }
+}
+BENCHMARK(BM_RecordCallMetrics);
 
 const std::string kGetSlot = R"({"jsonrpc":"2.0","id":1,"method":"getSlot"})";
 

@@ -1,9 +1,10 @@
 // The router's small shared parts: signature memory, lookup-table cache, consistency gate,
-// answer merging, upstream URLs.
+// answer merging, upstream URLs, per-call metrics.
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
 
+#include "api/api_metrics.h"
 #include "api/consistency_gate.h"
 #include "api/lookup_table_cache.h"
 #include "api/rpc_merge.h"
@@ -145,6 +146,51 @@ TEST(UpstreamUrlTest, ParsesHttpAndHttps) {
   EXPECT_EQ(url->port, "8899");
   EXPECT_EQ(url->path, "/");
   EXPECT_FALSE(ParseUpstreamUrl("ftp://x").ok());
+}
+
+TEST(RpcCallMetricsTest, LabelsComeOnlyFromTheListsGivenAtConstruction) {
+  MetricsRegistry registry;
+  RpcCallMetrics calls(&registry, {"getSlot", "getSlot", "other"}, {"base", "router"});
+  EXPECT_EQ(calls.method_count(), 2u);  // getSlot, other
+  EXPECT_EQ(calls.MethodName(calls.MethodId("getSlot")), "getSlot");
+  EXPECT_EQ(calls.MethodName(calls.MethodId("anything else")), "other");
+  EXPECT_EQ(calls.TargetName(calls.TargetId("base")), "base");
+  EXPECT_EQ(calls.TargetId("router"), RpcCallMetrics::kRouterTarget);
+  EXPECT_EQ(calls.TargetId("unknown"), RpcCallMetrics::kRouterTarget);
+}
+
+TEST(RpcCallMetricsTest, SeriesAppearWhenPreregisteredOrAtTheirFirstCall) {
+  MetricsRegistry registry;
+  RpcCallMetrics calls(&registry, {"getSlot"}, {"base"});
+  const int get_slot = calls.MethodId("getSlot");
+  const int base = calls.TargetId("base");
+  calls.Preregister(get_slot, base, RpcOutcome::kOk);
+  std::string text = registry.RenderPrometheus();
+  EXPECT_NE(text.find(R"(switchyard_rpc_requests_total{method="getSlot",target="base",)"
+                      R"(outcome="ok"} 0)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("upstream_failure"), std::string::npos) << text;
+  for (int i = 0; i < 2; ++i) {
+    calls.Record(get_slot, CallOutcome{base, RpcOutcome::kUpstreamFailure}, absl::Milliseconds(2));
+  }
+  calls.Record(calls.MethodId("nope"), CallOutcome{RpcCallMetrics::kFanoutTarget, RpcOutcome::kOk},
+               absl::Milliseconds(1));
+  text = registry.RenderPrometheus();
+  EXPECT_NE(text.find(R"(switchyard_rpc_requests_total{method="getSlot",target="base",)"
+                      R"(outcome="upstream_failure"} 2)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(switchyard_rpc_requests_total{method="other",target="fanout",)"
+                      R"(outcome="ok"} 1)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(switchyard_rpc_latency_seconds_bucket{method="getSlot",le="0.0025"} 2)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(switchyard_rpc_latency_seconds_count{method="other"} 1)"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

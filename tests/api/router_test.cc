@@ -114,7 +114,7 @@ TEST_F(RouterTest, SingleAccountReadsGoToTheirEr) {
   EXPECT_NE(client.Post(Call("1", "getBalance", "[" + Quoted(Key(9)) + "]")).body.find("base"),
             std::string::npos);
   EXPECT_EQ(er1_.received_count(), 1u);
-  EXPECT_EQ(base_.received_count(), 1u);
+  EXPECT_EQ(base_.received_count(), 2u);  // getBalance and its owner probe
 }
 
 TEST_F(RouterTest, MultipleAccountsAreSplitAcrossBaseAndTwoErsAndMergedInOrder) {
@@ -246,6 +246,7 @@ TEST_F(RouterTest, MinSlotAboveTheAppliedSlotGets412AfterTheWait) {
 TEST_F(RouterTest, MinContextSlotWaitsForTheEngineThenAnswers) {
   Start([](RouterOptions& options, HttpServerOptions&) {
     options.max_gate_wait = absl::Seconds(20);
+    options.verify_owner = false;  // only the call goes to er1, no owner probe
   });
   TestClient client(port());
   const std::string body =
@@ -280,6 +281,7 @@ TEST_F(RouterTest, UpstreamThatTimesOutIsRetriedOnTheSecondEndpoint) {
 TEST_F(RouterTest, UpstreamTimeoutWithNoOtherEndpointIsAnInternalError) {
   Start([](RouterOptions& options, HttpServerOptions&) {
     options.upstream.request_timeout = absl::Milliseconds(100);
+    options.verify_owner = false;  // only the call goes to er1, no owner probe
   });
   er1_.SetResponder([](const std::string&, const std::string&) {
     return FakeReply{FakeReply::Action::kHang, 200, ""};
@@ -348,6 +350,31 @@ TEST_F(RouterTest, RouterMethodsAnswerLikeMagicBlocksRouter) {
       << routes.body;
 }
 
+// MagicBlock's router answers getIdentity with an ER validator's identity and fqdn (the SDK's
+// getClosestValidator): without `router.identity`, the default ER's, else the first ER's.
+TEST_F(RouterTest, GetIdentityWithoutARouterIdentityAnswersTheDefaultEr) {
+  Start([](RouterOptions& options, HttpServerOptions&) {
+    options.identity = Pubkey();
+    options.fqdn.clear();
+    options.routing.default_er = "er2";
+  });
+  TestClient client(port());
+  EXPECT_EQ(client.Post(Call("1", "getIdentity", "[]")).body,
+            R"({"jsonrpc":"2.0","result":{"identity":")" + kEr2Identity.ToBase58() +
+                R"(","fqdn":"https://er2.example"},"id":1})");
+}
+
+TEST_F(RouterTest, GetIdentityWithoutARouterIdentityOrDefaultErAnswersTheFirstEr) {
+  Start([](RouterOptions& options, HttpServerOptions&) {
+    options.identity = Pubkey();
+    options.routing.default_er.clear();
+  });
+  TestClient client(port());
+  EXPECT_EQ(client.Post(Call("7", "getIdentity", "[]")).body,
+            R"({"jsonrpc":"2.0","result":{"identity":")" + kEr1Identity.ToBase58() +
+                R"(","fqdn":"https://er1.example"},"id":7})");
+}
+
 TEST_F(RouterTest, BaseShowingTheDelegationProgramAsOwnerIsReaskedOfTheRecordsEr) {
   Start();
   // Key(7) is unknown to the state, but base says it is delegated; its record names er2.
@@ -358,12 +385,13 @@ TEST_F(RouterTest, BaseShowingTheDelegationProgramAsOwnerIsReaskedOfTheRecordsEr
   base_.SetResponder([&, record_pda](const std::string& method, const std::string& body) {
     std::string value;
     if (body.find(record_pda) != std::string::npos) {
-      value = R"({"data":[")" + Base64Encode(EncodeDelegationRecord(record)) +
-              R"(","base64"],"owner":")" + std::string(kDelegationProgramId) + R"("})";
+      // The record is read with getMultipleAccounts of the record PDAs.
+      EXPECT_EQ(method, "getMultipleAccounts");
+      value = R"([{"data":[")" + Base64Encode(EncodeDelegationRecord(record)) +
+              R"(","base64"],"owner":")" + std::string(kDelegationProgramId) + R"("}])";
     } else {
       value = R"({"data":["","base64"],"owner":")" + std::string(kDelegationProgramId) + R"("})";
     }
-    (void)method;
     return FakeReply{
         FakeReply::Action::kAnswer, 200,
         R"({"jsonrpc":"2.0","result":{"context":{"slot":1},"value":)" + value + R"(},"id":1})"};
@@ -409,6 +437,26 @@ TEST_F(RouterTest, OwnerVerificationCanBeTurnedOffOutsideLimbo) {
   snapshots_.Publish(SnapshotBuilder().Delegate(Key(1), kEr1Identity).Build(101, Slot{90}));
   EXPECT_NE(client.Post(call).body.find("base"), std::string::npos);
   EXPECT_EQ(metrics_.owner_reroutes.value(), 1u);
+}
+
+// getBalance shows no owner: a zero-length getAccountInfo of the account, at the call's
+// commitment, goes to the same target beside the call itself.
+TEST_F(RouterTest, GetBalanceIsProbedWithAZeroLengthGetAccountInfo) {
+  Start();
+  TestClient client(port());
+  const std::string call =
+      Call("1", "getBalance", "[" + Quoted(Key(9)) + R"(,{"commitment":"confirmed"}])");
+  EXPECT_EQ(client.Post(call).body,
+            R"({"jsonrpc":"2.0","result":{"from":"base","method":"getBalance"},"id":1})");
+  const std::string probe =
+      R"({"jsonrpc":"2.0","id":1,"method":"getAccountInfo","params":[)" + Quoted(Key(9)) +
+      R"(,{"encoding":"base64","dataSlice":{"offset":0,"length":0},"commitment":"confirmed"}]})";
+  ASSERT_TRUE(base_.WaitForRequests(2));
+  const std::vector<std::string> received = base_.received();
+  EXPECT_EQ(received.size(), 2u);
+  EXPECT_NE(std::find(received.begin(), received.end(), call), received.end());
+  EXPECT_NE(std::find(received.begin(), received.end(), probe), received.end());
+  EXPECT_EQ(metrics_.owner_reroutes.value(), 0u);
 }
 
 TEST_F(RouterTest, HttpsUpstreamThatCannotHandshakeIsAnInternalError) {

@@ -48,6 +48,7 @@ max_wait_ms = 0
 identity = "11111111111111111111111111111112"
 fqdn = "https://router.example"
 verify_owner = false
+verify_owner_multiple = true
 signature_memory_size = 10
 [upstreams.er1]
 endpoints = [{url = "http://127.0.0.1:7800", weight = 3}, {url = "http://127.0.0.1:7801"}]
@@ -64,6 +65,12 @@ country_code = "DE"
 default_er = "er1"
 forward_unknown_methods = true
 methods = {"getAsset*" = "indexer"}
+[ingest]
+base_url = "https://rpc.example:8899/key"
+pubsub_url = "wss://ws.example/key"
+verify_tls = false
+tls_ca_file = "/etc/switchyard/ca.pem"
+reconcile_interval_ms = 900
 )");
   ASSERT_TRUE(config.ok()) << config.status();
   const ServeConfig& s = config->serve;
@@ -82,6 +89,7 @@ methods = {"getAsset*" = "indexer"}
   EXPECT_EQ(s.router.identity.ToBase58(), "11111111111111111111111111111112");
   EXPECT_EQ(s.router.fqdn, "https://router.example");
   EXPECT_FALSE(s.router.verify_owner);
+  EXPECT_TRUE(s.router.verify_owner_multiple);
   EXPECT_EQ(s.router.signature_memory_size, 10u);
   ASSERT_EQ(s.router.upstreams.size(), 3u);
   EXPECT_EQ(s.router.upstreams[0].name, "base");
@@ -100,6 +108,11 @@ methods = {"getAsset*" = "indexer"}
   ASSERT_EQ(s.router.routing.method_rules.size(), 1u);
   EXPECT_EQ(s.router.routing.method_rules[0].pattern, "getAsset*");
   EXPECT_EQ(s.router.routing.method_rules[0].target, "indexer");
+  EXPECT_EQ(config->ingest.base_url, "https://rpc.example:8899/key");
+  EXPECT_EQ(config->ingest.pubsub_url, "wss://ws.example/key");
+  EXPECT_FALSE(config->ingest.verify_tls);
+  EXPECT_EQ(config->ingest.tls_ca_file, "/etc/switchyard/ca.pem");
+  EXPECT_EQ(config->ingest.reconcile_interval_ms, 900);
 }
 
 TEST_F(ServeConfigTest, DefaultsListenOnLoopback) {
