@@ -1,6 +1,9 @@
 #include "localnet/localnet.h"
 
 #include <algorithm>
+#include <fstream>
+#include <random>
+#include <vector>
 
 #include "common/status.h"
 #include "fmt/format.h"
@@ -42,6 +45,26 @@ Localnet::Localnet(LocalnetOptions options, const Clock* clock)
 
 Localnet::~Localnet() { Stop(); }
 
+namespace {
+
+// Ports to try for the HTTP listener when any will do: 40 random ones below the kernel's
+// ephemeral range (when it leaves room above 10000), then 0 (the kernel's choice) 20 times.
+std::vector<uint16_t> PortPairCandidates() {
+  std::vector<uint16_t> ports;
+  int low = 32768;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  range >> low;
+  if (low > 11000) {
+    std::mt19937 random(std::random_device{}());
+    std::uniform_int_distribution<int> pick(10000, low - 2);
+    for (int i = 0; i < 40; ++i) ports.push_back(static_cast<uint16_t>(pick(random)));
+  }
+  ports.insert(ports.end(), 20, 0);
+  return ports;
+}
+
+}  // namespace
+
 absl::Status Localnet::Start() {
   if (options_.slot_interval < absl::Milliseconds(1)) {
     return absl::InvalidArgumentError("the slot interval must be at least 1 ms");
@@ -56,12 +79,17 @@ absl::Status Localnet::Start() {
   if (scenario_ != nullptr) RETURN_IF_ERROR(scenario_->Start());
   if (cloner_ != nullptr) RETURN_IF_ERROR(cloner_->Start());
   // Pubsub listens on the HTTP port + 1, as Solana clients expect. With port 0, try free
-  // ports until both fit.
+  // pairs until both fit: first below the kernel's ephemeral range, where no outgoing
+  // connection (nor its TIME-WAIT remains, thousands of them after a load test) holds the
+  // second port, then wherever the kernel puts the first.
+  const std::vector<uint16_t> candidates =
+      options_.port != 0 ? std::vector<uint16_t>{options_.port} : PortPairCandidates();
   absl::Status status;
-  for (int attempt = 0; attempt < 20; ++attempt) {
-    status = http_->Start(options_.bind_address, options_.port);
-    if (!status.ok()) return status;
-    status = ws_->Start(options_.bind_address, static_cast<uint16_t>(http_->port() + 1));
+  for (const uint16_t port : candidates) {
+    status = http_->Start(options_.bind_address, port);
+    if (status.ok()) {
+      status = ws_->Start(options_.bind_address, static_cast<uint16_t>(http_->port() + 1));
+    }
     if (status.ok() || options_.port != 0) break;
     // Neither listener accepts yet, so both can simply be replaced.
     ServerLimits limits{options_.max_body_bytes, options_.max_ws_queue, options_.idle_timeout};

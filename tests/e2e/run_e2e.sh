@@ -14,16 +14,21 @@ set -euo pipefail
 bin="$(realpath "${1:?usage: run_e2e.sh /path/to/switchyard-localnet [/path/to/switchyard]}")"
 dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$dir"
+# ctest runs the e2e tests in parallel: one of them installs while the others wait.
+exec 9>"$dir/.npm-install.lock"
+flock 9
 if [[ ! -d node_modules/@solana/web3.js || ! -d node_modules/@solana/kit ||
       ! -d node_modules/@magicblock-labs/ephemeral-rollups-sdk ]]; then
   timeout 600 npm ci --no-audit --no-fund --loglevel=error
 fi
+flock -u 9
+exec 9>&-
 export SWITCHYARD_LOCALNET_BIN="$bin"
 tests=(localnet.test.mjs)
 if [[ $# -ge 2 ]]; then
   SWITCHYARD_BIN="$(realpath "$2")"
   export SWITCHYARD_BIN
-  tests=(router.test.mjs pubsub.test.mjs)
+  tests=(router.test.mjs)
 fi
 # node's runner kills nothing it did not start; the test files kill their processes on exit,
 # on SIGTERM and on SIGINT. The timeout (its signal goes to the whole process group) bounds
