@@ -7,6 +7,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 #include <chrono>
 #include <deque>
 
@@ -149,6 +150,11 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       OnReadError(ec);
       return;
     }
+    if (server_->upgrade_handler_ && queue_.empty() && !writing_ &&
+        beast::websocket::is_upgrade(parser_->get())) {
+      HandOver();
+      return;
+    }
     phase_ = Phase::kBody;
     ArmReadTimer(options_.body_timeout);
     // A client that asks may wait for "100 Continue" before it sends the body (curl does for
@@ -187,6 +193,24 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       read_closed_ = true;
       if (queue_.empty() && !writing_) Close();
     }
+  }
+
+  // Gives the connection to the upgrade handler (bytes read past the request, which a client
+  // does not send before the handshake answer, are dropped).
+  void HandOver() {
+    phase_ = Phase::kNone;
+    read_timer_.cancel();
+    write_timer_.cancel();
+    closed_ = true;
+    read_closed_ = true;
+    HttpRequest request;
+    request.method = std::string(parser_->get().method_string());
+    request.target = std::string(parser_->get().target());
+    for (const auto& field : parser_->get()) {
+      request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    }
+    parser_.reset();
+    server_->upgrade_handler_(std::move(socket_), std::move(request));
   }
 
   // Queues an answer the server makes itself, after which the connection closes.

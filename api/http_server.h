@@ -82,6 +82,13 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
+  // Takes over a connection whose request asks for a WebSocket Upgrade (the pubsub server):
+  // called on the worker's thread with the socket and the request; the server forgets both.
+  using UpgradeHandler =
+      std::function<void(boost::asio::ip::tcp::socket socket, HttpRequest request)>;
+  // Before Start(). Without a handler, Upgrade requests are answered like any other.
+  void SetUpgradeHandler(UpgradeHandler handler) { upgrade_handler_ = std::move(handler); }
+
   // Binds and starts the workers.
   absl::Status Start();
   // Stops accepting, lets connections finish the answers they owe (up to drain_timeout),
@@ -103,6 +110,7 @@ class HttpServer {
 
   HttpServerOptions options_;
   RequestHandlerFactory factory_;
+  UpgradeHandler upgrade_handler_;
   ApiMetrics* metrics_;
   uint16_t port_ = 0;
   bool started_ = false;

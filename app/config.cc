@@ -270,6 +270,50 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
     }
   }
   RETURN_IF_ERROR(routing.CheckNoUnknownKeys());
+
+  // [pubsub]
+  TableReader pubsub(section("pubsub"), "pubsub.", file);
+  PubsubServerOptions& ws = serve->pubsub;
+  RETURN_IF_ERROR(pubsub.ReadBool("enabled", &serve->pubsub_enabled));
+  if (pubsub.Node("port") != nullptr) {
+    int64_t port = 0;
+    RETURN_IF_ERROR(pubsub.ReadNonNegative("port", &port));
+    if (port > 65535) return pubsub.Error("port", "must be a port from 0 (none) to 65535");
+    serve->pubsub_port = static_cast<int32_t>(port);
+  }
+  RETURN_IF_ERROR(pubsub.ReadSize("threads", &ws.threads, /*allow_zero=*/true));
+  RETURN_IF_ERROR(pubsub.ReadSize("max_connections", &ws.max_connections));
+  RETURN_IF_ERROR(
+      pubsub.ReadSize("max_subscriptions_per_connection", &ws.max_subscriptions_per_connection));
+  RETURN_IF_ERROR(pubsub.ReadSize("max_message_bytes", &ws.max_message_bytes));
+  RETURN_IF_ERROR(pubsub.ReadMillis("idle_timeout_ms", &ws.idle_timeout));
+  RETURN_IF_ERROR(pubsub.ReadSize("max_send_queue_messages", &ws.max_send_queue_messages));
+  RETURN_IF_ERROR(pubsub.ReadSize("max_send_queue_bytes", &ws.max_send_queue_bytes));
+  RETURN_IF_ERROR(pubsub.ReadMillis("upstream_timeout_ms", &ws.router.upstream.call_timeout));
+  RETURN_IF_ERROR(pubsub.ReadMillis("reconnect_give_up_ms", &ws.router.upstream.reconnect_give_up));
+  if (const toml::node* upstreams = pubsub.Node("upstreams")) {
+    if (!upstreams->is_table()) return pubsub.Error("upstreams", "must be a table of URL lists");
+    for (const auto& [name_key, urls] : *upstreams->as_table()) {
+      const std::string name(name_key.str());
+      const std::string key = fmt::format("upstreams.{}", name);
+      if (!has_upstream(name)) {
+        return pubsub.Error(key, fmt::format("names no configured upstream (\"{}\")", name));
+      }
+      std::vector<std::string> list;
+      const toml::array* array = urls.as_array();
+      if (array == nullptr || array->empty()) {
+        return pubsub.Error(key, "must be a non-empty array of \"ws://...\" URLs");
+      }
+      for (const toml::node& url : *array) {
+        if (!url.is_string() || !ParseWsUrl(url.as_string()->get()).ok()) {
+          return pubsub.Error(key, "must be a non-empty array of \"ws://...\" URLs");
+        }
+        list.push_back(url.as_string()->get());
+      }
+      ws.router.endpoints.emplace_back(name, std::move(list));
+    }
+  }
+  RETURN_IF_ERROR(pubsub.CheckNoUnknownKeys());
   return absl::OkStatus();
 }
 
@@ -289,8 +333,8 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   }
   config.source = *path;
   static const absl::flat_hash_set<std::string> kSections = {
-      "storage",     "log",     "fold",      "api", "admin", "router",
-      "consistency", "routing", "upstreams", "ers", "ingest"};
+      "storage",     "log",     "fold",      "api", "admin",  "router",
+      "consistency", "routing", "upstreams", "ers", "ingest", "pubsub"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", *path, key.str()));
@@ -324,6 +368,15 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   int64_t partitions = config.kafka_partitions;
   RETURN_IF_ERROR(log.ReadString("url", &config.log_url));
   RETURN_IF_ERROR(log.ReadPositive("kafka_partitions", &partitions));
+  if (const toml::node* properties = log.Node("kafka_properties")) {
+    if (!properties->is_table()) return log.Error("kafka_properties", "must be a table of strings");
+    for (const auto& [name, value] : *properties->as_table()) {
+      if (!value.is_string()) {
+        return log.Error(fmt::format("kafka_properties.\"{}\"", name.str()), "must be a string");
+      }
+      config.kafka_properties.emplace_back(std::string(name.str()), value.as_string()->get());
+    }
+  }
   RETURN_IF_ERROR(log.CheckNoUnknownKeys());
   config.kafka_partitions = static_cast<int32_t>(partitions);
 

@@ -2,10 +2,13 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "api/admin_handler.h"
 #include "api/http_server.h"
+#include "api/pubsub_server.h"
 #include "api/router.h"
 #include "engine/fold_runner.h"
 
@@ -22,6 +25,9 @@ namespace switchyard {
 //   [log]
 //   url = "embedded"               # or "kafka://HOST:PORT[,HOST:PORT...]/TOPIC"
 //   kafka_partitions = 12          # when Switchyard creates the topic
+//   kafka_properties = {}          # librdkafka properties for the producer and the readers,
+//                                  # e.g. {"security.protocol" = "SSL"}; librdkafka warns
+//                                  # about one that does not apply to a client
 //
 //   [fold]
 //   max_batch_records = 50000
@@ -49,6 +55,15 @@ namespace switchyard {
 //   [routing]      default_er = "er1", forward_unknown_methods = false,
 //                  methods = {"getAsset*" = "indexer"}
 //
+//   [pubsub]       enabled = true, port = <api port + 1> (0: no own listener; Upgrade on
+//                  the api port still works), threads = 0, max_connections = 10000,
+//                  max_subscriptions_per_connection = 1000, max_message_bytes = 1048576,
+//                  idle_timeout_ms = 60000, max_send_queue_messages = 16384,
+//                  max_send_queue_bytes = 16777216, upstream_timeout_ms = 10000,
+//                  reconnect_give_up_ms = 10000
+//   [pubsub.upstreams]  NAME = ["ws://HOST:PORT", ...]  (default: each endpoint's URL as
+//                  Solana clients derive it: ws(s), port + 1)
+//
 // Every name that routing and ers use must be an upstream; `serve` requires upstreams.base.
 struct ServeConfig {
   ServeConfig() {
@@ -61,6 +76,11 @@ struct ServeConfig {
   AdminOptions admin_options;
   absl::Duration probe_interval = absl::Seconds(1);
   RouterOptions router;  // upstreams, ers, routing, identity, consistency
+  // [pubsub]. pubsub_port: -1 for the api port + 1 (a free port when the api's is 0), 0 for no
+  // own listener, else the port; serve resolves it into pubsub.port.
+  bool pubsub_enabled = true;
+  int32_t pubsub_port = -1;
+  PubsubServerOptions pubsub;
 };
 
 // [ingest]: the base layer the watcher follows. `switchyard serve` runs the watcher when
@@ -79,6 +99,7 @@ struct Config {
   size_t block_cache_mb = 32;
   std::string log_url = "embedded";
   int32_t kafka_partitions = 12;
+  std::vector<std::pair<std::string, std::string>> kafka_properties;  // applied last
   FoldRunnerOptions fold;
   ServeConfig serve;
   IngestConfig ingest;

@@ -1,7 +1,9 @@
 #include "app/ingest_command.h"
 
 #include <signal.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 
@@ -22,14 +24,33 @@ absl::StatusOr<IngestResume> ResumeIngest(FoldRunner& runner, StateStore& store,
     resume.view[account] = state;
   });
   ASSIGN_OR_RETURN(std::unique_ptr<EventLogReader> reader, log.OpenReader());
-  for (size_t p = 0; p < loaded.position.partitions.size(); ++p) {
-    const PartitionCursor& cursor = loaded.position.partitions[p];
-    resume.last_sealed = std::max(resume.last_sealed, cursor.sealed_slot);
-    RETURN_IF_ERROR(reader->Seek(static_cast<int32_t>(p), cursor.next_offset));
+  // Read the tail up to the end each partition has now: a remote log (Kafka) may deliver
+  // nothing on the first polls although records are there.
+  std::vector<int64_t> next(static_cast<size_t>(reader->partition_count()), 0);
+  std::vector<int64_t> ends(next.size());
+  for (size_t p = 0; p < next.size(); ++p) {
+    if (p < loaded.position.partitions.size()) {
+      const PartitionCursor& cursor = loaded.position.partitions[p];
+      resume.last_sealed = std::max(resume.last_sealed, cursor.sealed_slot);
+      next[p] = cursor.next_offset;
+    }
+    RETURN_IF_ERROR(reader->Seek(static_cast<int32_t>(p), next[p]));
+    ASSIGN_OR_RETURN(ends[p], reader->EndOffset(static_cast<int32_t>(p)));
   }
-  for (;;) {
+  auto behind = [&] {
+    for (size_t p = 0; p < next.size(); ++p) {
+      if (next[p] < ends[p]) return true;
+    }
+    return false;
+  };
+  const absl::Time deadline = absl::Now() + absl::Minutes(1);
+  while (behind()) {
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError("reading the log's unsealed tail timed out");
+    }
     ASSIGN_OR_RETURN(
-        size_t read, reader->Poll(10'000, absl::ZeroDuration(), [&](const LogRecordView& r) {
+        size_t read, reader->Poll(10'000, absl::Milliseconds(100), [&](const LogRecordView& r) {
+          next[r.partition] = r.offset + 1;
           absl::StatusOr<Event> event = DecodeEvent(r.payload);
           if (!event.ok() || AccountOf(*event) == nullptr) return;
           auto it = resume.view.find(*AccountOf(*event));
@@ -37,7 +58,7 @@ absl::StatusOr<IngestResume> ResumeIngest(FoldRunner& runner, StateStore& store,
               ApplyAccountEvent(it == resume.view.end() ? nullptr : &it->second, *event);
           resume.view[*AccountOf(*event)] = result.next;
         }));
-    if (read == 0) break;
+    (void)read;
   }
   return resume;
 }
@@ -61,7 +82,11 @@ int RunIngest(const Config& config) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  auto log = OpenEventLog(config, /*create_if_missing=*/true);
+  auto log = OpenEventLogRetrying(config, /*create_if_missing=*/true, nullptr, stop_signals);
+  if (absl::IsCancelled(log.status())) {
+    std::cout << "ingest: " << log.status().message() << std::endl;
+    return 0;
+  }
   if (!log.ok()) {
     std::cerr << "error: " << log.status().message() << "\n";
     return 1;
@@ -85,6 +110,15 @@ int RunIngest(const Config& config) {
   const absl::Status init = runner.Init();
   absl::StatusOr<IngestResume> resume =
       init.ok() ? ResumeIngest(runner, **store, **log) : absl::StatusOr<IngestResume>(init);
+  // A log that went away after it opened (a Kafka broker down) is waited for, like the open.
+  for (absl::Duration delay = absl::Milliseconds(250);
+       !resume.ok() && IsRetryableLogError(resume.status());
+       delay = std::min(delay * 2, absl::Seconds(10))) {
+    spdlog::warn("ingest: cannot read the log {}: {}; retrying in {}", config.log_url,
+                 std::string(resume.status().message()), absl::FormatDuration(delay));
+    if (WaitForStopSignal(stop_signals, delay)) return 0;
+    resume = ResumeIngest(runner, **store, **log);
+  }
   if (!resume.ok()) {
     std::cerr << "error: " << resume.status().message() << "\n";
     return 1;

@@ -13,6 +13,8 @@
 #include "api/admin_handler.h"
 #include "api/api_metrics.h"
 #include "api/http_server.h"
+#include "api/pubsub_metrics.h"
+#include "api/pubsub_server.h"
 #include "api/router.h"
 #include "app/ingest_command.h"
 #include "app/log_url.h"
@@ -23,6 +25,7 @@
 #include "engine/snapshot.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
+#include "storage/kafka_event_log.h"
 #include "storage/rocksdb_state_store.h"
 
 namespace switchyard {
@@ -32,12 +35,19 @@ namespace {
 // that each outlives what uses it; Stop() shuts them down in the order SIGTERM needs.
 class ServeProcess {
  public:
-  explicit ServeProcess(const Config& config) : config_(config) {}
+  // `stop_signals` are blocked by the caller; Start() gives up when one arrives.
+  ServeProcess(const Config& config, const sigset_t& stop_signals)
+      : config_(config), stop_signals_(stop_signals) {}
   ~ServeProcess() { Stop(); }
 
   absl::Status Start() {
     const ServeConfig& serve = config_.serve;
-    ASSIGN_OR_RETURN(log_, OpenEventLog(config_, /*create_if_missing=*/true));
+    if (config_.log_url.rfind("kafka://", 0) == 0) {
+      kafka_metrics_ = std::make_unique<KafkaLogMetrics>(registry_);
+    }
+    // No listener is up while the log cannot be opened: nothing claims readiness meanwhile.
+    ASSIGN_OR_RETURN(log_, OpenEventLogRetrying(config_, /*create_if_missing=*/true,
+                                                kafka_metrics_.get(), stop_signals_));
     ASSIGN_OR_RETURN(reader_, log_->OpenReader());
     RocksDbStateStoreOptions store_options;
     store_options.sync_commits = config_.sync;
@@ -100,10 +110,45 @@ class ServeProcess {
       return absl::UnavailableError(fmt::format("admin.listen {}:{}: {}", serve.admin.address,
                                                 serve.admin.port, std::string(s.message())));
     }
+    if (serve.pubsub_enabled) RETURN_IF_ERROR(StartPubsub());
     api_server_ = std::make_unique<HttpServer>(serve.api, router_->HandlerFactory(), &api_metrics_);
+    if (pubsub_) api_server_->SetUpgradeHandler(pubsub_->UpgradeHandler());
     if (absl::Status s = api_server_->Start(); !s.ok()) {
       return absl::UnavailableError(fmt::format("api.listen {}:{}: {}", serve.api.address,
                                                 serve.api.port, std::string(s.message())));
+    }
+    return absl::OkStatus();
+  }
+
+  // The pubsub server on api.port + 1 (or [pubsub] port) and through Upgrade on api.port.
+  absl::Status StartPubsub() {
+    const ServeConfig& serve = config_.serve;
+    PubsubServerOptions options = serve.pubsub;
+    options.address = serve.api.address;
+    if (serve.pubsub_port < 0) {
+      if (serve.api.port == 65535) {
+        return absl::InvalidArgumentError(fmt::format(
+            "{}: api.listen port 65535 leaves no room for pubsub on port + 1; set pubsub.port",
+            config_.source));
+      }
+      options.port = serve.api.port == 0 ? 0 : static_cast<uint16_t>(serve.api.port + 1);
+    } else if (serve.pubsub_port == 0) {
+      options.port = std::nullopt;
+    } else {
+      options.port = static_cast<uint16_t>(serve.pubsub_port);
+    }
+    options.router.upstream.verify_tls = serve.router.upstream.verify_tls;
+    std::vector<std::string> targets;
+    for (const UpstreamTarget& target : serve.router.upstreams) targets.push_back(target.name);
+    pubsub_metrics_ = std::make_unique<PubsubMetrics>(registry_, targets);
+    pubsub_ =
+        std::make_unique<PubsubServer>(std::move(options), router_.get(), pubsub_metrics_.get());
+    if (absl::Status s = pubsub_->Start(); !s.ok()) {
+      if (absl::IsInvalidArgument(s)) {
+        return absl::InvalidArgumentError(
+            fmt::format("{}: {}", config_.source, std::string(s.message())));
+      }
+      return absl::UnavailableError(fmt::format("pubsub.port: {}", std::string(s.message())));
     }
     return absl::OkStatus();
   }
@@ -113,12 +158,14 @@ class ServeProcess {
   // state and the log.
   void Stop() {
     if (api_server_) api_server_->Stop();
+    if (pubsub_) pubsub_->Stop();
     if (admin_server_) admin_server_->Stop();
     if (admin_) admin_->Stop();
     if (monitor_) monitor_->Stop();
     if (watcher_) watcher_->Stop();
     if (fold_runner_) fold_runner_->Stop();
     api_server_.reset();
+    pubsub_.reset();
     admin_server_.reset();
     admin_.reset();
     router_.reset();
@@ -132,6 +179,7 @@ class ServeProcess {
 
   uint16_t api_port() const { return api_server_->port(); }
   uint16_t admin_port() const { return admin_server_->port(); }
+  uint16_t pubsub_port() const { return pubsub_ ? pubsub_->port() : 0; }
   Slot applied_slot() const {
     auto snapshot = snapshots_.Current();
     return snapshot ? snapshot->applied_slot() : 0;
@@ -148,6 +196,8 @@ class ServeProcess {
   AdminMetrics admin_metrics_{registry_};
   ApiMetrics admin_http_metrics_{admin_http_registry_};
   SnapshotHolder snapshots_;
+  const sigset_t& stop_signals_;
+  std::unique_ptr<KafkaLogMetrics> kafka_metrics_;  // with a Kafka log
   std::unique_ptr<EventLog> log_;
   std::unique_ptr<EventLogReader> reader_;
   std::unique_ptr<RocksDbStateStore> store_;
@@ -155,17 +205,21 @@ class ServeProcess {
   WatcherMetrics watcher_metrics_{registry_};
   std::unique_ptr<BaseLayerWatcher> watcher_;  // when [ingest] base_url is set
   std::unique_ptr<RouterContext> router_;
+  std::unique_ptr<PubsubMetrics> pubsub_metrics_;
+  std::unique_ptr<PubsubServer> pubsub_;  // when [pubsub] is enabled
   std::unique_ptr<UpstreamMonitor> monitor_;
   std::unique_ptr<AdminContext> admin_;
   std::unique_ptr<HttpServer> admin_server_;
   std::unique_ptr<HttpServer> api_server_;
 };
 
-absl::Status WriteReadyFile(const std::string& path, uint16_t api_port, uint16_t admin_port) {
+absl::Status WriteReadyFile(const std::string& path, uint16_t api_port, uint16_t admin_port,
+                            uint16_t pubsub_port) {
   const std::string temp = path + ".tmp";
   {
     std::ofstream out(temp, std::ios::trunc);
-    out << fmt::format("{{\"api\":{},\"admin\":{}}}\n", api_port, admin_port);
+    out << fmt::format("{{\"api\":{},\"admin\":{},\"pubsub\":{}}}\n", api_port, admin_port,
+                       pubsub_port);
     if (!out) return absl::UnavailableError(fmt::format("cannot write {}", temp));
   }
   std::error_code ec;
@@ -198,16 +252,22 @@ int RunServe(const Config& config, const ServeArgs& args) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  ServeProcess process(config);
+  ServeProcess process(config, signals);
   if (absl::Status s = process.Start(); !s.ok()) {
+    if (absl::IsCancelled(s)) {
+      spdlog::info("switchyard serve: {}", std::string(s.message()));
+      return 0;
+    }
     std::cerr << "error: " << s.message() << "\n";
     process.Stop();
     return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
-  spdlog::info("switchyard serve: api={} admin={} applied_slot={} log={}", process.api_port(),
-               process.admin_port(), process.applied_slot(), config.log_url);
+  spdlog::info("switchyard serve: api={} admin={} pubsub={} applied_slot={} log={}",
+               process.api_port(), process.admin_port(), process.pubsub_port(),
+               process.applied_slot(), config.log_url);
   if (!args.ready_file.empty()) {
-    if (absl::Status s = WriteReadyFile(args.ready_file, process.api_port(), process.admin_port());
+    if (absl::Status s = WriteReadyFile(args.ready_file, process.api_port(), process.admin_port(),
+                                        process.pubsub_port());
         !s.ok()) {
       std::cerr << "error: " << s.message() << "\n";
       process.Stop();

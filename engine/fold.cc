@@ -32,6 +32,11 @@ Fold::Fold(FoldOptions options, LoadedState state, int32_t partition_count)
   position_.partitions.resize(partitions_.size());
   for (size_t p = 0; p < partitions_.size(); ++p) {
     partitions_[p].read_offset = position_.partitions[p].next_offset;
+    partitions_[p].last_seal = position_.applied_slot;
+    // A SlotSealed above the applied slot was still pending, at or after next_offset: it is
+    // read again. Counting it before then would apply records not yet read again.
+    auto& cursor = position_.partitions[p];
+    cursor.sealed_slot = std::min(cursor.sealed_slot, position_.applied_slot);
   }
   accounts_.ForEach([this](const Pubkey&, const AccountState& s) {
     if (s.delegated) ++delegated_count_;
@@ -71,6 +76,13 @@ void Fold::Add(int32_t partition, int64_t offset, std::string_view record) {
     if (const auto* seal = std::get_if<SlotSealedEvent>(&*event)) {
       auto& cursor = position_.partitions[partition];
       cursor.sealed_slot = std::max(cursor.sealed_slot, seal->slot);
+      pending.fold_slot = seal->slot;
+      queue.last_seal = std::max(queue.last_seal, seal->slot);
+    } else if (std::holds_alternative<StreamGapEvent>(*event)) {
+      // A lost stream must reach the routing at once, late or not; it changes no digest.
+      pending.fold_slot = SlotOf(*event);
+    } else {
+      pending.fold_slot = std::max(SlotOf(*event), queue.last_seal + 1);
     }
     if (AccountOf(*event) != nullptr) pending.record = std::string(record);
     pending.event = *std::move(event);
@@ -109,11 +121,11 @@ bool Fold::FoldHead(int32_t partition) {
     return true;
   }
   const Event& event = *head.event;
+  if (head.fold_slot > position_.applied_slot) return false;
   if (std::holds_alternative<SlotSealedEvent>(event)) {
     ++position_.counters.seals;
     return true;
   }
-  if (SlotOf(event) > position_.applied_slot) return false;
   if (const auto* gap = std::get_if<StreamGapEvent>(&event)) {
     if (!cursor.limbo_since) cursor.limbo_since = gap->slot;
     ++position_.counters.stream_gaps;

@@ -29,6 +29,11 @@ struct FoldOptions {
 // partition's sealed slot; the applied slot is the lowest sealed slot over all partitions
 // (capped by `stop_at_slot`). A record is folded only once its slot is at or below the
 // applied slot, and in its partition's order, so the state is always that of a whole slot.
+// A record that comes after a SlotSealed(S) of its partition although its slot is at or below
+// S (a late record: a correction, a repair) counts for slot S + 1: the state at an applied
+// slot holds exactly the records before that slot's SlotSealed in every partition, whatever
+// order the partitions were read in, so every replica shows the same digest for a slot.
+// (A late StreamGap still takes effect at once: limbo must not wait for the next slot.)
 // Records that fail to decode are quarantined in order. Everything the fold changes is
 // collected into the next FoldBatch, whose position says where to resume after a restart:
 // re-reading from each partition's `next_offset` rebuilds the records still pending.
@@ -60,12 +65,19 @@ class Fold {
  private:
   struct PendingRecord {
     int64_t offset = 0;
+    // The applied slot from which it may be folded: its own slot, or for a late record
+    // (see above) the slot after the last SlotSealed before it in its partition.
+    Slot fold_slot = 0;
     std::optional<Event> event;  // empty: failed to decode
     std::string record;          // kept for history rows and quarantine
     std::string error;
   };
   struct PartitionQueue {
     int64_t read_offset = 0;
+    // The highest SlotSealed fed so far. A SlotSealed leaves the queue only once the applied
+    // slot reaches it, so at a committed position every SlotSealed before `next_offset` is at
+    // or below the applied slot: a fold resumed there starts from the applied slot.
+    Slot last_seal = 0;
     std::deque<PendingRecord> pending;
   };
 

@@ -73,6 +73,12 @@ void PubSubHub::Index(const Subscription& sub) {
     case Kind::kSlot:
       slots_.insert(sub.id);
       break;
+    case Kind::kRoot:
+      roots_.insert(sub.id);
+      break;
+    case Kind::kBlock:
+      blocks_.insert(sub.id);
+      break;
     case Kind::kSignature:
       by_signature_[sub.signature].insert(sub.id);
       break;
@@ -98,6 +104,12 @@ void PubSubHub::Unindex(const Subscription& sub) {
       break;
     case Kind::kSlot:
       slots_.erase(sub.id);
+      break;
+    case Kind::kRoot:
+      roots_.erase(sub.id);
+      break;
+    case Kind::kBlock:
+      blocks_.erase(sub.id);
       break;
     case Kind::kSignature:
       erase_from(by_signature_, sub.signature);
@@ -201,6 +213,25 @@ std::string PubSubHub::Subscribe(const std::shared_ptr<NotificationSink>& sessio
     }
   } else if (method == "slotSubscribe") {
     sub.kind = Kind::kSlot;
+  } else if (method == "rootSubscribe") {
+    sub.kind = Kind::kRoot;
+  } else if (method == "blockSubscribe") {
+    // "all" or {"mentionsAccountOrProgram": pubkey}; blocks list their signatures only.
+    sub.kind = Kind::kBlock;
+    auto p = ParamAt(params, 0);
+    if (!p.has_value()) return error(-32602, "Invalid params");
+    if (auto text = StringOf(*p)) {
+      if (*text != "all") return error(-32602, "Invalid params");
+      sub.logs_all = true;
+    } else {
+      std::string_view mention;
+      if ((*p)["mentionsAccountOrProgram"].get_string().get(mention) != simdjson::SUCCESS) {
+        return error(-32602, "Invalid params");
+      }
+      auto key = Pubkey::FromBase58(mention);
+      if (!key.ok()) return error(-32602, "Invalid Request: Invalid pubkey provided");
+      sub.key = *key;
+    }
   } else if (method == "signatureSubscribe") {
     sub.kind = Kind::kSignature;
     auto p = ParamAt(params, 0);
@@ -299,6 +330,40 @@ void PubSubHub::Publish(const SlotEffects& effects) {
       const std::string result = fmt::format("{{\"parent\":{},\"root\":{},\"slot\":{}}}",
                                              effects.parent, effects.slot, effects.slot);
       for (uint64_t id : slots_) emit(subs_[id], Notification("slotNotification", result, id));
+    }
+    if (!roots_.empty()) {
+      // Every slot is final at once here: the root is the slot itself.
+      const std::string result = std::to_string(effects.slot);
+      for (uint64_t id : roots_) emit(subs_[id], Notification("rootNotification", result, id));
+    }
+    if (!blocks_.empty()) {
+      const BlockhashInfo latest = bank_->LatestBlockhash();
+      const Hash previous = last_blockhash_;
+      last_blockhash_ = latest.blockhash;
+      for (uint64_t id : blocks_) {
+        const Subscription& sub = subs_[id];
+        std::string signatures;
+        int64_t block_time = 0;
+        for (const TxRecordRef& tx : effects.transactions) {
+          bool match = sub.logs_all;
+          for (size_t i = 0; !match && i < tx->message.key_count(); ++i) {
+            match = tx->message.key(i) == sub.key;
+          }
+          if (!match) continue;
+          if (!signatures.empty()) signatures.push_back(',');
+          fmt::format_to(std::back_inserter(signatures), "\"{}\"", tx->id.ToBase58());
+          block_time = tx->block_time;
+        }
+        if (!sub.logs_all && signatures.empty()) continue;
+        const std::string value = fmt::format(
+            "{{\"slot\":{},\"err\":null,\"block\":{{\"blockhash\":\"{}\","
+            "\"previousBlockhash\":\"{}\",\"parentSlot\":{},\"blockHeight\":{},"
+            "\"blockTime\":{},\"signatures\":[{}]}}}}",
+            effects.slot, latest.blockhash.ToBase58(), previous.ToBase58(), effects.parent,
+            bank_->block_height(), block_time == 0 ? "null" : std::to_string(block_time),
+            signatures);
+        emit(sub, Notification("blockNotification", WithContext(effects.slot, value), id));
+      }
     }
     if (faults_.drop_websockets_at_slot != 0 && effects.slot == faults_.drop_websockets_at_slot) {
       for (const auto& [raw, weak] : sessions_) {

@@ -29,8 +29,8 @@ class NotificationSink {
 };
 
 // The pubsub methods (accountSubscribe, programSubscribe, logsSubscribe, slotSubscribe,
-// signatureSubscribe and their unsubscribes) and the notifications after each slot. Owned
-// by Localnet; thread-safe.
+// rootSubscribe, blockSubscribe, signatureSubscribe and their unsubscribes) and the
+// notifications after each slot. Owned by Localnet; thread-safe.
 class PubSubHub {
  public:
   PubSubHub(Bank* bank, FaultOptions faults);
@@ -46,14 +46,14 @@ class PubSubHub {
   size_t subscription_count() const;
 
  private:
-  enum class Kind { kAccount, kProgram, kLogs, kSlot, kSignature };
+  enum class Kind { kAccount, kProgram, kLogs, kSlot, kRoot, kBlock, kSignature };
   struct Subscription {
     uint64_t id = 0;
     Kind kind = Kind::kSlot;
     std::weak_ptr<NotificationSink> sink;
     const NotificationSink* owner = nullptr;
-    Pubkey key;  // account, program, or the logs mention
-    bool logs_all = false;
+    Pubkey key;             // account, program, or the logs (block) mention
+    bool logs_all = false;  // logs and blocks: every transaction
     Signature signature;
     AccountConfig config;
     ProgramFilter filter;
@@ -78,6 +78,9 @@ class PubSubHub {
   absl::flat_hash_map<Signature, absl::flat_hash_set<uint64_t>> by_signature_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> logs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> slots_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint64_t> roots_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint64_t> blocks_ ABSL_GUARDED_BY(mu_);
+  Hash last_blockhash_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<const NotificationSink*, std::weak_ptr<NotificationSink>> sessions_
       ABSL_GUARDED_BY(mu_);
 };

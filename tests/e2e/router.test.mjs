@@ -10,7 +10,8 @@
 // Env: SWITCHYARD_LOCALNET_BIN (switchyard-localnet), SWITCHYARD_BIN (switchyard); run through
 // run_e2e.sh. Every process starts on port 0 with a ready file and is stopped when the tests
 // end, killed on SIGTERM/SIGINT/SIGHUP and, through setpriv's parent-death signal, when this
-// process is killed. Confirmation polls getSignatureStatuses (no pubsub through Switchyard yet).
+// process is killed. Confirmation polls getSignatureStatuses; pubsub.test.mjs covers the
+// WebSocket path.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';

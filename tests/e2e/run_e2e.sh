@@ -12,6 +12,8 @@
 # tests start their processes on free ports and kill them when they end.
 set -euo pipefail
 bin="$(realpath "${1:?usage: run_e2e.sh /path/to/switchyard-localnet [/path/to/switchyard]}")"
+switchyard_bin=""
+if [[ $# -ge 2 ]]; then switchyard_bin="$(realpath "$2")"; fi
 dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$dir"
 # ctest runs the e2e tests in parallel: one of them installs while the others wait.
@@ -26,9 +28,8 @@ exec 9>&-
 export SWITCHYARD_LOCALNET_BIN="$bin"
 tests=(localnet.test.mjs)
 if [[ $# -ge 2 ]]; then
-  SWITCHYARD_BIN="$(realpath "$2")"
-  export SWITCHYARD_BIN
-  tests=(router.test.mjs)
+  export SWITCHYARD_BIN="$switchyard_bin"
+  tests=(router.test.mjs pubsub.test.mjs)
 fi
 # node's runner kills nothing it did not start; the test files kill their processes on exit,
 # on SIGTERM and on SIGINT. The timeout (its signal goes to the whole process group) bounds

@@ -192,6 +192,100 @@ TEST(KafkaEventLogTest, RetriedProduceErrorsWriteEachRecordOnce) {
   EXPECT_EQ(got, sent);
 }
 
+// A watermark is produced only after the events before it are acknowledged: when those
+// events cannot be written, no SlotSealed reaches the log.
+TEST(KafkaEventLogTest, AWatermarkNeverGoesOutAheadOfEventsThatFailed) {
+  MockKafka kafka;
+  kafka.CreateTopic("delegations", 3);
+  KafkaEventLogOptions options = Options(kafka, "delegations");
+  options.delivery_timeout = absl::Seconds(2);
+  auto log = KafkaEventLog::Open(options);
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<Event> events;
+  for (uint8_t a = 1; a <= 24; ++a) events.emplace_back(testing::TestDelegation(a, 7));
+  events.emplace_back(SlotSealedEvent{7});
+  const auto records = Records(events, 3);
+  // Partition p is led by broker p + 1; broker 1 fails every produce request with an error
+  // the producer retries until the delivery deadline, the others accept them.
+  for (int32_t p = 0; p < 3; ++p) {
+    ASSERT_EQ(rd_kafka_mock_partition_set_leader(kafka.cluster(), "delegations", p, p + 1),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  for (int i = 0; i < 200; ++i) {
+    rd_kafka_mock_broker_push_request_error_rtts(kafka.cluster(), 1, /*Produce=*/0, 1,
+                                                 RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS, 0);
+  }
+  const absl::Status appended = (*log)->Append(records);
+  EXPECT_FALSE(appended.ok());
+
+  auto reader = (*log)->OpenReader();
+  ASSERT_TRUE(reader.ok());
+  size_t seals = 0;
+  auto read = (*reader)->Poll(1000, absl::Seconds(2), [&](const LogRecordView& r) {
+    auto event = DecodeEvent(r.payload);
+    if (event.ok() && std::holds_alternative<SlotSealedEvent>(*event)) ++seals;
+  });
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(seals, 0u) << "a SlotSealed was written although its events were not";
+}
+
+// Brokers that go away and come back, and fetch requests that fail, are not errors for the
+// reader: librdkafka reconnects and fetches again from the same position.
+TEST(KafkaEventLogTest, ReaderRidesOutBrokersDownAndFetchErrors) {
+  MockKafka kafka;
+  kafka.CreateTopic("delegations", 3);
+  auto log = KafkaEventLog::Open(Options(kafka, "delegations"));
+  ASSERT_TRUE(log.ok()) << log.status();
+  testing::GeneratorOptions gen;
+  gen.slots = 30;
+  const auto records = Records(testing::GenerateEvents(gen), 3);
+  ASSERT_TRUE((*log)->Append(records).ok());
+
+  auto reader = (*log)->OpenReader();
+  ASSERT_TRUE(reader.ok());
+  std::vector<std::tuple<int32_t, int64_t, std::string>> read;
+  auto poll = [&](absl::Duration timeout) {
+    auto n = (*reader)->Poll(50, timeout, [&](const LogRecordView& r) {
+      read.emplace_back(r.partition, r.offset, std::string(r.payload));
+    });
+    EXPECT_TRUE(n.ok()) << n.status();
+  };
+  poll(absl::Seconds(5));
+  ASSERT_GT(read.size(), 0u);
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(kafka.cluster(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  const absl::Time down_until = absl::Now() + absl::Seconds(2);
+  while (absl::Now() < down_until) poll(absl::Milliseconds(100));
+  ASSERT_EQ(rd_kafka_mock_broker_set_up(kafka.cluster(), -1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_mock_push_request_errors(
+      kafka.cluster(), /*Fetch=*/1, 4, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+      RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE,
+      RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (read.size() < records.size() && absl::Now() < deadline) poll(absl::Milliseconds(100));
+  ASSERT_EQ(read.size(), records.size());
+  std::map<int32_t, int64_t> next;
+  for (const auto& [partition, offset, payload] : read) {
+    EXPECT_EQ(offset, next[partition]) << "partition " << partition << " skipped or repeated";
+    next[partition] = offset + 1;
+  }
+}
+
+// A topic the cluster reports missing (and does not let this client create) is a NotFound
+// error that names the topic and the brokers.
+TEST(KafkaEventLogTest, MissingTopicThatCannotBeCreatedIsANotFoundErrorNamingIt) {
+  MockKafka kafka;
+  rd_kafka_mock_topic_set_error(kafka.cluster(), "absent", RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
+  KafkaEventLogOptions options = Options(kafka, "absent");
+  options.partitions = 5;
+  auto log = KafkaEventLog::Open(options);
+  ASSERT_FALSE(log.ok());
+  EXPECT_TRUE(absl::IsNotFound(log.status())) << log.status();
+  const std::string message(log.status().message());
+  EXPECT_NE(message.find("absent"), std::string::npos) << message;
+  EXPECT_NE(message.find(kafka.bootstraps()), std::string::npos) << message;
+  EXPECT_NE(message.find("5 partitions"), std::string::npos) << message;
+}
+
 TEST(KafkaEventLogTest, MissingTopicOnAnUnreachableBrokerIsAClearError) {
   KafkaEventLogOptions options;
   options.brokers = "127.0.0.1:1";  // nothing listens there
