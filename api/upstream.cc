@@ -9,8 +9,10 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <chrono>
+#include <deque>
 #include <optional>
 
+#include "absl/strings/numbers.h"
 #include "api/internal/asio_time.h"
 #include "fmt/format.h"
 
@@ -23,12 +25,10 @@ namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
-namespace {
-
 using api_internal::ToChrono;
 
 // One keep-alive connection to one endpoint. Lives on one worker's thread.
-class Connection : public std::enable_shared_from_this<Connection> {
+class UpstreamPool::Connection : public std::enable_shared_from_this<UpstreamPool::Connection> {
  public:
   using Callback = std::function<void(error_code, UpstreamResponse, bool keep_alive)>;
 
@@ -60,6 +60,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     request_->prepare_payload();
     if (connected_) {
       Write();
+      return;
+    }
+    error_code literal;
+    const asio::ip::address address = asio::ip::make_address(url_.host, literal);
+    uint32_t port = 0;
+    if (!literal && absl::SimpleAtoi(url_.port, &port) && port <= 65535) {
+      // An address needs no lookup (and no trip through the resolver's thread).
+      Lowest().async_connect(tcp::endpoint(address, static_cast<uint16_t>(port)),
+                             [self = shared_from_this()](error_code ec) { self->OnConnected(ec); });
       return;
     }
     resolve_timer_.expires_after(ToChrono(timeout));
@@ -164,8 +173,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::chrono::steady_clock::time_point idle_since_;
 };
 
-}  // namespace
-
 absl::StatusOr<ParsedUrl> ParseUpstreamUrl(std::string_view url) {
   ParsedUrl parsed;
   std::string_view rest;
@@ -210,6 +217,8 @@ struct UpstreamPool::Endpoint {
   size_t open = 0;
   std::vector<std::shared_ptr<Connection>> idle;
   std::vector<std::weak_ptr<Connection>> all;  // to cut off in-flight ones at Shutdown
+  // Attempts waiting for a connection, oldest first, with the time they started waiting.
+  std::deque<std::pair<std::shared_ptr<Attempt>, std::chrono::steady_clock::time_point>> waiting;
 };
 
 struct UpstreamPool::Attempt {
@@ -242,6 +251,12 @@ UpstreamPool::~UpstreamPool() { Shutdown(); }
 void UpstreamPool::Shutdown() {
   shut_down_ = true;
   for (auto& endpoint : endpoints_) {
+    auto waiting = std::move(endpoint->waiting);
+    endpoint->waiting.clear();
+    for (auto& [attempt, since] : waiting) {
+      auto done = std::move(attempt->done);
+      done(absl::UnavailableError(fmt::format("upstream {} is shutting down", name_)));
+    }
     endpoint->idle.clear();
     for (auto& weak : endpoint->all) {
       if (auto connection = weak.lock()) connection->Close();
@@ -286,6 +301,10 @@ void UpstreamPool::Run(std::shared_ptr<Attempt> attempt) {
   const size_t index = PickEndpoint(attempt->last_endpoint);
   attempt->last_endpoint = index;
   ++attempt->tries;
+  StartOn(index, std::move(attempt));
+}
+
+void UpstreamPool::StartOn(size_t index, std::shared_ptr<Attempt> attempt) {
   Endpoint& endpoint = *endpoints_[index];
   std::shared_ptr<Connection> connection;
   const auto now = std::chrono::steady_clock::now();
@@ -298,26 +317,16 @@ void UpstreamPool::Run(std::shared_ptr<Attempt> attempt) {
       --endpoint.open;
     }
   }
-  auto on_failure = [this, attempt](absl::Status status) {
-    metrics_->upstream_failures.Increment();
-    target_metrics_.errors->Increment();
-    const bool another = endpoints_.size() > 1;
-    const bool retry =
-        attempt->tries == 1 && (attempt->policy == RetryPolicy::kSafe ||
-                                (attempt->policy == RetryPolicy::kOtherEndpointOnly && another));
-    if (retry && !shut_down_) {
-      metrics_->upstream_retries.Increment();
-      if (attempt->policy == RetryPolicy::kSafe && !another) attempt->last_endpoint = SIZE_MAX;
-      Run(attempt);
-      return;
-    }
-    auto done = std::move(attempt->done);
-    done(std::move(status));
-  };
   if (!connection) {
     if (endpoint.open >= options_.max_connections_per_endpoint) {
-      on_failure(absl::UnavailableError(fmt::format("upstream {}: connection limit of {} reached",
-                                                    name_, options_.max_connections_per_endpoint)));
+      if (endpoint.waiting.size() < options_.max_waiting_per_endpoint) {
+        endpoint.waiting.emplace_back(std::move(attempt), now);
+        return;
+      }
+      Fail(std::move(attempt),
+           absl::UnavailableError(fmt::format(
+               "upstream {}: {} connections busy and {} requests waiting", name_,
+               options_.max_connections_per_endpoint, options_.max_waiting_per_endpoint)));
       return;
     }
     connection = std::make_shared<Connection>(io_context_, endpoint.url, tls_,
@@ -328,32 +337,84 @@ void UpstreamPool::Run(std::shared_ptr<Attempt> attempt) {
     }
     endpoint.all.push_back(connection);
   }
+  ExchangeOn(index, std::move(connection), std::move(attempt));
+}
+
+void UpstreamPool::ExchangeOn(size_t index, std::shared_ptr<Connection> connection,
+                              std::shared_ptr<Attempt> attempt) {
   metrics_->upstream_requests.Increment();
   target_metrics_.requests->Increment();
-  Endpoint* endpoint_ptr = &endpoint;
-  connection->Exchange(
+  Connection* raw = connection.get();
+  raw->Exchange(
       attempt->body, options_.request_timeout,
-      [this, attempt, connection, endpoint_ptr, on_failure](
-          error_code ec, UpstreamResponse response, bool keep_alive) {
+      [this, index, attempt, connection = std::move(connection)](
+          error_code ec, UpstreamResponse response, bool keep_alive) mutable {
+        Endpoint& endpoint = *endpoints_[index];
         if (ec) {
-          --endpoint_ptr->open;
-          on_failure(
-              ec == beast::error::timeout
-                  ? absl::DeadlineExceededError(fmt::format("upstream {} timed out", name_))
-                  : absl::UnavailableError(fmt::format("upstream {}: {}", name_, ec.message())));
+          --endpoint.open;
+          ServeWaiter(index, nullptr);
+          Fail(std::move(attempt),
+               ec == beast::error::timeout
+                   ? absl::DeadlineExceededError(fmt::format("upstream {} timed out", name_))
+                   : absl::UnavailableError(fmt::format("upstream {}: {}", name_, ec.message())));
           return;
         }
-        if (keep_alive && !shut_down_ &&
-            endpoint_ptr->idle.size() < options_.max_idle_per_endpoint) {
-          endpoint_ptr->idle.push_back(connection);
+        if (keep_alive && !shut_down_) {
+          ServeWaiter(index, std::move(connection));
         } else {
           connection->Close();
-          --endpoint_ptr->open;
+          --endpoint.open;
+          ServeWaiter(index, nullptr);
         }
         if (response.status < 200 || response.status > 299) target_metrics_.errors->Increment();
         auto done = std::move(attempt->done);
         done(std::move(response));
       });
+}
+
+void UpstreamPool::ServeWaiter(size_t index, std::shared_ptr<Connection> connection) {
+  Endpoint& endpoint = *endpoints_[index];
+  const auto now = std::chrono::steady_clock::now();
+  while (!endpoint.waiting.empty() && !shut_down_) {
+    auto [attempt, since] = std::move(endpoint.waiting.front());
+    endpoint.waiting.pop_front();
+    if (now - since > ToChrono(options_.request_timeout)) {
+      // Waited its whole timeout: it fails (or tries another endpoint) without a connection.
+      Fail(std::move(attempt), absl::DeadlineExceededError(fmt::format(
+                                   "upstream {}: no connection free within the timeout", name_)));
+      continue;
+    }
+    if (connection) {
+      ExchangeOn(index, std::move(connection), std::move(attempt));
+    } else {
+      StartOn(index, std::move(attempt));  // a new connection in the closed one's place
+    }
+    return;
+  }
+  if (!connection) return;
+  if (!shut_down_ && endpoint.idle.size() < options_.max_idle_per_endpoint) {
+    endpoint.idle.push_back(std::move(connection));
+  } else {
+    connection->Close();
+    --endpoint.open;
+  }
+}
+
+void UpstreamPool::Fail(std::shared_ptr<Attempt> attempt, absl::Status status) {
+  metrics_->upstream_failures.Increment();
+  target_metrics_.errors->Increment();
+  const bool another = endpoints_.size() > 1;
+  const bool retry =
+      attempt->tries == 1 && (attempt->policy == RetryPolicy::kSafe ||
+                              (attempt->policy == RetryPolicy::kOtherEndpointOnly && another));
+  if (retry && !shut_down_) {
+    metrics_->upstream_retries.Increment();
+    if (attempt->policy == RetryPolicy::kSafe && !another) attempt->last_endpoint = SIZE_MAX;
+    Run(std::move(attempt));
+    return;
+  }
+  auto done = std::move(attempt->done);
+  done(std::move(status));
 }
 
 absl::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::Create(

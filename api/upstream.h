@@ -34,7 +34,10 @@ struct UpstreamTarget {
 struct UpstreamOptions {
   absl::Duration request_timeout = absl::Seconds(10);  // connect + write + read, per attempt
   size_t max_connections_per_endpoint = 64;            // per worker
-  size_t max_idle_per_endpoint = 16;                   // kept-alive connections, per worker
+  size_t max_idle_per_endpoint = 64;                   // kept-alive connections, per worker
+  // Requests that find every connection busy wait for one, in order, up to this many per
+  // endpoint and worker (beyond, they fail at once); a wait counts against the timeout.
+  size_t max_waiting_per_endpoint = 4096;
   absl::Duration max_idle_time = absl::Seconds(20);
   size_t max_response_bytes = 64 << 20;
   bool verify_tls = true;
@@ -82,11 +85,22 @@ class UpstreamPool {
   const std::string& name() const { return name_; }
 
   struct Endpoint;
+  class Connection;
 
  private:
   struct Attempt;
   size_t PickEndpoint(size_t exclude);
   void Run(std::shared_ptr<Attempt> attempt);
+  // Sends the attempt on endpoint `index`: an idle connection, a new one, or a place in the
+  // endpoint's wait queue.
+  void StartOn(size_t index, std::shared_ptr<Attempt> attempt);
+  void ExchangeOn(size_t index, std::shared_ptr<Connection> connection,
+                  std::shared_ptr<Attempt> attempt);
+  // A connection of endpoint `index` is free (`connection`) or was closed (null): the first
+  // waiter still within its timeout gets it, or a new connection in its place.
+  void ServeWaiter(size_t index, std::shared_ptr<Connection> connection);
+  // The attempt failed: once more where its policy allows, else its callback gets `status`.
+  void Fail(std::shared_ptr<Attempt> attempt, absl::Status status);
 
   boost::asio::io_context& io_context_;
   std::string name_;

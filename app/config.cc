@@ -169,6 +169,12 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
   RETURN_IF_ERROR(router_table.ReadBool("verify_owner_multiple", &router.verify_owner_multiple));
   RETURN_IF_ERROR(router_table.ReadSize("signature_memory_size", &router.signature_memory_size));
   RETURN_IF_ERROR(router_table.ReadMillis("upstream_timeout_ms", &router.upstream.request_timeout));
+  RETURN_IF_ERROR(router_table.ReadSize("upstream_max_connections",
+                                        &router.upstream.max_connections_per_endpoint));
+  RETURN_IF_ERROR(
+      router_table.ReadSize("upstream_max_idle", &router.upstream.max_idle_per_endpoint));
+  RETURN_IF_ERROR(
+      router_table.ReadSize("upstream_max_waiting", &router.upstream.max_waiting_per_endpoint));
   RETURN_IF_ERROR(router_table.ReadBool("verify_tls", &router.upstream.verify_tls));
   RETURN_IF_ERROR(router_table.CheckNoUnknownKeys());
 

@@ -48,6 +48,8 @@ namespace switchyard {
 //   [router]       identity = "PUBKEY", fqdn = "", verify_owner = true,
 //                  verify_owner_multiple = false,
 //                  signature_memory_size = 100000, upstream_timeout_ms = 10000,
+//                  upstream_max_connections = 64, upstream_max_idle = 64,
+//                  upstream_max_waiting = 4096,
 //                  verify_tls = true
 //   [upstreams.NAME]  endpoints = [{url = "http://127.0.0.1:7799", weight = 1}]
 //   [[ers]]        identity = "PUBKEY", upstream = "er1", fqdn = "", base_fee = 0,

@@ -85,6 +85,56 @@ TEST_F(RouterTest, BatchAnswersInRequestOrderWithoutNotifications) {
   EXPECT_TRUE(base_.WaitForRequests(2));  // the notification was forwarded too
 }
 
+// A batch wider than the connection limit: the calls beyond it wait for a connection instead
+// of failing, and no more connections than the limit are opened.
+TEST_F(RouterTest, CallsBeyondTheConnectionLimitWaitForAConnection) {
+  Start([](RouterOptions& options, HttpServerOptions& server) {
+    options.upstream.max_connections_per_endpoint = 2;
+    server.threads = 1;
+  });
+  TestClient client(port());
+  std::string body = "[";
+  for (int i = 0; i < 10; ++i) body += (i ? "," : "") + Call(std::to_string(i), "getSlot", "[]");
+  ClientResponse response = client.Post(body + "]");
+  ASSERT_EQ(response.status, 200u);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_NE(response.body.find(R"("method":"getSlot"},"id":)" + std::to_string(i) + "}"),
+              std::string::npos)
+        << i << ": " << response.body;
+  }
+  EXPECT_EQ(response.body.find("error"), std::string::npos) << response.body;
+  EXPECT_EQ(base_.received_count(), 10u);
+  EXPECT_LE(base_.max_outstanding(), 2u);
+  EXPECT_LE(base_.connections_accepted(), 2u);
+}
+
+// The wait queue is bounded: beyond it, calls fail at once with a clear error.
+TEST_F(RouterTest, CallsBeyondTheWaitQueueFailClearly) {
+  Start([](RouterOptions& options, HttpServerOptions& server) {
+    options.upstream.max_connections_per_endpoint = 1;
+    options.upstream.max_waiting_per_endpoint = 2;
+    server.threads = 1;
+  });
+  TestClient client(port());
+  std::string body = "[";
+  for (int i = 0; i < 10; ++i) body += (i ? "," : "") + Call(std::to_string(i), "getSlot", "[]");
+  ClientResponse response = client.Post(body + "]");
+  ASSERT_EQ(response.status, 200u);
+  size_t answered = 0;
+  size_t busy = 0;
+  for (size_t at = 0; (at = response.body.find(R"("from":"base")", at)) != std::string::npos;
+       ++at) {
+    ++answered;
+  }
+  for (size_t at = 0; (at = response.body.find("1 connections busy and 2 requests waiting", at)) !=
+                      std::string::npos;
+       ++at) {
+    ++busy;
+  }
+  EXPECT_EQ(answered, 3u) << response.body;  // one on the connection, two waiting
+  EXPECT_EQ(busy, 7u) << response.body;
+}
+
 TEST_F(RouterTest, OnlyNotificationsGetNoBody) {
   Start();
   TestClient client(port());
