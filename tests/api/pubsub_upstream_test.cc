@@ -4,8 +4,6 @@
 #include "api/pubsub_upstream.h"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
-#include <openssl/x509.h>
 
 #include <atomic>
 #include <boost/asio/ssl.hpp>
@@ -19,6 +17,7 @@
 
 #include "api/upstream.h"
 #include "fmt/format.h"
+#include "tests/support/test_certificate.h"
 
 namespace switchyard {
 namespace {
@@ -35,21 +34,7 @@ class WssServer {
  public:
   explicit WssServer(int connections)
       : tls_(ssl::context::tls_server), acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
-    EVP_PKEY* key = EVP_EC_gen("P-256");
-    X509* cert = X509_new();
-    ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
-    X509_gmtime_adj(X509_getm_notBefore(cert), 0);
-    X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
-    X509_set_pubkey(cert, key);
-    X509_NAME* name = X509_get_subject_name(cert);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                               reinterpret_cast<const unsigned char*>("localhost"), -1, -1, 0);
-    X509_set_issuer_name(cert, name);
-    X509_sign(cert, key, EVP_sha256());
-    SSL_CTX_use_certificate(tls_.native_handle(), cert);
-    SSL_CTX_use_PrivateKey(tls_.native_handle(), key);
-    X509_free(cert);
-    EVP_PKEY_free(key);
+    testing::UseTestCertificate(tls_, testing::MakeTestCertificate());
     thread_ = std::thread([this, connections] {
       for (int i = 0; i < connections; ++i) Serve(i);
     });

@@ -85,6 +85,13 @@ TEST_F(RouterTest, BatchAnswersInRequestOrderWithoutNotifications) {
   EXPECT_TRUE(base_.WaitForRequests(2));  // the notification was forwarded too
 }
 
+// A batch of ten getSlot calls with ids 0 to 9.
+std::string TenGetSlots() {
+  std::string body = "[";
+  for (int i = 0; i < 10; ++i) body += (i ? "," : "") + Call(std::to_string(i), "getSlot", "[]");
+  return body + "]";
+}
+
 // A batch wider than the connection limit: the calls beyond it wait for a connection instead
 // of failing, and no more connections than the limit are opened.
 TEST_F(RouterTest, CallsBeyondTheConnectionLimitWaitForAConnection) {
@@ -92,10 +99,7 @@ TEST_F(RouterTest, CallsBeyondTheConnectionLimitWaitForAConnection) {
     options.upstream.max_connections_per_endpoint = 2;
     server.threads = 1;
   });
-  TestClient client(port());
-  std::string body = "[";
-  for (int i = 0; i < 10; ++i) body += (i ? "," : "") + Call(std::to_string(i), "getSlot", "[]");
-  ClientResponse response = client.Post(body + "]");
+  ClientResponse response = TestClient(port()).Post(TenGetSlots());
   ASSERT_EQ(response.status, 200u);
   for (int i = 0; i < 10; ++i) {
     EXPECT_NE(response.body.find(R"("method":"getSlot"},"id":)" + std::to_string(i) + "}"),
@@ -115,10 +119,7 @@ TEST_F(RouterTest, CallsBeyondTheWaitQueueFailClearly) {
     options.upstream.max_waiting_per_endpoint = 2;
     server.threads = 1;
   });
-  TestClient client(port());
-  std::string body = "[";
-  for (int i = 0; i < 10; ++i) body += (i ? "," : "") + Call(std::to_string(i), "getSlot", "[]");
-  ClientResponse response = client.Post(body + "]");
+  ClientResponse response = TestClient(port()).Post(TenGetSlots());
   ASSERT_EQ(response.status, 200u);
   size_t answered = 0;
   size_t busy = 0;

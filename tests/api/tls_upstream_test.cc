@@ -1,7 +1,5 @@
 // https upstreams: a TLS server in the test with a self-signed certificate made on the fly.
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
-#include <openssl/x509.h>
 
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
@@ -9,6 +7,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include "tests/api/router_fixture.h"
+#include "tests/support/test_certificate.h"
 
 namespace switchyard::api_test {
 namespace {
@@ -25,21 +24,7 @@ class TlsUpstream {
   TlsUpstream()
       : tls_(ssl::context::tls_server),
         acceptor_(io_context_, {asio::ip::make_address("127.0.0.1"), 0}) {
-    EVP_PKEY* key = EVP_EC_gen("P-256");
-    X509* cert = X509_new();
-    ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
-    X509_gmtime_adj(X509_getm_notBefore(cert), 0);
-    X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
-    X509_set_pubkey(cert, key);
-    X509_NAME* name = X509_get_subject_name(cert);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                               reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1, 0);
-    X509_set_issuer_name(cert, name);
-    X509_sign(cert, key, EVP_sha256());
-    SSL_CTX_use_certificate(tls_.native_handle(), cert);
-    SSL_CTX_use_PrivateKey(tls_.native_handle(), key);
-    X509_free(cert);
-    EVP_PKEY_free(key);
+    testing::UseTestCertificate(tls_, testing::MakeTestCertificate());
     Accept();
     thread_ = std::thread([this] { io_context_.run(); });
   }

@@ -1,17 +1,13 @@
 // The base-layer clients over https and wss. A TLS terminator in the test (a self-signed
-// certificate for "localhost", made on the fly) forwards to a real switchyard-localnet, so
+// certificate for "localhost", made at run time) forwards to a real switchyard-localnet, so
 // the watcher's whole path runs over TLS against a real chain.
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
 #include <signal.h>
 
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
-#include <cstdio>
+#include <fstream>
 #include <thread>
 
 #include "engine/fold_runner.h"
@@ -22,6 +18,7 @@
 #include "tests/support/localnet_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_certificate.h"
 
 namespace switchyard {
 namespace {
@@ -30,48 +27,14 @@ namespace asio = boost::asio;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
-// Writes a self-signed certificate for DNS name "localhost" and its key as PEM files.
-void MakeCertificate(const std::string& cert_path, const std::string& key_path) {
-  EVP_PKEY* key = EVP_EC_gen("P-256");
-  X509* cert = X509_new();
-  X509_set_version(cert, 2);
-  ASN1_INTEGER_set(X509_get_serialNumber(cert), 7);
-  X509_gmtime_adj(X509_getm_notBefore(cert), -60);
-  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
-  X509_set_pubkey(cert, key);
-  X509_NAME* name = X509_get_subject_name(cert);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("switchyard test"), -1, -1, 0);
-  X509_set_issuer_name(cert, name);
-  X509V3_CTX context;
-  X509V3_set_ctx_nodb(&context);
-  X509V3_set_ctx(&context, cert, cert, nullptr, nullptr, 0);
-  for (const auto& [nid, value] : {std::pair{NID_subject_alt_name, "DNS:localhost"},
-                                   std::pair{NID_basic_constraints, "critical,CA:TRUE"}}) {
-    X509_EXTENSION* extension = X509V3_EXT_conf_nid(nullptr, &context, nid, value);
-    X509_add_ext(cert, extension, -1);
-    X509_EXTENSION_free(extension);
-  }
-  X509_sign(cert, key, EVP_sha256());
-  FILE* out = std::fopen(cert_path.c_str(), "w");
-  PEM_write_X509(out, cert);
-  std::fclose(out);
-  out = std::fopen(key_path.c_str(), "w");
-  PEM_write_PrivateKey(out, key, nullptr, nullptr, 0, nullptr, nullptr);
-  std::fclose(out);
-  X509_free(cert);
-  EVP_PKEY_free(key);
-}
-
 // Accepts TLS on a loopback port and forwards the plaintext to `target_port`, both ways.
 class TlsTerminator {
  public:
-  TlsTerminator(const std::string& cert, const std::string& key, uint16_t target_port)
+  TlsTerminator(const testing::TestCertificate& certificate, uint16_t target_port)
       : tls_(ssl::context::tls_server),
         acceptor_(io_context_, {asio::ip::make_address("127.0.0.1"), 0}),
         target_(asio::ip::make_address("127.0.0.1"), target_port) {
-    tls_.use_certificate_chain_file(cert);
-    tls_.use_private_key_file(key, ssl::context::pem);
+    testing::UseTestCertificate(tls_, certificate);
     Accept();
     thread_ = std::thread([this] { io_context_.run(); });
   }
@@ -168,17 +131,15 @@ TEST(BaseUrlTest, SchemesPortsAndPubsubDerivation) {
 class BaseTlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    MakeCertificate(dir_.Sub("cert.pem"), dir_.Sub("key.pem"));
+    std::ofstream(dir_.Sub("cert.pem")) << certificate_.certificate_pem;
     net_ = testing::StartLocalnetProcess(
         SWITCHYARD_LOCALNET_BINARY, dir_.Sub("ready.json"),
         {"--slot-ms", "20", "--seed", "11", "--accounts", "40", "--delegate-rate", "2",
          "--undelegate-rate", "1", "--scenario-er-count", "2", "--ground-truth",
          dir_.Sub("truth.jsonl")});
     ASSERT_NE(net_.http_port, 0) << "localnet did not start";
-    rpc_ =
-        std::make_unique<TlsTerminator>(dir_.Sub("cert.pem"), dir_.Sub("key.pem"), net_.http_port);
-    pubsub_ = std::make_unique<TlsTerminator>(dir_.Sub("cert.pem"), dir_.Sub("key.pem"),
-                                              net_.http_port + 1);
+    rpc_ = std::make_unique<TlsTerminator>(certificate_, net_.http_port);
+    pubsub_ = std::make_unique<TlsTerminator>(certificate_, net_.http_port + 1);
   }
   void TearDown() override {
     rpc_.reset();
@@ -195,6 +156,7 @@ class BaseTlsTest : public ::testing::Test {
   }
   BaseTlsOptions Trusting() { return {.verify = true, .ca_file = dir_.Sub("cert.pem")}; }
 
+  const testing::TestCertificate certificate_ = testing::MakeTestCertificate();
   testing::TempDir dir_;
   testing::LocalnetProcess net_;
   std::unique_ptr<TlsTerminator> rpc_;
