@@ -120,8 +120,9 @@ void Router::ForwardVerified(const RouteDecision& decision, std::shared_ptr<Exch
   Forward(decision.target, exchange->body.calls[index], exchange,
           [this, exchange, index, account, delegated, done = std::move(done)](
               std::string answer, CallOutcome outcome) mutable {
-            // A base answer that does not mention the delegation program needs no parsing.
-            if (!delegated && answer.find(kDelegationProgramId) == std::string::npos) {
+            // An answer that cannot call for a re-route needs no parsing: from base, one that
+            // does not mention the delegation program; from the ER, one without a null value.
+            if (answer.find(delegated ? "null" : kDelegationProgramId) == std::string::npos) {
               return done(std::move(answer), outcome);
             }
             std::optional<std::string> value = ResultValue(ParseUpstreamAnswer(answer));
