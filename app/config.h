@@ -88,9 +88,9 @@ struct ServeConfig {
 // [ingest]: the base layer the watcher follows. `switchyard serve` runs the watcher when
 // base_url is set; `switchyard ingest` takes it from here or from --base.
 struct IngestConfig {
-  std::string base_url;    // http(s)://HOST[:PORT][/PATH]
-  std::string pubsub_url;  // ws(s)://HOST[:PORT][/PATH]; empty: derived from base_url
-  bool verify_tls = true;  // check the certificate of an https/wss base layer
+  std::string base_url;     // http(s)://HOST[:PORT][/PATH]
+  std::string pubsub_url;   // ws(s)://HOST[:PORT][/PATH]; empty: derived from base_url
+  bool verify_tls = true;   // check the certificate of an https/wss base layer
   std::string tls_ca_file;  // PEM bundle to trust instead of the system's store
   int64_t reconcile_interval_ms = 60'000;
 };

@@ -372,7 +372,8 @@ TEST(FoldTest, ARestartRecordsTheSameDigestAtEverySlot) {
     const size_t cut = order.size() / 3 + seed * 7 % (order.size() / 3);
     std::map<Slot, StateDigest> digests;
     Feeder first(partitions);
-    for (size_t k = 0; k < cut; ++k) first.Add(split[order[k].first][order[k].second], order[k].first);
+    for (size_t k = 0; k < cut; ++k)
+      first.Add(split[order[k].first][order[k].second], order[k].first);
     FoldBatch committed = first.fold().TakeBatch();
     for (const auto& [slot, digest] : committed.sealed_digests) digests[slot] = digest;
     LoadedState state{first.fold().accounts(), committed.position};
