@@ -9,11 +9,10 @@
 // ends.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import web3 from '@solana/web3.js';
+import { processSet, sleep } from './processes.mjs';
 import sdk from '@magicblock-labs/ephemeral-rollups-sdk';
 
 const {
@@ -26,44 +25,7 @@ const SWITCHYARD_BIN = process.env.SWITCHYARD_BIN;
 assert.ok(LOCALNET_BIN, 'set SWITCHYARD_LOCALNET_BIN to the switchyard-localnet binary');
 assert.ok(SWITCHYARD_BIN, 'set SWITCHYARD_BIN to the switchyard binary');
 
-const processes = [];
-function killAll() {
-  for (const child of processes) {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  }
-}
-process.on('exit', killAll);
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-  process.on(signal, () => {
-    killAll();
-    process.exit(1);
-  });
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'switchyard-pubsub-e2e-'));
-process.on('exit', (code) => {
-  if (code === 0 && !process.exitCode) fs.rmSync(workDir, { recursive: true, force: true });
-  else console.error(`# logs kept in ${workDir}`);
-});
-
-function launch(bin, args, name) {
-  const log = fs.openSync(path.join(workDir, `${name}.log`), 'w');
-  const child = spawn(bin, args, { stdio: ['ignore', log, log] });
-  fs.closeSync(log);
-  child.unref();
-  child.name = name;
-  processes.push(child);
-  return child;
-}
-
-function tail(name) {
-  try {
-    return fs.readFileSync(path.join(workDir, `${name}.log`), 'utf8').split('\n').slice(-20).join('\n');
-  } catch {
-    return '';
-  }
-}
+const { dir: workDir, spawnLogged: launch, logTail: tail } = processSet('switchyard-pubsub-e2e-');
 
 async function ready(child, file, timeoutMs = 20000) {
   const deadline = Date.now() + timeoutMs;

@@ -14,11 +14,10 @@
 // WebSocket path.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import web3 from '@solana/web3.js';
+import { processSet, sleep } from './processes.mjs';
 import sdk from '@magicblock-labs/ephemeral-rollups-sdk';
 
 const { Connection, Keypair, LAMPORTS_PER_SOL, PublicKey, SystemProgram, Transaction } = web3;
@@ -28,64 +27,16 @@ const SWITCHYARD_BIN = process.env.SWITCHYARD_BIN;
 assert.ok(LOCALNET_BIN, 'set SWITCHYARD_LOCALNET_BIN to the switchyard-localnet binary');
 assert.ok(SWITCHYARD_BIN, 'set SWITCHYARD_BIN to the switchyard binary');
 
-// ---------------------------------------------------------------------------------------------
-// Processes: every child is killed when this process ends, however it ends.
-const children = [];
-function killAll() {
-  for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  }
-}
-process.on('exit', killAll);
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-  process.on(signal, () => {
-    killAll();
-    process.exit(1);
-  });
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-// Logs, ready files and Switchyard's data dir; removed at exit unless a test failed.
-const tempRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'switchyard-router-e2e-'));
-process.on('exit', (code) => {
-  if (code === 0 && !process.exitCode) {
-    fs.rmSync(tempRoot, { recursive: true, force: true, maxRetries: 5 });
-  } else {
-    console.error(`# logs kept in ${tempRoot}`);
-  }
-});
-
-// With util-linux's setpriv, each child also gets SIGKILL when this process dies in a way no
-// handler sees (SIGKILL, a crash): its parent-death signal.
-const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => fs.existsSync(p));
-
-function spawnLogged(bin, args, name) {
-  const log = fs.openSync(path.join(tempRoot, `${name}.log`), 'w');
-  const [command, argv] = SETPRIV ? [SETPRIV, ['--pdeathsig', 'KILL', bin, ...args]] : [bin, args];
-  const child = spawn(command, argv, { stdio: ['ignore', log, log] });
-  fs.closeSync(log);
-  // A child left running never keeps this process alive; the exit handler kills it.
-  child.unref();
-  children.push(child);
-  child.logName = name;
-  return child;
-}
-
-function logTail(name) {
-  try {
-    return fs.readFileSync(path.join(tempRoot, `${name}.log`), 'utf8').split('\n').slice(-20)
-      .join('\n');
-  } catch {
-    return '';
-  }
-}
+// Processes: every child is killed when this process ends; logs, ready files and Switchyard's
+// data dir live in tempRoot.
+const { dir: tempRoot, children, spawnLogged, logTail } = processSet('switchyard-router-e2e-');
 
 // Waits for a JSON ready file written by `child`.
 async function readReadyFile(child, file, what, timeoutMs = 20000) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`${what} exited (${child.exitCode ?? child.signalCode}):\n${logTail(child.logName)}`);
+      throw new Error(`${what} exited (${child.exitCode ?? child.signalCode}):\n${logTail(child.name)}`);
     }
     if (fs.existsSync(file)) {
       try {
@@ -96,7 +47,7 @@ async function readReadyFile(child, file, what, timeoutMs = 20000) {
     }
     await sleep(20);
   }
-  throw new Error(`${what} did not become ready within ${timeoutMs} ms:\n${logTail(child.logName)}`);
+  throw new Error(`${what} did not become ready within ${timeoutMs} ms:\n${logTail(child.name)}`);
 }
 
 let localnetCount = 0;

@@ -1,0 +1,60 @@
+// The processes an end-to-end test file starts: each is killed when the test process ends,
+// however it ends (exit, SIGINT, SIGTERM, SIGHUP; with util-linux's setpriv also SIGKILL or a
+// crash, through the child's parent-death signal). Their logs go to a temporary directory that
+// is removed at exit unless a test failed.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => fs.existsSync(p));
+
+// `prefix` names the temporary directory. Returns the directory, the started children,
+// spawnLogged(bin, args, name) and logTail(name) (the last 20 lines of a child's log).
+export function processSet(prefix) {
+  const children = [];
+  const killAll = () => {
+    for (const child of children) {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
+  };
+  process.on('exit', killAll);
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.on(signal, () => {
+      killAll();
+      process.exit(1);
+    });
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  process.on('exit', (code) => {
+    if (code === 0 && !process.exitCode) {
+      fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+    } else {
+      console.error(`# logs kept in ${dir}`);
+    }
+  });
+
+  function spawnLogged(bin, args, name) {
+    const log = fs.openSync(path.join(dir, `${name}.log`), 'w');
+    const [command, argv] = SETPRIV ? [SETPRIV, ['--pdeathsig', 'KILL', bin, ...args]] : [bin, args];
+    const child = spawn(command, argv, { stdio: ['ignore', log, log] });
+    fs.closeSync(log);
+    // A child left running never keeps this process alive; the exit handler kills it.
+    child.unref();
+    child.name = name;
+    children.push(child);
+    return child;
+  }
+
+  function logTail(name) {
+    try {
+      return fs.readFileSync(path.join(dir, `${name}.log`), 'utf8').split('\n').slice(-20).join('\n');
+    } catch {
+      return '';
+    }
+  }
+
+  return { dir, children, spawnLogged, logTail };
+}
