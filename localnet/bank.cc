@@ -21,6 +21,24 @@ Pubkey MustPubkey(std::string_view text) {
 
 uint64_t RentExempt(size_t data_len) { return (128 + data_len) * 6960; }
 
+constexpr uint64_t kSlotsPerEpoch = 432000;
+
+// The Clock sysvar as a validator keeps it: slot, epoch start time, epoch, leader schedule
+// epoch, unix time (40 bytes, little-endian). Clients of the base (the MagicBlock ER among
+// them) subscribe to it to follow the base's slot.
+AccountRef ClockSysvar(Slot slot, int64_t epoch_start, int64_t now) {
+  Account clock;
+  clock.lamports = RentExempt(40);
+  clock.owner = SysvarProgramId();
+  const uint64_t epoch = slot / kSlotsPerEpoch;
+  AppendU64LE(&clock.data, slot);
+  AppendU64LE(&clock.data, static_cast<uint64_t>(epoch_start));
+  AppendU64LE(&clock.data, epoch);
+  AppendU64LE(&clock.data, epoch + 1);
+  AppendU64LE(&clock.data, static_cast<uint64_t>(now));
+  return std::make_shared<const Account>(std::move(clock));
+}
+
 Hash Sha256(std::string_view a, std::string_view b) {
   crypto_hash_sha256_state state;
   crypto_hash_sha256_init(&state);
@@ -61,6 +79,16 @@ const Pubkey& TokenProgramId() {
 }
 const Pubkey& Token2022ProgramId() {
   static const Pubkey key = MustPubkey("TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb");
+  return key;
+}
+
+const Pubkey& SysvarProgramId() {
+  static const Pubkey key = MustPubkey("Sysvar1111111111111111111111111111111111111");
+  return key;
+}
+
+const Pubkey& ClockSysvarId() {
+  static const Pubkey key = MustPubkey("SysvarC1ock11111111111111111111111111111111");
   return key;
 }
 
@@ -108,8 +136,15 @@ struct Bank::ExecOutcome {
 
 Bank::Bank(BankOptions options, const Clock* clock) : options_(options), clock_(clock) {
   genesis_hash_ = Sha256("switchyard-localnet-genesis", "");
+  genesis_time_ = absl::ToUnixSeconds(clock_->Now());
   absl::MutexLock lock(&mu_);
   blockhash_ = Sha256(AsView(genesis_hash_), "0");
+  accounts_[ClockSysvarId()] = ClockSysvar(0, genesis_time_, genesis_time_);
+  auto genesis = std::make_shared<BlockRecord>();
+  genesis->block_time = genesis_time_;
+  genesis->blockhash = blockhash_;
+  genesis->previous_blockhash = genesis_hash_;
+  blocks_.push_back(std::move(genesis));
 }
 
 BlockhashInfo Bank::LatestBlockhash() const {
@@ -502,7 +537,13 @@ SlotEffects Bank::AdvanceSlot() {
     effects.slot = next;
     effects.parent = parent;
     std::string slot_text = std::to_string(next);
+    auto block = std::make_shared<BlockRecord>();
+    block->slot = next;
+    block->parent_slot = parent;
+    block->block_time = now;
+    block->previous_blockhash = blockhash_;
     blockhash_ = Sha256(AsView(blockhash_), slot_text);
+    block->blockhash = blockhash_;
     for (TxMessage& tx : batch) {
       if (history_.contains(tx.signatures[0])) continue;
       Overlay overlay{&accounts_, {}};
@@ -535,9 +576,16 @@ SlotEffects Bank::AdvanceSlot() {
       record->fee = outcome.fee;
       record->units_consumed = outcome.units;
       record->message = std::move(tx);
+      block->transactions.push_back(record);
       effects.transactions.push_back(record);
       AddHistory(std::move(record));
     }
+    AccountRef clock = ClockSysvar(next, genesis_time_, now);
+    accounts_[ClockSysvarId()] = clock;
+    changed[ClockSysvarId()] = std::move(clock);
+    block->block_height = block_height() + 1;
+    blocks_.push_back(std::move(block));
+    while (blocks_.size() > options_.max_block_history) blocks_.pop_front();
     slot_.store(next, std::memory_order_release);
     block_height_.fetch_add(1, std::memory_order_acq_rel);
   }
@@ -549,6 +597,18 @@ TxRecordRef Bank::GetTransaction(const Signature& sig) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = history_.find(sig);
   return it == history_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const BlockRecord> Bank::GetBlock(Slot slot) const {
+  absl::ReaderMutexLock lock(&mu_);
+  if (blocks_.empty() || slot < blocks_.front()->slot) return nullptr;
+  const Slot index = slot - blocks_.front()->slot;
+  return index < blocks_.size() ? blocks_[index] : nullptr;
+}
+
+Slot Bank::first_available_block() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return blocks_.empty() ? 0 : blocks_.front()->slot;
 }
 
 std::optional<SignatureStatus> Bank::GetSignatureStatus(const Signature& sig) const {

@@ -39,6 +39,8 @@ struct BankOptions {
   bool er_mode = false;
   // Blockhashes stay valid for this many blocks (lastValidBlockHeight = height + this).
   uint64_t blockhash_validity = 150;
+  // getBlock answers for this many recent slots.
+  size_t max_block_history = 100000;
 };
 
 struct BlockhashInfo {
@@ -91,6 +93,10 @@ class Bank {
   SlotEffects AdvanceSlot();
 
   TxRecordRef GetTransaction(const Signature& sig) const;
+  // The block of `slot`, or nullptr when it is not produced yet or no longer kept.
+  std::shared_ptr<const BlockRecord> GetBlock(Slot slot) const;
+  // The oldest slot whose block is still kept.
+  Slot first_available_block() const;
   std::optional<SignatureStatus> GetSignatureStatus(const Signature& sig) const;
   // Newest first, as getSignaturesForAddress.
   std::vector<TxRecordRef> SignaturesForAddress(const Pubkey& address, size_t limit,
@@ -114,6 +120,7 @@ class Bank {
   mutable PdaCache pdas_;
   const Clock* const clock_;
   Hash genesis_hash_;
+  int64_t genesis_time_ = 0;
 
   std::atomic<Slot> slot_{0};
   std::atomic<uint64_t> block_height_{0};
@@ -124,6 +131,8 @@ class Bank {
   absl::flat_hash_set<Pubkey> delegated_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<Signature, TxRecordRef> history_ ABSL_GUARDED_BY(mu_);
   std::deque<Signature> history_order_ ABSL_GUARDED_BY(mu_);
+  // One block per slot, oldest first: blocks_[i] is slot blocks_.front()->slot + i.
+  std::deque<std::shared_ptr<const BlockRecord>> blocks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<Pubkey, std::deque<TxRecordRef>> by_address_ ABSL_GUARDED_BY(mu_);
 
   mutable absl::Mutex pending_mu_;
@@ -136,5 +145,7 @@ const Pubkey& ComputeBudgetProgramId();
 const Pubkey& MemoProgramId();
 const Pubkey& TokenProgramId();
 const Pubkey& Token2022ProgramId();
+const Pubkey& SysvarProgramId();
+const Pubkey& ClockSysvarId();
 
 }  // namespace switchyard::localnet

@@ -6,6 +6,7 @@
 #include "common/base58.h"
 #include "fmt/format.h"
 #include "solana/base64.h"
+#include "zstd.h"
 
 namespace switchyard::localnet {
 
@@ -13,8 +14,11 @@ absl::StatusOr<DataEncoding> ParseDataEncoding(std::string_view text) {
   if (text == "base64") return DataEncoding::kBase64;
   if (text == "base58") return DataEncoding::kBase58;
   if (text == "binary") return DataEncoding::kBinary;
-  return absl::InvalidArgumentError(fmt::format(
-      "Invalid params: unsupported encoding: {}. Supported encodings: base58, base64", text));
+  if (text == "base64+zstd") return DataEncoding::kBase64Zstd;
+  return absl::InvalidArgumentError(
+      fmt::format("Invalid params: unsupported encoding: {}. Supported encodings: base58, base64, "
+                  "base64+zstd",
+                  text));
 }
 
 void AppendJsonString(std::string* out, std::string_view text) {
@@ -58,6 +62,17 @@ const std::string& CachedBase58(const Pubkey& key) {
   return cache.emplace(key, key.ToBase58()).first->second;
 }
 
+// One zstd frame holding `data` (with its content size, as a validator writes it).
+absl::StatusOr<std::string> ZstdCompress(std::string_view data) {
+  std::string frame(ZSTD_compressBound(data.size()), '\0');
+  const size_t size = ZSTD_compress(frame.data(), frame.size(), data.data(), data.size(), 1);
+  if (ZSTD_isError(size)) {
+    return absl::InternalError(fmt::format("zstd: {}", ZSTD_getErrorName(size)));
+  }
+  frame.resize(size);
+  return frame;
+}
+
 }  // namespace
 
 absl::Status AppendAccountJson(std::string* out, const Account& account, DataEncoding encoding,
@@ -74,6 +89,14 @@ absl::Status AppendAccountJson(std::string* out, const Account& account, DataEnc
       out->append(Base64Encode(data));
       out->append("\",\"base64\"]");
       break;
+    case DataEncoding::kBase64Zstd: {
+      auto frame = ZstdCompress(data);
+      if (!frame.ok()) return frame.status();
+      out->append("[\"");
+      out->append(Base64Encode(*frame));
+      out->append("\",\"base64+zstd\"]");
+      break;
+    }
     case DataEncoding::kBase58:
     case DataEncoding::kBinary: {
       if (data.size() > 128) {
@@ -123,14 +146,16 @@ void AppendU64Array(std::string* out, const std::vector<uint64_t>& values) {
   out->push_back(']');
 }
 
-}  // namespace
-
-void AppendTransactionJson(std::string* out, const TxRecord& record, bool with_version,
-                           bool base64) {
+// A transaction with its meta; getTransaction adds its slot and block time, a block's entry
+// does not.
+void AppendTransactionObject(std::string* out, const TxRecord& record, bool with_version,
+                             bool base64, bool with_slot_and_time) {
   const TxMessage& tx = record.message;
   auto it = std::back_inserter(*out);
-  fmt::format_to(it, "{{\"blockTime\":{},\"meta\":{{\"computeUnitsConsumed\":{},\"err\":{},",
-                 record.block_time, record.units_consumed, record.err_json);
+  out->push_back('{');
+  if (with_slot_and_time) fmt::format_to(it, "\"blockTime\":{},", record.block_time);
+  fmt::format_to(it, "\"meta\":{{\"computeUnitsConsumed\":{},\"err\":{},", record.units_consumed,
+                 record.err_json);
   fmt::format_to(
       it, "\"fee\":{},\"innerInstructions\":[],\"loadedAddresses\":{{\"readonly\":", record.fee);
   AppendKeyArray(out, tx.loaded_readonly);
@@ -151,7 +176,9 @@ void AppendTransactionJson(std::string* out, const TxRecord& record, bool with_v
   } else {
     fmt::format_to(it, "{{\"Err\":{}}}", record.err_json);
   }
-  fmt::format_to(it, "}},\"slot\":{},\"transaction\":", record.slot);
+  out->push_back('}');
+  if (with_slot_and_time) fmt::format_to(it, ",\"slot\":{}", record.slot);
+  out->append(",\"transaction\":");
   if (base64) {
     out->append("[\"");
     out->append(Base64Encode(tx.wire));
@@ -197,6 +224,41 @@ void AppendTransactionJson(std::string* out, const TxRecord& record, bool with_v
     } else {
       fmt::format_to(it, ",\"version\":{}", tx.version);
     }
+  }
+  out->push_back('}');
+}
+
+}  // namespace
+
+void AppendTransactionJson(std::string* out, const TxRecord& record, bool with_version,
+                           bool base64) {
+  AppendTransactionObject(out, record, with_version, base64, true);
+}
+
+void AppendBlockJson(std::string* out, const BlockRecord& block, const BlockView& view) {
+  auto it = std::back_inserter(*out);
+  fmt::format_to(it,
+                 "{{\"blockHeight\":{},\"blockTime\":{},\"blockhash\":\"{}\",\"parentSlot\":{},"
+                 "\"previousBlockhash\":\"{}\"",
+                 block.block_height, block.block_time, block.blockhash.ToBase58(),
+                 block.parent_slot, block.previous_blockhash.ToBase58());
+  if (view.rewards) out->append(",\"rewards\":[]");
+  if (view.details == BlockDetails::kSignatures) {
+    out->append(",\"signatures\":[");
+    for (size_t i = 0; i < block.transactions.size(); ++i) {
+      if (i > 0) out->push_back(',');
+      out->push_back('"');
+      out->append(block.transactions[i]->id.ToBase58());
+      out->push_back('"');
+    }
+    out->push_back(']');
+  } else if (view.details == BlockDetails::kFull) {
+    out->append(",\"transactions\":[");
+    for (size_t i = 0; i < block.transactions.size(); ++i) {
+      if (i > 0) out->push_back(',');
+      AppendTransactionObject(out, *block.transactions[i], view.with_version, view.base64, false);
+    }
+    out->push_back(']');
   }
   out->push_back('}');
 }

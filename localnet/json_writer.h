@@ -11,7 +11,7 @@
 namespace switchyard::localnet {
 
 // Account data encodings of the JSON-RPC API that localnet supports.
-enum class DataEncoding { kBinary, kBase58, kBase64 };
+enum class DataEncoding { kBinary, kBase58, kBase64, kBase64Zstd };
 
 struct DataSlice {
   size_t offset = 0;
@@ -32,5 +32,18 @@ absl::Status AppendAccountJson(std::string* out, const Account& account, DataEnc
 // `with_version` adds the "version" field (when the client set maxSupportedTransactionVersion).
 void AppendTransactionJson(std::string* out, const TxRecord& record, bool with_version,
                            bool base64);
+
+// What getBlock shows of a block: its transactions in full, their signatures, or neither;
+// the (always empty) rewards; the encoding of full transactions.
+enum class BlockDetails { kFull, kSignatures, kNone };
+struct BlockView {
+  BlockDetails details = BlockDetails::kFull;
+  bool rewards = true;
+  bool with_version = false;
+  bool base64 = false;
+};
+
+// The JSON of a block as getBlock shows it.
+void AppendBlockJson(std::string* out, const BlockRecord& block, const BlockView& view);
 
 }  // namespace switchyard::localnet

@@ -164,6 +164,7 @@ class Methods {
     if (method == "simulateTransaction") return SimulateTransaction(call, params);
     if (method == "getSignatureStatuses") return GetSignatureStatuses(call, params);
     if (method == "getTransaction") return GetTransaction(call, params);
+    if (method == "getBlock") return GetBlock(call, params);
     if (method == "getSignaturesForAddress") return GetSignaturesForAddress(call, params);
     if (method == "getMinimumBalanceForRentExemption") {
       uint64_t size = 0;
@@ -505,6 +506,68 @@ class Methods {
     }
     std::string value;
     AppendTransactionJson(&value, *record, max_version.has_value(), encoding == "base64");
+    call.Result(value);
+  }
+
+  void GetBlock(const Call& call, array params) {
+    uint64_t slot = 0;
+    auto slot_el = ParamAt(params, 0);
+    if (!slot_el.has_value() || slot_el->get_uint64().get(slot) != simdjson::SUCCESS) {
+      return call.InvalidParams("Invalid params: expected a slot");
+    }
+    ConfigView config(params, 1);
+    std::string_view encoding = "json";
+    if (auto second = ParamAt(params, 1); second.has_value() && StringOf(*second)) {
+      encoding = *StringOf(*second);
+    } else if (auto enc = config.String("encoding")) {
+      encoding = *enc;
+    }
+    if (encoding != "json" && encoding != "base64") {
+      return call.InvalidParams(fmt::format(
+          "Invalid params: unsupported encoding: {}. Supported encodings: json, base64", encoding));
+    }
+    BlockView view;
+    view.base64 = encoding == "base64";
+    view.rewards = config.Bool("rewards").value_or(true);
+    const std::string_view details = config.String("transactionDetails").value_or("full");
+    if (details == "signatures") {
+      view.details = BlockDetails::kSignatures;
+    } else if (details == "none") {
+      view.details = BlockDetails::kNone;
+    } else if (details != "full") {
+      return call.InvalidParams(fmt::format(
+          "Invalid params: unsupported transactionDetails: {}. Supported: full, signatures, none",
+          details));
+    }
+    auto max_version = config.U64("maxSupportedTransactionVersion");
+    view.with_version = max_version.has_value();
+    auto block = bank_->GetBlock(slot);
+    if (block == nullptr) {
+      if (slot <= bank_->slot()) {
+        return call.Error(-32001, fmt::format("Block cleaned up, does not exist on node. First "
+                                              "available block: {}",
+                                              bank_->first_available_block()));
+      }
+      return call.Error(-32004, fmt::format("Block not available for slot {}", slot));
+    }
+    if (view.details == BlockDetails::kFull && !max_version.has_value()) {
+      for (const TxRecordRef& tx : block->transactions) {
+        if (tx->message.version < 0) continue;
+        return call.Error(-32015,
+                          "Transaction version (0) is not supported by the requesting client. "
+                          "Please try the request again with the following configuration "
+                          "parameter: \"maxSupportedTransactionVersion\": 0");
+      }
+    }
+    if (view.base64 && view.details == BlockDetails::kFull) {
+      for (const TxRecordRef& tx : block->transactions) {
+        if (tx->message.wire.empty()) {
+          return call.InvalidParams("Invalid params: a transaction of this block has no wire form");
+        }
+      }
+    }
+    std::string value;
+    AppendBlockJson(&value, *block, view);
     call.Result(value);
   }
 

@@ -76,6 +76,17 @@ struct TxRecord {
 };
 using TxRecordRef = std::shared_ptr<const TxRecord>;
 
+// One produced block, as getBlock shows it.
+struct BlockRecord {
+  Slot slot = 0;
+  Slot parent_slot = 0;
+  uint64_t block_height = 0;
+  int64_t block_time = 0;
+  Hash blockhash;
+  Hash previous_blockhash;
+  std::vector<TxRecordRef> transactions;
+};
+
 // What one slot changed; handed to the pubsub hub after the slot is applied.
 struct SlotEffects {
   Slot slot = 0;
