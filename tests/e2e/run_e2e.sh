@@ -8,9 +8,19 @@
 #                                                                front of a localnet base and two ERs;
 #                                                                pubsub.test.mjs: web3.js
 #                                                                subscriptions through it
+#   run_e2e.sh --real-er /path/to/switchyard-localnet /path/to/switchyard
+#                                                                real_er.test.mjs: the same with
+#                                                                the real MagicBlock ephemeral
+#                                                                validator as the ER; real_er/setup.sh
+#                                                                installs it first
 # Installs the npm packages into tests/e2e/node_modules (git-ignored) when missing. The node
 # tests start their processes on free ports and kill them when they end.
 set -euo pipefail
+real_er=0
+if [[ "${1:-}" == "--real-er" ]]; then
+  real_er=1
+  shift
+fi
 bin="$(realpath "${1:?usage: run_e2e.sh /path/to/switchyard-localnet [/path/to/switchyard]}")"
 switchyard_bin=""
 if [[ $# -ge 2 ]]; then switchyard_bin="$(realpath "$2")"; fi
@@ -30,6 +40,12 @@ tests=(localnet.test.mjs)
 if [[ $# -ge 2 ]]; then
   export SWITCHYARD_BIN="$switchyard_bin"
   tests=(router.test.mjs pubsub.test.mjs)
+fi
+if ((real_er)); then
+  [[ -n "$switchyard_bin" ]] || { echo "run_e2e.sh --real-er needs the switchyard binary" >&2; exit 2; }
+  REAL_ER_RUNTIME="$(timeout 900 "$dir/real_er/setup.sh" | tail -1)"
+  export REAL_ER_RUNTIME
+  tests=(real_er.test.mjs)
 fi
 # node's runner kills nothing it did not start; the test files kill their processes on exit,
 # on SIGTERM and on SIGINT. The timeout (its signal goes to the whole process group) bounds
