@@ -22,6 +22,7 @@
 #include "solana/delegation.h"
 #include "solana/transaction.h"
 #include "tests/localnet/test_clients.h"
+#include "zstd.h"
 
 namespace switchyard::localnet {
 namespace {
@@ -257,6 +258,94 @@ TEST_F(LocalnetTest, UnsupportedEncodingIsAClearError) {
   EXPECT_NE(std::string(json->root["error"]["message"].get_string().value())
                 .find("unsupported encoding: jsonParsed"),
             std::string::npos);
+}
+
+// The MagicBlock ephemeral validator asks for every account of its base in base64+zstd.
+TEST_F(LocalnetTest, Base64ZstdDataDecompressesToTheBase64Data) {
+  StartBase();
+  const std::string clock = "SysvarC1ock11111111111111111111111111111111";
+  auto plain = Call("getAccountInfo", fmt::format("[\"{}\",{{\"encoding\":\"base64\"}}]", clock));
+  auto packed = Call("getMultipleAccounts",
+                     fmt::format("[[\"{}\"],{{\"encoding\":\"base64+zstd\"}}]", clock));
+  simdjson::dom::element data = packed->root["result"]["value"].at(0)["data"];
+  ASSERT_EQ(data.at(1).get_string().value(), "base64+zstd");
+  const std::string frame = Base64Decode(data.at(0).get_string().value()).value();
+  std::string raw(ZSTD_getFrameContentSize(frame.data(), frame.size()), '\0');
+  ASSERT_EQ(raw.size(), 40u);
+  ASSERT_EQ(ZSTD_decompress(raw.data(), raw.size(), frame.data(), frame.size()), raw.size());
+  const std::string expected =
+      Base64Decode(plain->root["result"]["value"]["data"].at(0).get_string().value()).value();
+  // A slot may pass between the two reads: compare all but the slot and the unix time.
+  EXPECT_EQ(raw.substr(8, 24), expected.substr(8, 24));
+}
+
+// The ER follows its base's slot through an accountSubscribe of the Clock sysvar.
+TEST_F(LocalnetTest, ClockSysvarHoldsTheSlotAndNotifiesEverySlot) {
+  StartBase();
+  const std::string clock = "SysvarC1ock11111111111111111111111111111111";
+  auto json = Call("getAccountInfo", fmt::format("[\"{}\",{{\"encoding\":\"base64\"}}]", clock));
+  simdjson::dom::element result = json->root["result"];
+  EXPECT_EQ(result["value"]["owner"].get_string().value(),
+            "Sysvar1111111111111111111111111111111111111");
+  const std::string data = Base64Decode(result["value"]["data"].at(0).get_string().value()).value();
+  ASSERT_EQ(data.size(), 40u);
+  EXPECT_EQ(LoadU64LE(AsBytes(data.data())), result["context"]["slot"].get_uint64().value());
+
+  WsClient ws(base_->ws_port());
+  ASSERT_TRUE(ws.ok());
+  ASSERT_TRUE(ws.Send(Request("accountSubscribe",
+                              fmt::format("[\"{}\",{{\"encoding\":\"base64+zstd\"}}]", clock))));
+  Parse(ws.Read(5s));
+  std::vector<uint64_t> slots;
+  WaitFor([&] {
+    auto message = ws.Read(100ms);
+    if (!message) return false;
+    auto note = Parse(message);
+    simdjson::dom::element value = note->root["params"]["result"]["value"];
+    const std::string frame = Base64Decode(value["data"].at(0).get_string().value()).value();
+    std::string raw(40, '\0');
+    if (ZSTD_decompress(raw.data(), raw.size(), frame.data(), frame.size()) != 40) return false;
+    slots.push_back(LoadU64LE(AsBytes(raw.data())));
+    EXPECT_EQ(slots.back(), note->root["params"]["result"]["context"]["slot"].get_uint64().value());
+    return slots.size() >= 3;
+  });
+  ASSERT_GE(slots.size(), 3u);
+  EXPECT_EQ(slots[1], slots[0] + 1);
+  EXPECT_EQ(slots[2], slots[1] + 1);
+}
+
+// The ER walks its base's blocks one by one with getBlock (full transactions, json).
+TEST_F(LocalnetTest, GetBlockListsTheTransactionsOfItsSlotAndChainsBlockhashes) {
+  StartBase();
+  const std::string signature =
+      ResultString(SendTransfer(alice_, bob_.pubkey, 1000, nullptr, LatestBlockhash()));
+  ASSERT_FALSE(signature.empty());
+  ASSERT_EQ(WaitForSignature(signature), "null");
+  auto tx = Call("getTransaction", fmt::format("[\"{}\"]", signature));
+  const uint64_t slot = tx->root["result"]["slot"].get_uint64().value();
+  const std::string config =
+      "{\"encoding\":\"json\",\"maxSupportedTransactionVersion\":255,\"rewards\":false,"
+      "\"transactionDetails\":\"full\",\"commitment\":\"confirmed\"}";
+  auto block = Call("getBlock", fmt::format("[{},{}]", slot, config));
+  simdjson::dom::element result = block->root["result"];
+  EXPECT_EQ(result["parentSlot"].get_uint64().value(), slot - 1);
+  EXPECT_EQ(result["blockHeight"].get_uint64().value(), slot);
+  EXPECT_TRUE(result["rewards"].error() == simdjson::NO_SUCH_FIELD);
+  simdjson::dom::element entry = result["transactions"].at(0);
+  EXPECT_EQ(entry["transaction"]["signatures"].at(0).get_string().value(), signature);
+  EXPECT_EQ(entry["meta"]["fee"].get_uint64().value(), 5000u);
+  EXPECT_EQ(entry["version"].get_string().value(), "legacy");
+  EXPECT_TRUE(entry["slot"].error() == simdjson::NO_SUCH_FIELD);
+  auto parent = Call("getBlock", fmt::format("[{},{}]", slot - 1, config));
+  EXPECT_EQ(result["previousBlockhash"].get_string().value(),
+            parent->root["result"]["blockhash"].get_string().value());
+
+  auto signatures =
+      Call("getBlock", fmt::format("[{},{{\"transactionDetails\":\"signatures\"}}]", slot));
+  EXPECT_EQ(signatures->root["result"]["signatures"].at(0).get_string().value(), signature);
+  EXPECT_EQ(signatures->root["result"]["rewards"].get_array().size(), 0u);
+  auto future = Call("getBlock", fmt::format("[{}]", slot + 1'000'000));
+  EXPECT_EQ(future->root["error"]["code"].get_int64().value(), -32004);
 }
 
 TEST_F(LocalnetTest, GetMultipleAccountsRejectsMoreThan100Keys) {
