@@ -136,15 +136,10 @@ struct Bank::ExecOutcome {
 
 Bank::Bank(BankOptions options, const Clock* clock) : options_(options), clock_(clock) {
   genesis_hash_ = Sha256("switchyard-localnet-genesis", "");
-  genesis_time_ = absl::ToUnixSeconds(clock_->Now());
   absl::MutexLock lock(&mu_);
   blockhash_ = Sha256(AsView(genesis_hash_), "0");
-  accounts_[ClockSysvarId()] = ClockSysvar(0, genesis_time_, genesis_time_);
-  auto genesis = std::make_shared<BlockRecord>();
-  genesis->block_time = genesis_time_;
-  genesis->blockhash = blockhash_;
-  genesis->previous_blockhash = genesis_hash_;
-  blocks_.push_back(std::move(genesis));
+  absl::flat_hash_map<Pubkey, AccountRef> genesis_changes;
+  EndBlock(SlotEffects{}, 0, genesis_time_, &genesis_changes);
 }
 
 BlockhashInfo Bank::LatestBlockhash() const {
@@ -537,13 +532,7 @@ SlotEffects Bank::AdvanceSlot() {
     effects.slot = next;
     effects.parent = parent;
     std::string slot_text = std::to_string(next);
-    auto block = std::make_shared<BlockRecord>();
-    block->slot = next;
-    block->parent_slot = parent;
-    block->block_time = now;
-    block->previous_blockhash = blockhash_;
     blockhash_ = Sha256(AsView(blockhash_), slot_text);
-    block->blockhash = blockhash_;
     for (TxMessage& tx : batch) {
       if (history_.contains(tx.signatures[0])) continue;
       Overlay overlay{&accounts_, {}};
@@ -576,16 +565,10 @@ SlotEffects Bank::AdvanceSlot() {
       record->fee = outcome.fee;
       record->units_consumed = outcome.units;
       record->message = std::move(tx);
-      block->transactions.push_back(record);
       effects.transactions.push_back(record);
       AddHistory(std::move(record));
     }
-    AccountRef clock = ClockSysvar(next, genesis_time_, now);
-    accounts_[ClockSysvarId()] = clock;
-    changed[ClockSysvarId()] = std::move(clock);
-    block->block_height = block_height() + 1;
-    blocks_.push_back(std::move(block));
-    while (blocks_.size() > options_.max_block_history) blocks_.pop_front();
+    EndBlock(effects, block_height() + 1, now, &changed);
     slot_.store(next, std::memory_order_release);
     block_height_.fetch_add(1, std::memory_order_acq_rel);
   }
@@ -597,6 +580,23 @@ TxRecordRef Bank::GetTransaction(const Signature& sig) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = history_.find(sig);
   return it == history_.end() ? nullptr : it->second;
+}
+
+void Bank::EndBlock(const SlotEffects& effects, uint64_t height, int64_t now,
+                    absl::flat_hash_map<Pubkey, AccountRef>* changed) {
+  AccountRef clock = ClockSysvar(effects.slot, genesis_time_, now);
+  accounts_[ClockSysvarId()] = clock;
+  (*changed)[ClockSysvarId()] = std::move(clock);
+  auto block = std::make_shared<BlockRecord>();
+  block->slot = effects.slot;
+  block->parent_slot = effects.parent;
+  block->block_height = height;
+  block->block_time = now;
+  block->blockhash = blockhash_;
+  block->previous_blockhash = blocks_.empty() ? genesis_hash_ : blocks_.back()->blockhash;
+  block->transactions = effects.transactions;
+  blocks_.push_back(std::move(block));
+  while (blocks_.size() > options_.max_block_history) blocks_.pop_front();
 }
 
 std::shared_ptr<const BlockRecord> Bank::GetBlock(Slot slot) const {

@@ -35,12 +35,12 @@ struct BankOptions {
   uint64_t fee_lamports_per_signature = 5000;
   size_t max_pending_transactions = 100000;
   size_t max_transaction_history = 1000000;
+  // getBlock answers for this many recent slots.
+  size_t max_block_history = 100000;
   // ER mode: only accounts marked delegated (MarkDelegated) may be written or pay fees.
   bool er_mode = false;
   // Blockhashes stay valid for this many blocks (lastValidBlockHeight = height + this).
   uint64_t blockhash_validity = 150;
-  // getBlock answers for this many recent slots.
-  size_t max_block_history = 100000;
 };
 
 struct BlockhashInfo {
@@ -115,12 +115,16 @@ class Bank {
   bool ExecuteInstruction(const TxMessage& tx, size_t index, Slot slot, Overlay* overlay,
                           ExecOutcome* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void AddHistory(TxRecordRef record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes a slot (after its blockhash is set): the Clock sysvar, the block record.
+  void EndBlock(const SlotEffects& effects, uint64_t height, int64_t now,
+                absl::flat_hash_map<Pubkey, AccountRef>* changed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const BankOptions options_;
   mutable PdaCache pdas_;
   const Clock* const clock_;
   Hash genesis_hash_;
-  int64_t genesis_time_ = 0;
+  const int64_t genesis_time_ = absl::ToUnixSeconds(clock_->Now());
 
   std::atomic<Slot> slot_{0};
   std::atomic<uint64_t> block_height_{0};
