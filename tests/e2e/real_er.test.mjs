@@ -12,6 +12,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -99,6 +100,57 @@ async function freePortPair() {
   throw new Error('no free pair of ports');
 }
 
+// An HTTP JSON-RPC proxy in front of the base that records what the ER asks: per method, the
+// number of calls, the encodings asked for and the error answers. (The ER's WebSocket goes to
+// the base directly; it does not start when a subscription fails.)
+async function startRecordingProxy(target) {
+  const calls = new Map();
+  const note = (request, answer) => {
+    const method = String(request?.method);
+    const entry = calls.get(method) ?? { count: 0, encodings: new Set(), errors: [] };
+    entry.count += 1;
+    const config = (request?.params ?? []).find((p) => p && typeof p === 'object' && !Array.isArray(p));
+    if (config?.encoding) entry.encodings.add(config.encoding);
+    if (answer?.error) entry.errors.push(answer.error);
+    calls.set(method, entry);
+  };
+  const agent = new http.Agent({ keepAlive: true });
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (chunk) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const upstream = http.request(target, {
+        method: 'POST', agent, headers: { 'Content-Type': 'application/json' },
+      }, (answer) => {
+        const parts = [];
+        answer.on('data', (chunk) => parts.push(chunk));
+        answer.on('end', () => {
+          const text = Buffer.concat(parts);
+          try {
+            const requests = [JSON.parse(body)].flat();
+            const answers = [JSON.parse(text)].flat();
+            requests.forEach((request, i) => note(request,
+              answers.find((a) => a?.id === request?.id) ?? answers[i]));
+          } catch {
+            note({ method: '(unparsable)' }, null);
+          }
+          res.writeHead(answer.statusCode, { 'Content-Type': 'application/json' });
+          res.end(text);
+        });
+      });
+      upstream.on('error', () => {
+        res.writeHead(502);
+        res.end();
+      });
+      upstream.end(body);
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  server.unref();
+  return { url: `http://127.0.0.1:${server.address().port}`, calls };
+}
+
 async function startLocalnet(args) {
   const name = 'localnet-base';
   const ready = path.join(tempRoot, `${name}.ready`);
@@ -112,13 +164,14 @@ async function startLocalnet(args) {
 // trixie's loader (it needs glibc >= 2.38) with the setrlimit shim preloaded; setpriv makes it
 // die with `script`.
 async function startRealEr(base, identity) {
+  const recorder = await startRecordingProxy(base.http);
   const port = await freePortPair();
   const dir = path.join(tempRoot, 'er');
   fs.mkdirSync(dir);
   const config = path.join(dir, 'er.toml');
   fs.writeFileSync(config, [
     'lifecycle = "ephemeral"',
-    `remotes = ["${base.http}", "${base.ws}"]`,
+    `remotes = ["${recorder.url}", "${base.ws}"]`,
     `storage = "${path.join(dir, 'storage')}"`,
     '[validator]',
     `keypair = "${bs58.encode(identity.secretKey)}"`,
@@ -152,7 +205,10 @@ async function startRealEr(base, identity) {
       return false;
     }
   }, 60000, 100);
-  return { child, http, ws: `ws://127.0.0.1:${port + 1}`, identity: identity.publicKey };
+  return {
+    child, http, ws: `ws://127.0.0.1:${port + 1}`, identity: identity.publicKey,
+    baseCalls: recorder.calls,
+  };
 }
 
 async function startSwitchyard(base, er) {
@@ -399,5 +455,19 @@ describe('Switchyard with the real MagicBlock ephemeral validator as its ER', ()
       assert.ok(lag <= ROUTING_LAG_BOUND_MS, `round ${round}: ${lag} ms`);
     }
     assert.equal(gaps, 0, 'idle periods ended the ingest session');
+  });
+
+  // Issue 12 item 8: localnet answers everything the real ER asks of its base.
+  test('every method the ER asked of its base is known to the localnet, with the encodings asked', () => {
+    const summary = [...er.baseCalls].map(([method, e]) =>
+      `${method} x${e.count}${e.encodings.size ? ` (${[...e.encodings].join(', ')})` : ''}`);
+    console.log(`# the ER asked its base (HTTP): ${summary.join('; ')}`);
+    for (const method of ['getBalance', 'getMultipleAccounts', 'getSlot', 'getBlock']) {
+      assert.ok(er.baseCalls.has(method), `the ER did not call ${method}`);
+    }
+    for (const [method, entry] of er.baseCalls) {
+      const unsupported = entry.errors.filter((e) => e.code === -32601 || e.code === -32602);
+      assert.deepEqual(unsupported, [], `${method}: ${JSON.stringify(unsupported.slice(0, 3))}`);
+    }
   });
 });
