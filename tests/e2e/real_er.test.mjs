@@ -1,6 +1,6 @@
 // End-to-end: `switchyard serve` in front of a switchyard-localnet base layer and the real
-// MagicBlock ephemeral validator (npm @magicblock-labs/ephemeral-validator) as its ER (issue 12
-// item 9). The ER clones the accounts delegated to it from the base and executes the
+// MagicBlock ephemeral validator (0.8.3, the linux-x64 binary of npm
+// @magicblock-labs/ephemeral-validator) as its ER (issue 12 item 9). The ER clones the accounts delegated to it from the base and executes the
 // transactions whose fee payer and writable accounts are delegated to it.
 //
 // A delegated account looks different on each chain (on base it is owned by the delegation
@@ -21,7 +21,7 @@ import bs58 from 'bs58';
 import sdk from '@magicblock-labs/ephemeral-rollups-sdk';
 import { processSet, sleep } from './processes.mjs';
 
-const { Connection, Keypair, LAMPORTS_PER_SOL, PublicKey, SystemProgram, Transaction } = web3;
+const { Connection, Keypair, LAMPORTS_PER_SOL, SystemProgram, Transaction } = web3;
 
 const LOCALNET_BIN = process.env.SWITCHYARD_LOCALNET_BIN;
 const SWITCHYARD_BIN = process.env.SWITCHYARD_BIN;
@@ -193,20 +193,20 @@ async function startRealEr(base, identity) {
     path.join(LIB_DIR, 'ld-linux-x86-64.so.2'), '--library-path', LIB_DIR, ER_BIN, config,
   ].map(quote).join(' ');
   const child = spawnLogged('script', ['-qfec', command, '/dev/null'], 'ephemeral-validator');
-  const http = `http://127.0.0.1:${port}`;
+  const url = `http://127.0.0.1:${port}`;
   await waitFor('the ephemeral validator to answer getSlot', async () => {
     if (child.exitCode !== null || child.signalCode !== null) {
       throw new Error(`ephemeral validator exited (${child.exitCode ?? child.signalCode}):\n` +
         logTail(child.name));
     }
     try {
-      return (await rawCall(http, 'getSlot')) > 0;
+      return (await rawCall(url, 'getSlot')) > 0;
     } catch {
       return false;
     }
   }, 60000, 100);
   return {
-    child, http, ws: `ws://127.0.0.1:${port + 1}`, identity: identity.publicKey,
+    child, http: url, identity: identity.publicKey,
     baseCalls: recorder.calls,
   };
 }
