@@ -400,8 +400,8 @@ class PubsubRouterTest : public ::testing::Test {
 
   // Delegates A and B to the validator on the base layer.
   void DelegateOnBase() {
-    Land(base_port_, Delegate(payer_, a_.pubkey, validator_.pubkey, BlockhashOf(base_port_))));
-    Land(base_port_, Delegate(payer_, b_.pubkey, validator_.pubkey, BlockhashOf(base_port_))));
+    Land(base_port_, Delegate(payer_, a_.pubkey, validator_.pubkey, BlockhashOf(base_port_)));
+    Land(base_port_, Delegate(payer_, b_.pubkey, validator_.pubkey, BlockhashOf(base_port_)));
   }
 
   // Nothing more arrives within `quiet`.
@@ -459,12 +459,13 @@ TEST_F(PubsubRouterTest, AccountSubscribeFollowsDelegationToTheErAndBackWithoutG
   };
 
   // 1. On base: a transfer into A.
-  const uint64_t s1 = Land(base_port_, Transfer(payer_, a_.pubkey, 100, BlockhashOf(base_port_))));
+  const uint64_t s1 = Land(base_port_, Transfer(payer_, a_.pubkey, 100, BlockhashOf(base_port_)));
   expect({kFunds + 100, kSystemProgram, s1, 0}, "base transfer");
   // 2. The delegation itself, still on base: A now shows the delegation program as owner.
-  const uint64_t s2 = Land(base_port_, Delegate(payer_, a_.pubkey, validator_.pubkey, BlockhashOf(base_port_))));
+  const uint64_t s2 =
+      Land(base_port_, Delegate(payer_, a_.pubkey, validator_.pubkey, BlockhashOf(base_port_)));
   expect({kFunds + 100, kDelegationProgramId, s2, 0}, "delegation on base");
-  Land(base_port_, Delegate(payer_, b_.pubkey, validator_.pubkey, BlockhashOf(base_port_))));
+  Land(base_port_, Delegate(payer_, b_.pubkey, validator_.pubkey, BlockhashOf(base_port_)));
   ExpectSilence(client, 300ms);  // B's delegation is not A's business
   EXPECT_EQ(pubsub_metrics_->switches.value(), 0u);
 
@@ -480,19 +481,19 @@ TEST_F(PubsubRouterTest, AccountSubscribeFollowsDelegationToTheErAndBackWithoutG
       http_->port(),
       Transfer(a_, b_.pubkey, 10, RouterBlockhashFor({a_.pubkey, b_.pubkey})));  // routed to the ER
   expect({kFunds + 90, kSystemProgram, e1, 0}, "first ER transfer");
-  const uint64_t e2 = Land(er_port_, Transfer(a_, b_.pubkey, 20, BlockhashOf(er_port_))));
+  const uint64_t e2 = Land(er_port_, Transfer(a_, b_.pubkey, 20, BlockhashOf(er_port_)));
   expect({kFunds + 70, kSystemProgram, e2, 0}, "second ER transfer");
 
   // 4. Undelegated on base. Nothing reaches the client until the snapshot says so (the base
   // subscription is gone); then the base baseline shows base's A (the ER's changes are not
   // committed back by localnet), at a slot at or after the undelegation.
-  const uint64_t s3 = Land(base_port_, Undelegate(validator_, a_.pubkey, BlockhashOf(base_port_))));
+  const uint64_t s3 = Land(base_port_, Undelegate(validator_, a_.pubkey, BlockhashOf(base_port_)));
   ExpectSilence(client, 300ms);
   snapshots_.Publish(
       SnapshotBuilder().Delegate(b_.pubkey, validator_.pubkey).Build(SlotOf(base_port_)));
   expect({kFunds + 100, kSystemProgram, 0, s3}, "base baseline");
   EXPECT_EQ(pubsub_metrics_->switches.value(), 2u);
-  const uint64_t s4 = Land(base_port_, Transfer(payer_, a_.pubkey, 1, BlockhashOf(base_port_))));
+  const uint64_t s4 = Land(base_port_, Transfer(payer_, a_.pubkey, 1, BlockhashOf(base_port_)));
   expect({kFunds + 101, kSystemProgram, s4, 0}, "base transfer after undelegation");
 
   // Nothing else: no duplicate of any of the above.
@@ -522,7 +523,7 @@ TEST_F(PubsubRouterTest, ASwitchBetweenEqualValuesSendsNothing) {
   ExpectSilence(client, 300ms);
   EXPECT_EQ(pubsub_metrics_->baselines_sent.value(), 0u);
   EXPECT_GE(pubsub_metrics_->duplicates_dropped.value(), 2u);
-  const uint64_t landed = Land(base_port_, Transfer(payer_, a_.pubkey, 5, BlockhashOf(base_port_))));
+  const uint64_t landed = Land(base_port_, Transfer(payer_, a_.pubkey, 5, BlockhashOf(base_port_)));
   auto after = client.Next(5s);
   ASSERT_NE(after, nullptr);
   EXPECT_EQ(after->Lamports(), kFunds + 5);
@@ -559,7 +560,8 @@ TEST_F(PubsubRouterTest, SignatureSubscribeFollowsTheTransactionToItsEr) {
 
   // Sent to the ER directly: the router does not know it.
   std::string direct;
-  const uint64_t direct_slot = Land(er_port_, Transfer(a_, b_.pubkey, 8, BlockhashOf(er_port_))), &direct);
+  const uint64_t direct_slot =
+      Land(er_port_, Transfer(a_, b_.pubkey, 8, BlockhashOf(er_port_)), &direct);
   const uint64_t direct_id =
       client.Subscribe("signatureSubscribe", fmt::format(R"(["{}"])", direct));
   ASSERT_NE(direct_id, 0u);
@@ -607,7 +609,8 @@ TEST_F(PubsubRouterTest, PassesThroughToBaseAndSharesIdenticalSubscriptions) {
   for (uint64_t id : {slot_id, root_id, block_id, logs_id, program_id}) EXPECT_NE(id, 0u);
 
   std::string signature;
-  const uint64_t landed = Land(base_port_, Transfer(payer_, a_.pubkey, 3, BlockhashOf(base_port_))), &signature);
+  const uint64_t landed =
+      Land(base_port_, Transfer(payer_, a_.pubkey, 3, BlockhashOf(base_port_)), &signature);
   auto on_upgraded = upgraded.NextOf("accountNotification", 5s);
   ASSERT_NE(on_upgraded, nullptr);
   EXPECT_EQ(on_upgraded->Lamports(), kFunds + 3);
@@ -642,7 +645,7 @@ TEST_F(PubsubRouterTest, PassesThroughToBaseAndSharesIdenticalSubscriptions) {
   auto answer = own.Call("accountUnsubscribe", fmt::format("[{}]", account_own));
   ASSERT_NE(answer, nullptr);
   EXPECT_TRUE(answer->root["result"].get_bool().value()) << answer->text;
-  Land(base_port_, Transfer(payer_, a_.pubkey, 4, BlockhashOf(base_port_))));
+  Land(base_port_, Transfer(payer_, a_.pubkey, 4, BlockhashOf(base_port_)));
   auto still = upgraded.NextOf("accountNotification", 5s);
   ASSERT_NE(still, nullptr);
   EXPECT_EQ(still->Lamports(), kFunds + 7);
@@ -783,7 +786,8 @@ TEST_F(PubsubRouterTest, MakesSubscriptionsAgainAfterTheUpstreamDropsItsWebSocke
     slot = n->root["params"]["result"]["slot"].get_uint64().value();
     return slot > 121;
   }));
-  const uint64_t landed = Land(base_port_, Transfer(payer_, a_.pubkey, 11, BlockhashOf(base_port_))));
+  const uint64_t landed =
+      Land(base_port_, Transfer(payer_, a_.pubkey, 11, BlockhashOf(base_port_)));
   auto n = client.NextOf("accountNotification", 5s);
   ASSERT_NE(n, nullptr);
   EXPECT_EQ(n->Subscription(), account_id);

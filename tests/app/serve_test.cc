@@ -602,11 +602,12 @@ TEST_F(ServeTest, RoutesByDelegationAcrossBaseAndTwoErsThroughServe) {
   EXPECT_GE(status->root["base_slot"].get_uint64().value(), sealed_slot);
 
   // /metrics: the calls counted above (3 getAccountInfo, 1 getMultipleAccounts,
-  // 1 sendTransaction, 1 getBalance), none re-routed, and the fold's applied slot.
+  // 1 getBlockhashForAccounts, 1 sendTransaction, 1 getBalance), none re-routed, and the
+  // fold's applied slot.
   auto metrics = HttpGet(admin_port, "/metrics");
   ASSERT_TRUE(metrics.has_value());
   EXPECT_EQ(metrics->status, 200u);
-  EXPECT_EQ(MetricValue(metrics->body, "switchyard_api_rpc_calls_total"), 6) << metrics->body;
+  EXPECT_EQ(MetricValue(metrics->body, "switchyard_api_rpc_calls_total"), 7) << metrics->body;
   EXPECT_EQ(MetricValue(metrics->body, "switchyard_api_split_accounts_total"), 1);
   EXPECT_EQ(MetricValue(metrics->body, "switchyard_api_owner_reroutes_total"), 0);
   EXPECT_EQ(MetricValue(metrics->body, "switchyard_fold_applied_slot"),
