@@ -28,6 +28,7 @@
 #include "solana/transaction.h"
 #include "tests/localnet/test_clients.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/test_transactions.h"
 #include "tests/support/temp_dir.h"
 
 namespace switchyard {
@@ -38,6 +39,10 @@ using localnet::testing::HttpClient;
 using testing::RunCommand;
 using testing::StartProcess;
 using testing::TempDir;
+using testing::DelegateTransaction;
+using testing::Keypair;
+using testing::MakeKeypair;
+using testing::TransferTransaction;
 
 constexpr std::string_view kSystemProgram = "11111111111111111111111111111111";
 
@@ -109,61 +114,6 @@ std::optional<HttpAnswer> HttpGet(uint16_t port, const std::string& target,
   ioc.run_for(timeout + 200ms);
   if (result) return std::nullopt;
   return HttpAnswer{res.result_int(), res.body()};
-}
-
-struct Keypair {
-  Pubkey pubkey;
-  unsigned char secret[crypto_sign_SECRETKEYBYTES];
-};
-
-Keypair MakeKeypair(uint8_t seed_byte) {
-  Keypair k;
-  unsigned char seed[crypto_sign_SEEDBYTES];
-  std::fill(std::begin(seed), std::end(seed), seed_byte);
-  crypto_sign_seed_keypair(k.pubkey.data(), k.secret, seed);
-  return k;
-}
-
-std::string BuildTransaction(const std::vector<const Keypair*>& signers,
-                             const std::vector<Pubkey>& keys, MessageHeader header,
-                             const Hash& blockhash, std::vector<CompiledInstruction> ixs) {
-  Transaction tx;
-  tx.header = header;
-  tx.static_keys = keys;
-  tx.recent_blockhash = blockhash;
-  tx.instructions = std::move(ixs);
-  tx.signatures.resize(signers.size());
-  std::string message = EncodeMessage(tx).value();
-  for (size_t i = 0; i < signers.size(); ++i) {
-    crypto_sign_detached(tx.signatures[i].data(), nullptr, AsBytes(message.data()), message.size(),
-                         signers[i]->secret);
-  }
-  return Base64Encode(EncodeTransaction(tx).value());
-}
-
-// A Delegate of the system-owned `account` to `validator`, paid by `payer`.
-std::string DelegateTransaction(const Keypair& payer, const Pubkey& account,
-                                const Pubkey& validator, const Hash& blockhash) {
-  const std::vector<Pubkey> keys = {payer.pubkey,
-                                    account,
-                                    DelegateBufferPda(account, Pubkey()),
-                                    DelegationRecordPda(account),
-                                    DelegationMetadataPda(account),
-                                    Pubkey(),
-                                    DelegationProgramId()};
-  return BuildTransaction(
-      {&payer}, keys, MessageHeader{1, 0, 2}, blockhash,
-      {CompiledInstruction{
-          6, {0, 1, 5, 2, 3, 4, 5}, EncodeDelegateInstructionData(1000, {}, validator)}});
-}
-
-std::string TransferTransaction(const Keypair& from, const Pubkey& to, uint64_t lamports,
-                                const Hash& blockhash) {
-  std::string data;
-  AppendU32LE(&data, 2);
-  AppendU64LE(&data, lamports);
-  return BuildTransaction({&from}, {from.pubkey, to, Pubkey()}, MessageHeader{1, 0, 1}, blockhash,
-                          {CompiledInstruction{2, {0, 1}, data}});
 }
 
 std::string Request(std::string_view method, std::string_view params) {
