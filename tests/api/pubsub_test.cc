@@ -33,6 +33,7 @@
 #include "solana/delegation.h"
 #include "solana/transaction.h"
 #include "tests/api/test_support.h"
+#include "tests/support/test_transactions.h"
 #include "tests/localnet/test_clients.h"
 #include "tests/support/localnet_process.h"
 #include "tests/support/temp_dir.h"
@@ -57,35 +58,14 @@ bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds d
   return true;
 }
 
-// An ed25519 keypair from a one-byte seed.
-struct Keypair {
-  Pubkey pubkey;
-  unsigned char secret[crypto_sign_SECRETKEYBYTES];
-};
-Keypair MakeKeypair(uint8_t seed_byte) {
-  Keypair keypair;
-  unsigned char seed[crypto_sign_SEEDBYTES];
-  std::fill(std::begin(seed), std::end(seed), seed_byte);
-  crypto_sign_seed_keypair(keypair.pubkey.data(), keypair.secret, seed);
-  return keypair;
-}
+using testing::Keypair;
+using testing::MakeKeypair;
 
 // A signed legacy transaction, base64.
 std::string Sign(const std::vector<const Keypair*>& signers, std::vector<Pubkey> keys,
                  MessageHeader header, std::vector<CompiledInstruction> instructions,
                  const Hash& blockhash) {
-  Transaction tx;
-  tx.header = header;
-  tx.static_keys = std::move(keys);
-  tx.recent_blockhash = blockhash;
-  tx.instructions = std::move(instructions);
-  tx.signatures.resize(signers.size());
-  const std::string message = EncodeMessage(tx).value();
-  for (size_t i = 0; i < signers.size(); ++i) {
-    crypto_sign_detached(tx.signatures[i].data(), nullptr, AsBytes(message.data()), message.size(),
-                         signers[i]->secret);
-  }
-  return Base64Encode(EncodeTransaction(tx).value());
+  return testing::BuildTransaction(signers, keys, header, blockhash, std::move(instructions));
 }
 
 std::string Transfer(const Keypair& from, const Pubkey& to, uint64_t lamports,

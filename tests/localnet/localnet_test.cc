@@ -22,6 +22,7 @@
 #include "solana/delegation.h"
 #include "solana/transaction.h"
 #include "tests/localnet/test_clients.h"
+#include "tests/support/test_transactions.h"
 
 namespace switchyard::localnet {
 namespace {
@@ -31,39 +32,9 @@ using testing::HttpAnswer;
 using testing::HttpClient;
 using testing::WsClient;
 
-struct Keypair {
-  Pubkey pubkey;
-  unsigned char secret[crypto_sign_SECRETKEYBYTES];
-};
-
-Keypair MakeKeypair(uint8_t seed_byte) {
-  Keypair k;
-  unsigned char seed[crypto_sign_SEEDBYTES];
-  std::fill(std::begin(seed), std::end(seed), seed_byte);
-  crypto_sign_seed_keypair(k.pubkey.data(), k.secret, seed);
-  return k;
-}
-
-// Builds, signs and base64-encodes a legacy transaction. `keys` must be ordered as a message
-// header expects: writable signers, read-only signers, writable unsigned, read-only unsigned.
-std::string BuildTransaction(const std::vector<const Keypair*>& signers,
-                             const std::vector<Pubkey>& keys, MessageHeader header,
-                             const Hash& blockhash, std::vector<CompiledInstruction> ixs,
-                             bool corrupt_signature = false) {
-  Transaction tx;
-  tx.header = header;
-  tx.static_keys = keys;
-  tx.recent_blockhash = blockhash;
-  tx.instructions = std::move(ixs);
-  tx.signatures.resize(signers.size());
-  std::string message = EncodeMessage(tx).value();
-  for (size_t i = 0; i < signers.size(); ++i) {
-    crypto_sign_detached(tx.signatures[i].data(), nullptr, AsBytes(message.data()), message.size(),
-                         signers[i]->secret);
-  }
-  if (corrupt_signature) tx.signatures[0].data()[5] ^= 1;
-  return Base64Encode(EncodeTransaction(tx).value());
-}
+using ::switchyard::testing::BuildTransaction;
+using ::switchyard::testing::Keypair;
+using ::switchyard::testing::MakeKeypair;
 
 std::string TransferData(uint64_t lamports) {
   std::string data;

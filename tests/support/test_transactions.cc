@@ -18,7 +18,8 @@ Keypair MakeKeypair(uint8_t seed_byte) {
 
 std::string BuildTransaction(const std::vector<const Keypair*>& signers,
                              const std::vector<Pubkey>& keys, MessageHeader header,
-                             const Hash& blockhash, std::vector<CompiledInstruction> ixs) {
+                             const Hash& blockhash, std::vector<CompiledInstruction> ixs,
+                             bool corrupt_signature) {
   Transaction tx;
   tx.header = header;
   tx.static_keys = keys;
@@ -30,6 +31,7 @@ std::string BuildTransaction(const std::vector<const Keypair*>& signers,
     crypto_sign_detached(tx.signatures[i].data(), nullptr, AsBytes(message.data()), message.size(),
                          signers[i]->secret);
   }
+  if (corrupt_signature && !tx.signatures.empty()) tx.signatures[0].data()[5] ^= 1;
   return Base64Encode(EncodeTransaction(tx).value());
 }
 

@@ -17,10 +17,13 @@ struct Keypair {
 };
 Keypair MakeKeypair(uint8_t seed_byte);
 
-// A legacy transaction signed by `signers`, base64 as sendTransaction takes it.
+// A legacy transaction signed by `signers`, base64 as sendTransaction takes it. `keys` are
+// ordered as the header expects: writable signers, read-only signers, writable unsigned,
+// read-only unsigned. With `corrupt_signature`, the first signature is made invalid.
 std::string BuildTransaction(const std::vector<const Keypair*>& signers,
                              const std::vector<Pubkey>& keys, MessageHeader header,
-                             const Hash& blockhash, std::vector<CompiledInstruction> ixs);
+                             const Hash& blockhash, std::vector<CompiledInstruction> ixs,
+                             bool corrupt_signature = false);
 
 // A Delegate of the system-owned `account` to `validator`, paid by `payer`.
 std::string DelegateTransaction(const Keypair& payer, const Pubkey& account,
