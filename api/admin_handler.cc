@@ -214,6 +214,7 @@ Readiness AdminContext::CheckReady() const {
   Readiness r;
   if (std::shared_ptr<const Snapshot> snapshot = snapshots_->Current()) {
     r.applied_slot = snapshot->applied_slot();
+    r.limbo_since = snapshot->limbo_since();
   }
   r.base_slot = upstreams_->LastSlot(options_.base_target);
   if (!r.applied_slot) {
@@ -299,10 +300,12 @@ void AdminHandler::Handle(HttpRequest request, Done done) {
   } else if (path == "/ready") {
     const Readiness r = context_->CheckReady();
     response.status = r.ready ? 200 : 503;
-    response.body =
-        fmt::format("{{\"ready\":{},\"applied_slot\":{},\"base_slot\":{},\"reason\":{}}}",
-                    r.ready ? "true" : "false", OptionalSlot(r.applied_slot),
-                    OptionalSlot(r.base_slot), r.reason.empty() ? "null" : JsonQuote(r.reason));
+    response.body = fmt::format(
+        "{{\"ready\":{},\"applied_slot\":{},\"base_slot\":{},\"in_limbo\":{},"
+        "\"limbo_since\":{},\"reason\":{}}}",
+        r.ready ? "true" : "false", OptionalSlot(r.applied_slot), OptionalSlot(r.base_slot),
+        r.limbo_since ? "true" : "false", OptionalSlot(r.limbo_since),
+        r.reason.empty() ? "null" : JsonQuote(r.reason));
   } else if (path == "/status") {
     response.body = context_->StatusJson();
   } else if (path == "/metrics") {

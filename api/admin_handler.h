@@ -122,6 +122,9 @@ struct Readiness {
   std::optional<Slot> applied_slot;  // nullopt: no state loaded yet
   std::optional<Slot> base_slot;     // nullopt: the base slot is not known yet
   std::string reason;                // why not ready
+  // Set while the delegation state is in limbo (a lost base-layer stream, not yet resynced):
+  // still ready, since routing verifies against base meanwhile, but degraded.
+  std::optional<Slot> limbo_since;
 };
 
 // What the admin endpoints share: /health, /ready, /status and /metrics. Owned by the app;

@@ -39,12 +39,23 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
                                      "Upstream connection errors and timeouts")),
       upstream_retries(r.AddCounter("switchyard_api_upstream_retries_total",
                                     "Upstream requests retried on another endpoint")),
+      upstream_stale_retries(r.AddCounter(
+          "switchyard_api_upstream_stale_retries_total",
+          "Reads sent again at once on a new connection: a kept-alive one had been closed by the "
+          "upstream while idle (not counted as failures)")),
       gate_waits(r.AddCounter("switchyard_api_gate_waits_total",
                               "Calls that waited for the applied slot to reach their minimum")),
       gate_rejections(r.AddCounter("switchyard_api_gate_rejections_total",
                                    "Calls answered 412: minimum slot not reached in time")),
       owner_reroutes(r.AddCounter("switchyard_api_owner_reroutes_total",
                                   "Reads re-asked of another target after owner verification")),
+      limbo_transaction_checks(r.AddCounter(
+          "switchyard_api_limbo_transaction_checks_total",
+          "Transactions routed in limbo by the delegation records of their writable accounts, "
+          "read from base")),
+      limbo_transaction_reroutes(r.AddCounter(
+          "switchyard_api_limbo_transaction_reroutes_total",
+          "Transactions routed in limbo to another target than the delegation state named")),
       lookup_table_fetches(r.AddCounter("switchyard_api_lookup_table_fetches_total",
                                         "Address lookup tables fetched from base")),
       rpc_latency_seconds(r.AddHistogram("switchyard_api_rpc_latency_seconds",

@@ -59,9 +59,12 @@ struct ApiMetrics {
   Counter& upstream_requests;
   Counter& upstream_failures;  // connection errors and timeouts
   Counter& upstream_retries;
-  Counter& gate_waits;       // calls that waited for the applied slot
-  Counter& gate_rejections;  // answered 412
-  Counter& owner_reroutes;   // owner verification re-asked another target (all reads)
+  Counter& upstream_stale_retries;      // reads sent again at once: a kept connection was closed
+  Counter& gate_waits;                  // calls that waited for the applied slot
+  Counter& gate_rejections;             // answered 412
+  Counter& owner_reroutes;              // owner verification re-asked another target (all reads)
+  Counter& limbo_transaction_checks;    // transactions routed by records read from base
+  Counter& limbo_transaction_reroutes;  // ... that went elsewhere than the state said
   Counter& lookup_table_fetches;
   Histogram& rpc_latency_seconds;
   // switchyard_api_owner_reroutes_by_method_total{method, to}: [read][0 = er, 1 = base].

@@ -149,33 +149,19 @@ RouteDecision DecideTransaction(const RpcParams& params, const Snapshot& snapsho
       if ((*metas)[i].writable) writable.push_back((*metas)[i].key);
     }
   }
-  std::string er_target;
-  std::optional<Pubkey> undelegated_example;
-  std::optional<Pubkey> delegated_example;
-  for (const Pubkey& key : writable) {
-    if (!snapshot.FindDelegation(key)) {
-      if (!undelegated_example) undelegated_example = key;
-      continue;
-    }
-    absl::StatusOr<std::string> target = TargetForAccount(key, snapshot, table);
-    if (!target.ok()) return Error(target.status());
-    if (er_target.empty()) {
-      er_target = *target;
-      delegated_example = key;
-    } else if (er_target != *target) {
-      return Error(InvalidParams(
-          fmt::format("transaction writes accounts delegated to two ERs ({} on {}, {} on {})",
-                      delegated_example->ToBase58(), er_target, key.ToBase58(), *target)));
-    }
+  RouteDecision routed = RouteByWritable(
+      writable,
+      [&](size_t i) -> std::optional<Pubkey> {
+        std::optional<AccountState> state = snapshot.FindDelegation(writable[i]);
+        if (!state) return std::nullopt;
+        return state->validator;
+      },
+      table);
+  routed.signature = decision.signature;
+  if (snapshot.limbo_since() && routed.kind == RouteKind::kForward) {
+    routed.writable_in_doubt = std::move(writable);
   }
-  if (!er_target.empty() && undelegated_example) {
-    return Error(InvalidParams(
-        fmt::format("transaction writes both delegated ({} on {}) and undelegated ({}) accounts",
-                    delegated_example->ToBase58(), er_target, undelegated_example->ToBase58())));
-  }
-  decision.kind = RouteKind::kForward;
-  decision.target = er_target.empty() ? table.base : er_target;
-  return decision;
+  return routed;
 }
 
 RouteDecision DecideSignatures(const RpcCall& call, const RpcParams& params,
@@ -226,7 +212,12 @@ absl::StatusOr<std::string> TargetForAccount(const Pubkey& account, const Snapsh
                                              const RoutingTable& table) {
   std::optional<AccountState> state = snapshot.FindDelegation(account);
   if (!state) return table.base;
-  if (state->validator.IsZero()) {
+  return TargetForValidator(account, state->validator, table);
+}
+
+absl::StatusOr<std::string> TargetForValidator(const Pubkey& account, const Pubkey& validator,
+                                               const RoutingTable& table) {
+  if (validator.IsZero()) {
     if (table.default_er.empty()) {
       return MakeRpcStatus(
           RpcErrorKind::kNoRoute,
@@ -235,14 +226,45 @@ absl::StatusOr<std::string> TargetForAccount(const Pubkey& account, const Snapsh
     }
     return table.default_er;
   }
-  auto it = table.er_by_identity.find(state->validator);
+  auto it = table.er_by_identity.find(validator);
   if (it == table.er_by_identity.end()) {
     return MakeRpcStatus(RpcErrorKind::kNoRoute,
                          fmt::format("account {} is delegated to validator {}, which has no "
                                      "configured ER",
-                                     account.ToBase58(), state->validator.ToBase58()));
+                                     account.ToBase58(), validator.ToBase58()));
   }
   return it->second;
+}
+
+RouteDecision RouteByWritable(const std::vector<Pubkey>& writable, DelegateOfFn delegate_of,
+                              const RoutingTable& table) {
+  std::string er_target;
+  std::optional<Pubkey> undelegated_example;
+  std::optional<Pubkey> delegated_example;
+  for (size_t i = 0; i < writable.size(); ++i) {
+    const Pubkey& key = writable[i];
+    std::optional<Pubkey> validator = delegate_of(i);
+    if (!validator) {
+      if (!undelegated_example) undelegated_example = key;
+      continue;
+    }
+    absl::StatusOr<std::string> target = TargetForValidator(key, *validator, table);
+    if (!target.ok()) return Error(target.status());
+    if (er_target.empty()) {
+      er_target = *target;
+      delegated_example = key;
+    } else if (er_target != *target) {
+      return Error(InvalidParams(
+          fmt::format("transaction writes accounts delegated to two ERs ({} on {}, {} on {})",
+                      delegated_example->ToBase58(), er_target, key.ToBase58(), *target)));
+    }
+  }
+  if (!er_target.empty() && undelegated_example) {
+    return Error(InvalidParams(
+        fmt::format("transaction writes both delegated ({} on {}) and undelegated ({}) accounts",
+                    delegated_example->ToBase58(), er_target, undelegated_example->ToBase58())));
+  }
+  return Forward(er_target.empty() ? table.base : er_target);
 }
 
 std::optional<std::string> TargetForMethod(std::string_view method, const RoutingTable& table) {

@@ -71,12 +71,28 @@ struct RouteDecision {
   bool delegated = false;
   // Transactions: the id to remember with the target.
   std::optional<Signature> signature;
+  // Transactions decided in limbo: the accounts they write, whose state may be stale. The
+  // router decides again from their delegation records on base before it forwards.
+  std::vector<Pubkey> writable_in_doubt;
 };
 
 // The target for `account`: its ER when delegated (an all-zero authority → the default
 // ER), else base. Fails with a -32004 status naming the validator when it has no ER.
 absl::StatusOr<std::string> TargetForAccount(const Pubkey& account, const Snapshot& snapshot,
                                              const RoutingTable& table);
+
+// The target for an account delegated to `validator`: its ER (an all-zero validator → the
+// default ER). Fails with a -32004 status naming the validator when it has no ER.
+absl::StatusOr<std::string> TargetForValidator(const Pubkey& account, const Pubkey& validator,
+                                               const RoutingTable& table);
+
+// The validator each writable account of a transaction is delegated to (nullopt: none).
+using DelegateOfFn = absl::FunctionRef<std::optional<Pubkey>(size_t index)>;
+// Where a transaction that writes `writable` goes: base when none of them is delegated, the
+// one ER that all of them are delegated to, else an error (two ERs, or delegated and
+// undelegated accounts together).
+RouteDecision RouteByWritable(const std::vector<Pubkey>& writable, DelegateOfFn delegate_of,
+                              const RoutingTable& table);
 
 // The target for a method that is not routed by account (base unless a rule says otherwise),
 // or nullopt for an unknown method that is not forwarded.

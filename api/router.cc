@@ -339,6 +339,10 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
       done(RpcErrorResponse(call.id_or_null(), decision.error), AtRouter(RpcOutcome::kRouterError));
       return;
     case RouteKind::kForward:
+      if (!decision.writable_in_doubt.empty()) {
+        ForwardTransactionByRecords(std::move(decision), exchange, index, std::move(done));
+        return;
+      }
       if (decision.signature) {
         context_->signatures().Remember(*decision.signature, decision.target);
       }

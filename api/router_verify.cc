@@ -35,9 +35,8 @@ bool OwnedByDelegationProgram(std::string_view value) {
   return owner.ok() && *owner == fmt::format("\"{}\"", kDelegationProgramId);
 }
 
-// The ER target named by a delegation record, given as an account value with base64 data;
-// nullopt when it is not a record or its validator has no configured ER.
-std::optional<std::string> ErOfRecord(std::string_view value, const RoutingTable& routing) {
+// The delegation record in an account value with base64 data; nullopt when it is none.
+std::optional<DelegationRecord> RecordOf(std::string_view value) {
   if (IsJsonNull(value)) return std::nullopt;
   absl::StatusOr<std::string> data = JsonMember(value, "data");
   absl::StatusOr<std::string> text = data.ok() ? FirstString(*data) : data.status();
@@ -46,13 +45,14 @@ std::optional<std::string> ErOfRecord(std::string_view value, const RoutingTable
   absl::StatusOr<DelegationRecord> record = DecodeDelegationRecord(
       std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
   if (!record.ok()) return std::nullopt;
-  if (record->authority.IsZero()) {
-    if (routing.default_er.empty()) return std::nullopt;
-    return routing.default_er;
-  }
-  auto it = routing.er_by_identity.find(record->authority);
-  if (it == routing.er_by_identity.end()) return std::nullopt;
-  return it->second;
+  return *record;
+}
+
+// The ER target of a validator; nullopt when it has no configured ER.
+std::optional<std::string> ErOfValidator(const Pubkey& validator, const RoutingTable& routing) {
+  absl::StatusOr<std::string> target = TargetForValidator(validator, validator, routing);
+  if (!target.ok()) return std::nullopt;
+  return *std::move(target);
 }
 
 VerifiedRead ReadOf(std::string_view method) {
@@ -88,7 +88,7 @@ bool Router::VerifiesOwner(const Exchange& exchange, bool account_list) const {
   return account_list ? options_.verify_owner_multiple : options_.verify_owner;
 }
 
-void Router::FindRecordTargets(const std::vector<Pubkey>& accounts, RecordTargets done) {
+void Router::ReadRecords(const std::vector<Pubkey>& accounts, Records done) {
   std::vector<std::string> pdas;
   std::vector<size_t> all;
   for (const Pubkey& account : accounts) {
@@ -98,19 +98,73 @@ void Router::FindRecordTargets(const std::vector<Pubkey>& accounts, RecordTarget
   const std::string params =
       fmt::format(R"([{},{{"encoding":"base64"}}])", JsonStringArray(pdas, all));
   Gather({{options_.routing.base, SubRequest("getMultipleAccounts", params)}}, RetryPolicy::kSafe,
-         [this, count = accounts.size(),
+         [count = accounts.size(),
           done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
-           std::vector<std::optional<std::string>> targets(count);
-           if (answers[0].ok() && !answers[0]->is_error()) {
-             absl::StatusOr<ContextList> list = ParseContextList(answers[0]->result);
-             if (list.ok() && list->values.size() == count) {
-               for (size_t i = 0; i < count; ++i) {
-                 targets[i] = ErOfRecord(list->values[i], options_.routing);
-               }
-             }
+           if (!answers[0].ok()) return done(answers[0].status());
+           if (answers[0]->is_error()) {
+             return done(
+                 absl::UnavailableError("base answered the delegation records' read "
+                                        "with an error"));
            }
-           done(std::move(targets));
+           absl::StatusOr<ContextList> list = ParseContextList(answers[0]->result);
+           if (!list.ok() || list->values.size() != count) {
+             return done(
+                 absl::DataLossError("base answered the delegation records' read with a "
+                                     "list of the wrong shape"));
+           }
+           std::vector<std::optional<DelegationRecord>> records(count);
+           for (size_t i = 0; i < count; ++i) records[i] = RecordOf(list->values[i]);
+           done(std::move(records));
          });
+}
+
+void Router::FindRecordTargets(const std::vector<Pubkey>& accounts, RecordTargets done) {
+  ReadRecords(accounts, [this, count = accounts.size(), done = std::move(done)](
+                            absl::StatusOr<std::vector<std::optional<DelegationRecord>>> records) {
+    std::vector<std::optional<std::string>> targets(count);
+    if (records.ok()) {
+      for (size_t i = 0; i < count; ++i) {
+        if ((*records)[i]) targets[i] = ErOfValidator((*records)[i]->authority, options_.routing);
+      }
+    }
+    done(std::move(targets));
+  });
+}
+
+void Router::ForwardTransactionByRecords(RouteDecision decision, std::shared_ptr<Exchange> exchange,
+                                         size_t index, Answer done) {
+  metrics_->limbo_transaction_checks.Increment();
+  std::vector<Pubkey> writable = decision.writable_in_doubt;
+  ReadRecords(writable, [this, exchange, index, writable, decision = std::move(decision),
+                         done = std::move(done)](
+                            absl::StatusOr<std::vector<std::optional<DelegationRecord>>> records) {
+    const RpcCall& call = exchange->body.calls[index];
+    if (!records.ok()) {
+      // Base could not say: the transaction cannot be placed safely.
+      return done(RpcErrorResponse(
+                      call.id_or_null(),
+                      MakeRpcStatus(RpcErrorKind::kInternal,
+                                    fmt::format("the delegation state is being repaired and the "
+                                                "delegation records could not be read from "
+                                                "base: {}",
+                                                std::string(records.status().message())))),
+                  AtRouter(RpcOutcome::kUpstreamFailure));
+    }
+    RouteDecision routed = RouteByWritable(
+        writable,
+        [&](size_t i) -> std::optional<Pubkey> {
+          if (!(*records)[i]) return std::nullopt;
+          return (*records)[i]->authority;
+        },
+        options_.routing);
+    if (routed.kind == RouteKind::kError) {
+      return done(RpcErrorResponse(call.id_or_null(), routed.error),
+                  AtRouter(RpcOutcome::kRouterError));
+    }
+    if (routed.target != decision.target) metrics_->limbo_transaction_reroutes.Increment();
+    if (decision.signature) context_->signatures().Remember(*decision.signature, routed.target);
+    Forward(routed.target, call, exchange, std::move(done));
+  });
 }
 
 void Router::ForwardVerified(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,

@@ -14,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "api/internal/asio_time.h"
+#include "common/socket_liveness.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -30,7 +31,9 @@ using api_internal::ToChrono;
 // One keep-alive connection to one endpoint. Lives on one worker's thread.
 class UpstreamPool::Connection : public std::enable_shared_from_this<UpstreamPool::Connection> {
  public:
-  using Callback = std::function<void(error_code, UpstreamResponse, bool keep_alive)>;
+  // `stale`: the exchange failed in transport (not by its timeout) on a connection that had
+  // served an earlier one, before a byte of the answer arrived: the peer had closed it idle.
+  using Callback = std::function<void(error_code, UpstreamResponse, bool keep_alive, bool stale)>;
 
   Connection(asio::io_context& io_context, const ParsedUrl& url, ssl::context* tls,
              size_t max_response_bytes, bool verify_tls)
@@ -48,9 +51,12 @@ class UpstreamPool::Connection : public std::enable_shared_from_this<UpstreamPoo
 
   bool connected() const { return connected_; }
   std::chrono::steady_clock::time_point idle_since() const { return idle_since_; }
+  // An idle connection that may be handed out: connected, and not closed by the peer since.
+  bool Usable() { return connected_ && IdleSocketIsOpen(Lowest().socket().native_handle()); }
 
   void Exchange(const std::string& body, absl::Duration timeout, Callback done) {
     done_ = std::move(done);
+    reused_ = connected_;
     Lowest().expires_after(ToChrono(timeout));
     request_.emplace(http::verb::post, url_.path, 11);
     request_->set(http::field::host, url_.host);
@@ -147,15 +153,17 @@ class UpstreamPool::Connection : public std::enable_shared_from_this<UpstreamPoo
                          self->idle_since_ = std::chrono::steady_clock::now();
                          self->Lowest().expires_never();
                          Callback done = std::move(self->done_);
-                         done(error_code(), std::move(response), message.keep_alive());
+                         done(error_code(), std::move(response), message.keep_alive(), false);
                        });
     });
   }
 
   void Finish(error_code ec) {
+    const bool stale = reused_ && ec != beast::error::timeout && (!parser_ || !parser_->got_some());
     Close();
+    parser_.reset();
     Callback done = std::move(done_);
-    if (done) done(ec, UpstreamResponse(), false);
+    if (done) done(ec, UpstreamResponse(), false, stale);
   }
 
   ParsedUrl url_;
@@ -170,6 +178,7 @@ class UpstreamPool::Connection : public std::enable_shared_from_this<UpstreamPoo
   std::optional<http::response_parser<http::string_body>> parser_;
   Callback done_;
   bool connected_ = false;
+  bool reused_ = false;  // the exchange in flight began on an open connection
   std::chrono::steady_clock::time_point idle_since_;
 };
 
@@ -227,6 +236,7 @@ struct UpstreamPool::Attempt {
   UpstreamCallback done;
   int tries = 0;
   size_t last_endpoint = SIZE_MAX;
+  bool stale_retried = false;
 };
 
 UpstreamPool::UpstreamPool(asio::io_context& io_context, std::string name,
@@ -311,7 +321,8 @@ void UpstreamPool::StartOn(size_t index, std::shared_ptr<Attempt> attempt) {
   while (!endpoint.idle.empty() && !connection) {
     connection = std::move(endpoint.idle.back());
     endpoint.idle.pop_back();
-    if (now - connection->idle_since() > ToChrono(options_.max_idle_time)) {
+    if (now - connection->idle_since() > ToChrono(options_.max_idle_time) ||
+        !connection->Usable()) {
       connection->Close();
       connection.reset();
       --endpoint.open;
@@ -348,10 +359,21 @@ void UpstreamPool::ExchangeOn(size_t index, std::shared_ptr<Connection> connecti
   raw->Exchange(
       attempt->body, options_.request_timeout,
       [this, index, attempt, connection = std::move(connection)](
-          error_code ec, UpstreamResponse response, bool keep_alive) mutable {
+          error_code ec, UpstreamResponse response, bool keep_alive, bool stale) mutable {
         Endpoint& endpoint = *endpoints_[index];
         if (ec) {
           --endpoint.open;
+          // A read that met a connection closed while idle goes again at once on a new
+          // connection to the same endpoint, once; it is no failure of the endpoint. A write
+          // (sendTransaction, requestAirdrop) is never sent twice.
+          if (stale && attempt->policy == RetryPolicy::kSafe && !attempt->stale_retried &&
+              !shut_down_) {
+            attempt->stale_retried = true;
+            metrics_->upstream_stale_retries.Increment();
+            StartOn(index, std::move(attempt));
+            ServeWaiter(index, nullptr);
+            return;
+          }
           ServeWaiter(index, nullptr);
           Fail(std::move(attempt),
                ec == beast::error::timeout

@@ -33,6 +33,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -208,6 +209,12 @@ class RpcClient {
     stream_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
   }
   bool Post(const std::string& body) {
+    std::optional<std::string> answer = Call(body);
+    return answer.has_value() && answer->find("\"error\"") == std::string::npos;
+  }
+
+  // The answer's body, or nullopt on a transport error.
+  std::optional<std::string> Call(const std::string& body) {
     http::request<http::string_body> request(http::verb::post, "/", 11);
     request.set(http::field::host, "127.0.0.1");
     request.set(http::field::content_type, "application/json");
@@ -215,10 +222,25 @@ class RpcClient {
     request.prepare_payload();
     error_code ec;
     http::write(stream_, request, ec);
-    if (ec) return false;
+    if (ec) return std::nullopt;
     http::response<http::string_body> response;
     http::read(stream_, buffer_, response, ec);
-    return !ec && response.body().find("\"error\"") == std::string::npos;
+    if (ec) return std::nullopt;
+    return std::move(response.body());
+  }
+
+  // The localnet's latest blockhash; the all-zero hash when it cannot be read.
+  Hash LatestBlockhash() {
+    std::optional<std::string> answer =
+        Call(R"({"jsonrpc":"2.0","id":1,"method":"getLatestBlockhash"})");
+    simdjson::dom::parser parser;
+    std::string_view text;
+    if (!answer.has_value() ||
+        parser.parse(*answer)["result"]["value"]["blockhash"].get_string().get(text) !=
+            simdjson::SUCCESS) {
+      return Hash();
+    }
+    return Hash::FromBase58(text).value_or(Hash());
   }
 
  private:
@@ -229,9 +251,10 @@ class RpcClient {
 
 // One transfer of 1 lamport from the payer to each of `to` (at most 20 per transaction).
 std::string TransferTransaction(const Pubkey& payer, const std::vector<Pubkey>& to,
-                                std::mt19937_64& rng) {
+                                const Hash& blockhash, std::mt19937_64& rng) {
   Transaction tx;
   tx.header = MessageHeader{1, 0, 1};
+  tx.recent_blockhash = blockhash;
   tx.static_keys.push_back(payer);
   for (const Pubkey& key : to) tx.static_keys.push_back(key);
   tx.static_keys.push_back(Pubkey());  // the system program
@@ -242,7 +265,8 @@ std::string TransferTransaction(const Pubkey& payer, const std::vector<Pubkey>& 
   for (size_t i = 0; i < to.size(); ++i) {
     tx.instructions.push_back(CompiledInstruction{system, {0, static_cast<uint8_t>(i + 1)}, data});
   }
-  // localnet checks neither signatures nor blockhashes; a random signature keeps them unique.
+  // localnet does not check signatures (it does check blockhashes); a random signature keeps
+  // the transactions unique.
   std::array<uint8_t, 64> signature;
   for (auto& b : signature) b = static_cast<uint8_t>(rng());
   tx.signatures.push_back(Signature(signature));
@@ -387,7 +411,14 @@ int Main(int argc, char** argv) {
   size_t next_account = 0;
   uint64_t sent = 0;
   uint64_t failed = 0;
+  // A blockhash stays valid for 150 slots: the generator takes a new one every 50.
+  Hash blockhash = rpc.LatestBlockhash();
+  auto blockhash_at = Clock::now();
   while (Clock::now() < load_end) {
+    if (Clock::now() - blockhash_at > std::chrono::milliseconds(50 * args.slot_ms)) {
+      blockhash = rpc.LatestBlockhash();
+      blockhash_at = Clock::now();
+    }
     const auto due = load_start + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(sent / tx_per_second));
     if (Clock::now() < due) {
@@ -396,7 +427,7 @@ int Main(int argc, char** argv) {
     }
     std::vector<Pubkey> to;
     for (size_t i = 0; i < per_tx; ++i) to.push_back(keys[next_account++ % keys.size()]);
-    if (!rpc.Post(TransferTransaction(payer, to, rng))) ++failed;
+    if (!rpc.Post(TransferTransaction(payer, to, blockhash, rng))) ++failed;
     ++sent;
   }
   const double load_seconds = std::chrono::duration<double>(Clock::now() - load_start).count();

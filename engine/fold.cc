@@ -78,8 +78,11 @@ void Fold::Add(int32_t partition, int64_t offset, std::string_view record) {
       cursor.sealed_slot = std::max(cursor.sealed_slot, seal->slot);
       pending.fold_slot = seal->slot;
       queue.last_seal = std::max(queue.last_seal, seal->slot);
-    } else if (std::holds_alternative<StreamGapEvent>(*event)) {
-      // A lost stream must reach the routing at once, late or not; it changes no digest.
+    } else if (const auto* gap = std::get_if<StreamGapEvent>(&*event)) {
+      // A lost stream reaches the routing at once, whatever is queued before it.
+      auto& cursor = position_.partitions[partition];
+      if (!cursor.limbo_since) cursor.limbo_since = gap->slot;
+      queue.last_gap_offset = offset;
       pending.fold_slot = SlotOf(*event);
     } else {
       pending.fold_slot = std::max(SlotOf(*event), queue.last_seal + 1);
@@ -126,11 +129,10 @@ bool Fold::FoldHead(int32_t partition) {
     ++position_.counters.seals;
     return true;
   }
-  if (const auto* gap = std::get_if<StreamGapEvent>(&event)) {
-    if (!cursor.limbo_since) cursor.limbo_since = gap->slot;
-    ++position_.counters.stream_gaps;
+  if (std::holds_alternative<StreamGapEvent>(event)) {
+    ++position_.counters.stream_gaps;  // the limbo began when it was read (Add)
   } else if (std::holds_alternative<ResyncedEvent>(event)) {
-    cursor.limbo_since.reset();
+    if (head.offset > partitions_[partition].last_gap_offset) cursor.limbo_since.reset();
     ++position_.counters.resyncs;
   } else {
     FoldAccountEvent(event, std::move(head.record));

@@ -33,7 +33,10 @@ struct FoldOptions {
 // S (a late record: a correction, a repair) counts for slot S + 1: the state at an applied
 // slot holds exactly the records before that slot's SlotSealed in every partition, whatever
 // order the partitions were read in, so every replica shows the same digest for a slot.
-// (A late StreamGap still takes effect at once: limbo must not wait for the next slot.)
+// A StreamGap takes effect the moment it is read, ahead of the records queued before it in
+// its partition (they may wait for a seal that will not come until the stream is back):
+// limbo must reach the routing at once. It changes no digest. A Resynced clears the limbo
+// only when it comes after the partition's last StreamGap.
 // Records that fail to decode are quarantined in order. Everything the fold changes is
 // collected into the next FoldBatch, whose position says where to resume after a restart:
 // re-reading from each partition's `next_offset` rebuilds the records still pending.
@@ -78,6 +81,9 @@ class Fold {
     // slot reaches it, so at a committed position every SlotSealed before `next_offset` is at
     // or below the applied slot: a fold resumed there starts from the applied slot.
     Slot last_seal = 0;
+    // The offset of the last StreamGap read (-1: none since the fold started): a Resynced
+    // before it does not end the limbo that gap began.
+    int64_t last_gap_offset = -1;
     std::deque<PendingRecord> pending;
   };
 

@@ -13,6 +13,9 @@
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "common/socket_liveness.h"
 #include "common/status.h"
 
 namespace switchyard {
@@ -25,6 +28,8 @@ namespace http = beast::http;
 namespace websocket = beast::websocket;
 using tcp = net::ip::tcp;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+constexpr uint64_t kMaxResponseBytes = 256ull << 20;  // a getProgramAccounts of a big program
 
 std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -186,10 +191,32 @@ absl::StatusOr<BaseEndpoint> PubsubEndpointFor(const BaseEndpoint& rpc) {
   return pubsub;
 }
 
+namespace {
+
+constexpr char kRetryAfterPayload[] = "type.switchyard/base.retry_after_ms";
+
+// The wait a 429 asked for: Retry-After in seconds (an HTTP date is not honoured).
+std::optional<absl::Duration> ParseRetryAfter(const std::string& header) {
+  uint64_t seconds = 0;
+  if (header.empty() || !absl::SimpleAtoi(header, &seconds)) return std::nullopt;
+  return absl::Seconds(static_cast<int64_t>(std::min<uint64_t>(seconds, 3600)));
+}
+
+}  // namespace
+
+std::optional<absl::Duration> RetryAfterOf(const absl::Status& status) {
+  absl::optional<absl::Cord> payload = status.GetPayload(kRetryAfterPayload);
+  int64_t ms = 0;
+  if (!payload || !absl::SimpleAtoi(std::string(*payload), &ms)) return std::nullopt;
+  return absl::Milliseconds(ms);
+}
+
 struct BaseRpcClient::Impl {
-  Impl(BaseEndpoint e, BaseTlsOptions t) : endpoint(std::move(e)), tls_options(std::move(t)) {}
+  Impl(BaseEndpoint e, BaseTlsOptions t, Counter* stale)
+      : endpoint(std::move(e)), tls_options(std::move(t)), stale_retries(stale) {}
   BaseEndpoint endpoint;
   BaseTlsOptions tls_options;
+  Counter* stale_retries;
   net::io_context ioc;
   std::unique_ptr<ssl::context> tls_context;  // made on the first https connection
   std::optional<beast::tcp_stream> plain;
@@ -198,90 +225,129 @@ struct BaseRpcClient::Impl {
   uint64_t next_id = 1;
 
   bool connected() const { return plain.has_value() || secure.has_value(); }
+  beast::tcp_stream& Lowest() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
   void Drop() {
     plain.reset();
     secure.reset();
     buffer.clear();
   }
+
+  absl::Status Connect(absl::Duration timeout) {
+    auto results = Resolve(ioc, endpoint);
+    if (!results.ok()) return results.status();
+    auto no_upgrade = [](auto finish) { finish(boost::system::error_code()); };
+    absl::Status connected;
+    if (endpoint.tls) {
+      if (tls_context == nullptr) {
+        ASSIGN_OR_RETURN(tls_context, MakeTlsContext(tls_options));
+      }
+      secure.emplace(ioc, *tls_context);
+      connected = PrepareTls(*secure, endpoint.host, tls_options.verify);
+      if (connected.ok()) {
+        connected = ConnectStream(ioc, *secure, *results, &*secure, timeout, no_upgrade);
+      }
+    } else {
+      plain.emplace(ioc);
+      connected = ConnectStream(ioc, *plain, *results, nullptr, timeout, no_upgrade);
+    }
+    if (!connected.ok()) Drop();
+    return connected;
+  }
+
+  struct Exchanged {
+    absl::StatusOr<std::string> body;
+    // Failed in transport before a byte of the answer arrived (not a timeout): on a reused
+    // connection, the peer had closed it while it was idle.
+    bool before_answer = false;
+  };
+
+  Exchanged Exchange(const std::string& method, const std::string& body, absl::Duration timeout) {
+    http::request<http::string_body> request(http::verb::post, endpoint.path, 11);
+    request.set(http::field::host, endpoint.host);
+    request.set(http::field::content_type, "application/json");
+    request.keep_alive(true);
+    request.body() = body;
+    request.prepare_payload();
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(kMaxResponseBytes);
+    boost::system::error_code ec;
+    bool done = false;
+    auto exchange = [&](auto& stream) {
+      beast::get_lowest_layer(stream).expires_after(ToChrono(timeout));
+      http::async_write(stream, request, [&](boost::system::error_code e, size_t) {
+        if (e) {
+          ec = e;
+          done = true;
+          return;
+        }
+        http::async_read(stream, buffer, parser, [&](boost::system::error_code e2, size_t) {
+          ec = e2;
+          done = true;
+        });
+      });
+    };
+    if (secure) {
+      exchange(*secure);
+    } else {
+      exchange(*plain);
+    }
+    const bool in_time = RunUntil(ioc, done, timeout + absl::Milliseconds(100));
+    if (!in_time || ec) {
+      if (!in_time) {
+        if (secure) {
+          Abandon(ioc, *secure);
+        } else {
+          Abandon(ioc, *plain);
+        }
+      }
+      Drop();
+      if (!in_time || ec == beast::error::timeout) {
+        return {absl::DeadlineExceededError(fmt::format("base layer {} timed out", method))};
+      }
+      return {IoError(method.c_str(), ec), !parser.got_some()};
+    }
+    http::response<http::string_body> response = parser.release();
+    if (!response.keep_alive()) Drop();
+    if (response.result() == http::status::too_many_requests) {
+      absl::Status limited = absl::ResourceExhaustedError(
+          fmt::format("base layer {} answered HTTP 429 (rate limited)", method));
+      if (auto wait = ParseRetryAfter(std::string(response[http::field::retry_after]))) {
+        limited.SetPayload(kRetryAfterPayload,
+                           absl::Cord(std::to_string(absl::ToInt64Milliseconds(*wait))));
+      }
+      return {limited};
+    }
+    if (response.result() != http::status::ok) {
+      return {absl::UnavailableError(
+          fmt::format("base layer {} answered HTTP {}", method, response.result_int()))};
+    }
+    return {std::move(response.body())};
+  }
 };
 
-BaseRpcClient::BaseRpcClient(BaseEndpoint endpoint, BaseTlsOptions tls)
-    : impl_(std::make_unique<Impl>(std::move(endpoint), std::move(tls))) {}
+BaseRpcClient::BaseRpcClient(BaseEndpoint endpoint, BaseTlsOptions tls, Counter* stale_retries)
+    : impl_(std::make_unique<Impl>(std::move(endpoint), std::move(tls), stale_retries)) {}
 BaseRpcClient::~BaseRpcClient() = default;
 
 absl::StatusOr<std::string> BaseRpcClient::Call(const std::string& method,
                                                 const std::string& params, absl::Duration timeout) {
   Impl& s = *impl_;
-  if (!s.connected()) {
-    auto results = Resolve(s.ioc, s.endpoint);
-    if (!results.ok()) return results.status();
-    auto no_upgrade = [](auto finish) { finish(boost::system::error_code()); };
-    absl::Status connected;
-    if (s.endpoint.tls) {
-      if (s.tls_context == nullptr) {
-        ASSIGN_OR_RETURN(s.tls_context, MakeTlsContext(s.tls_options));
-      }
-      s.secure.emplace(s.ioc, *s.tls_context);
-      connected = PrepareTls(*s.secure, s.endpoint.host, s.tls_options.verify);
-      if (connected.ok()) {
-        connected = ConnectStream(s.ioc, *s.secure, *results, &*s.secure, timeout, no_upgrade);
-      }
-    } else {
-      s.plain.emplace(s.ioc);
-      connected = ConnectStream(s.ioc, *s.plain, *results, nullptr, timeout, no_upgrade);
+  // A connection the base layer closed while it was idle is not used again.
+  if (s.connected() && !IdleSocketIsOpen(s.Lowest().socket().native_handle())) s.Drop();
+  const std::string body = fmt::format(R"({{"jsonrpc":"2.0","id":{},"method":"{}","params":{}}})",
+                                       s.next_id++, method, params);
+  for (int attempt = 0;; ++attempt) {
+    const bool reused = s.connected();
+    if (!reused) RETURN_IF_ERROR(s.Connect(timeout));
+    Impl::Exchanged result = s.Exchange(method, body, timeout);
+    // Every call of this client is a read: one that met a stale connection goes again at once
+    // on a fresh one, and is no failure.
+    if (!result.body.ok() && reused && result.before_answer && attempt == 0) {
+      if (s.stale_retries != nullptr) s.stale_retries->Increment();
+      continue;
     }
-    if (!connected.ok()) {
-      s.Drop();
-      return connected;
-    }
+    return std::move(result.body);
   }
-  http::request<http::string_body> request(http::verb::post, s.endpoint.path, 11);
-  request.set(http::field::host, s.endpoint.host);
-  request.set(http::field::content_type, "application/json");
-  request.keep_alive(true);
-  request.body() = fmt::format(R"({{"jsonrpc":"2.0","id":{},"method":"{}","params":{}}})",
-                               s.next_id++, method, params);
-  request.prepare_payload();
-  http::response<http::string_body> response;
-  boost::system::error_code ec;
-  bool done = false;
-  auto exchange = [&](auto& stream) {
-    beast::get_lowest_layer(stream).expires_after(ToChrono(timeout));
-    http::async_write(stream, request, [&](boost::system::error_code e, size_t) {
-      if (e) {
-        ec = e;
-        done = true;
-        return;
-      }
-      http::async_read(stream, s.buffer, response, [&](boost::system::error_code e2, size_t) {
-        ec = e2;
-        done = true;
-      });
-    });
-  };
-  if (s.secure) {
-    exchange(*s.secure);
-  } else {
-    exchange(*s.plain);
-  }
-  if (!RunUntil(s.ioc, done, timeout + absl::Milliseconds(100)) || ec) {
-    if (!done) {
-      if (s.secure) {
-        Abandon(s.ioc, *s.secure);
-      } else {
-        Abandon(s.ioc, *s.plain);
-      }
-    }
-    s.Drop();
-    return ec ? IoError(method.c_str(), ec)
-              : absl::DeadlineExceededError(fmt::format("base layer {} timed out", method));
-  }
-  if (!response.keep_alive()) s.Drop();
-  if (response.result() != http::status::ok) {
-    return absl::UnavailableError(
-        fmt::format("base layer {} answered HTTP {}", method, response.result_int()));
-  }
-  return std::move(response.body());
 }
 
 struct BasePubsubConnection::Impl {

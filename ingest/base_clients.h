@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/metrics.h"
 
 namespace switchyard {
 
@@ -31,17 +32,23 @@ struct BaseTlsOptions {
   std::string ca_file;
 };
 
-// A keep-alive JSON-RPC client of the base layer over HTTP. Every call has a deadline; a
-// failed connection is reopened on the next call. Used by the ingest thread only: calls block
-// that thread (never an I/O thread of the router).
+// A keep-alive JSON-RPC client of the base layer over HTTP, for reads (every call may be sent
+// twice). Every call has a deadline; a failed connection is reopened on the next call. A kept
+// connection that the base layer (or a balancer in front of it) closed while idle is not used
+// again; one that fails before a byte of the answer arrives was stale: the call goes again at
+// once on a new connection and counts in `stale_retries`. Used by the ingest thread only:
+// calls block that thread (never an I/O thread of the router).
 class BaseRpcClient {
  public:
   // A bad `tls` setting (an unreadable CA file) surfaces on the first Call.
-  explicit BaseRpcClient(BaseEndpoint endpoint, BaseTlsOptions tls = {});
+  explicit BaseRpcClient(BaseEndpoint endpoint, BaseTlsOptions tls = {},
+                         Counter* stale_retries = nullptr);
   ~BaseRpcClient();
 
   // Sends {"jsonrpc":"2.0","id":N,"method":method,"params":params} and returns the response
-  // body. Transport errors and timeouts are Unavailable / DeadlineExceeded.
+  // body (which may hold a JSON-RPC error). Transport errors, HTTP errors and timeouts are
+  // Unavailable / DeadlineExceeded; HTTP 429 is ResourceExhausted, with the wait its
+  // Retry-After asked for in RetryAfterOf.
   absl::StatusOr<std::string> Call(const std::string& method, const std::string& params,
                                    absl::Duration timeout);
 
@@ -49,6 +56,9 @@ class BaseRpcClient {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The wait a base layer's HTTP 429 asked for (Retry-After), when it said.
+std::optional<absl::Duration> RetryAfterOf(const absl::Status& status);
 
 // One WebSocket pubsub connection to the base layer. Used by one thread.
 class BasePubsubConnection {

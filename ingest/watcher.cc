@@ -21,6 +21,27 @@ absl::Status Malformed(std::string_view what) {
   return absl::InvalidArgumentError(std::string(what));
 }
 
+// The error object of a JSON-RPC answer, when the node answered with one.
+std::optional<std::string> NodeErrorOf(std::string_view body) {
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(body);
+  simdjson::ondemand::document doc;
+  simdjson::ondemand::object root;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(root) != simdjson::SUCCESS) {
+    return std::nullopt;  // the answer's own parser says what is wrong with it
+  }
+  simdjson::ondemand::value error;
+  if (root.find_field_unordered("error").get(error) != simdjson::SUCCESS) return std::nullopt;
+  simdjson::ondemand::object object;
+  std::string_view raw;
+  if (error.get_object().get(object) != simdjson::SUCCESS ||
+      object.raw_json().get(raw) != simdjson::SUCCESS) {
+    return "an error that is not an object";
+  }
+  return std::string(raw.substr(0, 300));
+}
+
 }  // namespace
 
 WatcherMetrics::WatcherMetrics(MetricsRegistry& r)
@@ -36,6 +57,11 @@ WatcherMetrics::WatcherMetrics(MetricsRegistry& r)
                              "Base-layer answers or notifications that could not be used")),
       notifications(
           r.AddCounter("switchyard_ingest_notifications_total", "Pubsub notifications received")),
+      read_retries(r.AddCounter("switchyard_ingest_read_retries_total",
+                                "Base-layer reads tried again inside a session after a failure")),
+      stale_connections(r.AddCounter(
+          "switchyard_ingest_stale_connections_total",
+          "Base-layer reads sent again at once because a kept connection had been closed")),
       last_sealed_slot(r.AddGauge("switchyard_ingest_last_sealed_slot", "Last slot sealed")) {}
 
 BaseLayerWatcher::BaseLayerWatcher(WatcherOptions options, EventLogWriter* log,
@@ -58,7 +84,8 @@ absl::Status BaseLayerWatcher::Start() {
   } else {
     ASSIGN_OR_RETURN(pubsub_endpoint_, ParseBaseUrl(options_.pubsub_url));
   }
-  rpc_ = std::make_unique<BaseRpcClient>(rpc_endpoint_, options_.tls);
+  rpc_ = std::make_unique<BaseRpcClient>(
+      rpc_endpoint_, options_.tls, metrics_ != nullptr ? &metrics_->stale_connections : nullptr);
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
 }
@@ -79,8 +106,15 @@ void BaseLayerWatcher::Run() {
   }
   int failures = 0;
   while (!stopping_) {
+    session_healthy_since_.reset();
     const absl::Status ended = Session();
     if (stopping_) break;
+    // A session that ran well for a while resets the backoff: an idle base layer that drops
+    // a connection now and then must not push every reconnect towards reconnect_max.
+    if (session_healthy_since_ &&
+        clock_->Monotonic() - *session_healthy_since_ >= options_.healthy_session) {
+      failures = 0;
+    }
     spdlog::warn("base-layer stream lost ({}); writing StreamGap at slot {} and reconnecting",
                  std::string(ended.message()), last_sealed_.load());
     if (metrics_ != nullptr) metrics_->stream_gaps.Increment();
@@ -100,6 +134,35 @@ void BaseLayerWatcher::Run() {
   }
 }
 
+absl::StatusOr<std::string> BaseLayerWatcher::CallBase(const std::string& method,
+                                                       const std::string& params) {
+  absl::Duration backoff = options_.read_backoff_min;
+  absl::Status failed;
+  for (int attempt = 1;; ++attempt) {
+    absl::StatusOr<std::string> body = rpc_->Call(method, params, options_.request_timeout);
+    if (body.ok()) {
+      std::optional<std::string> node_error = NodeErrorOf(*body);
+      if (!node_error) return body;
+      body = absl::UnavailableError(fmt::format("base layer {}: {}", method, *node_error));
+    }
+    failed = body.status();
+    if (attempt >= std::max(options_.read_attempts, 1)) break;
+    if (metrics_ != nullptr) metrics_->read_retries.Increment();
+    absl::Duration wait = backoff * std::uniform_real_distribution<double>(0.5, 1.0)(jitter_);
+    if (std::optional<absl::Duration> asked = RetryAfterOf(failed)) {
+      wait = std::min(*asked, options_.max_retry_after);
+    }
+    spdlog::debug("base layer {} failed ({}); trying again in {}", method,
+                  std::string(failed.message()), absl::FormatDuration(wait));
+    if (stop_requested_.WaitForNotificationWithTimeout(wait)) {
+      return absl::CancelledError("stopping");
+    }
+    backoff = std::min(backoff * 2, options_.read_backoff_max);
+  }
+  return absl::Status(failed.code(), fmt::format("{} ({} attempts)", std::string(failed.message()),
+                                                 std::max(options_.read_attempts, 1)));
+}
+
 absl::Status BaseLayerWatcher::Session() {
   ASSIGN_OR_RETURN(auto pubsub, BasePubsubConnection::Connect(
                                     pubsub_endpoint_, options_.request_timeout, options_.tls));
@@ -117,22 +180,28 @@ absl::Status BaseLayerWatcher::Session() {
                                program),
                    options_.request_timeout));
   RETURN_IF_ERROR(Resync(/*periodic=*/false));
+  session_healthy_since_ = clock_->Monotonic();
   next_reconcile_ = clock_->Monotonic() + options_.reconcile_interval;
   absl::Duration last_message = clock_->Monotonic();
   while (!stopping_) {
     const absl::Duration now = clock_->Monotonic();
-    if (now - last_message >= options_.silence_timeout) {
-      return absl::DeadlineExceededError("no message from the base layer within the timeout");
-    }
     if (now >= next_reconcile_) {
       RETURN_IF_ERROR(Resync(/*periodic=*/true));
       next_reconcile_ = clock_->Monotonic() + options_.reconcile_interval;
     }
-    const absl::Duration wait = std::min({options_.silence_timeout - (now - last_message),
-                                          next_reconcile_ - now, absl::Milliseconds(200)});
+    const absl::Duration silent = now - last_message;
+    const absl::Duration wait = std::min(
+        {options_.silence_timeout - silent, next_reconcile_ - now, absl::Milliseconds(200)});
     ASSIGN_OR_RETURN(std::optional<std::string> message,
                      pubsub->Read(std::max(wait, absl::Milliseconds(1))));
-    if (!message) continue;
+    if (!message) {
+      // Silence counts only while nothing is waiting to be read: time spent on reads of the
+      // base layer (retries included) is not silence of the stream.
+      if (clock_->Monotonic() - last_message >= options_.silence_timeout) {
+        return absl::DeadlineExceededError("no message from the base layer within the timeout");
+      }
+      continue;
+    }
     last_message = clock_->Monotonic();
     if (absl::Status s = HandleMessage(*message); !s.ok()) {
       if (s.code() != absl::StatusCode::kInvalidArgument) return s;  // the log or the base failed
@@ -144,11 +213,10 @@ absl::Status BaseLayerWatcher::Session() {
 
 absl::Status BaseLayerWatcher::Resync(bool periodic) {
   ASSIGN_OR_RETURN(std::string body,
-                   rpc_->Call("getProgramAccounts",
-                              fmt::format(R"(["{}",{{"encoding":"base64","withContext":true,)"
-                                          R"("commitment":"confirmed"}}])",
-                                          ProgramId()),
-                              options_.request_timeout));
+                   CallBase("getProgramAccounts",
+                            fmt::format(R"(["{}",{{"encoding":"base64","withContext":true,)"
+                                        R"("commitment":"confirmed"}}])",
+                                        ProgramId())));
   absl::StatusOr<ProgramAccountsSnapshot> snapshot = ParseProgramAccountsResponse(body);
   if (!snapshot.ok()) {
     if (snapshot.status().code() == absl::StatusCode::kInvalidArgument) {
@@ -281,8 +349,7 @@ absl::Status BaseLayerWatcher::HandleLogs(const std::string& signature) {
     if (attempt > 0 && stop_requested_.WaitForNotificationWithTimeout(absl::Milliseconds(25))) {
       return absl::CancelledError("stopping");
     }
-    ASSIGN_OR_RETURN(std::string body,
-                     rpc_->Call("getTransaction", params, options_.request_timeout));
+    ASSIGN_OR_RETURN(std::string body, CallBase("getTransaction", params));
     tx = ParseTransactionResponse(body);
   }
   if (!tx.ok()) {
@@ -304,10 +371,9 @@ absl::Status BaseLayerWatcher::HandleLogs(const std::string& signature) {
     // A Delegate: the record holds what the event needs.
     ASSIGN_OR_RETURN(
         std::string body,
-        rpc_->Call("getAccountInfo",
-                   fmt::format(R"(["{}",{{"encoding":"base64","commitment":"confirmed"}}])",
-                               DelegationRecordPda(ix.delegated_account).ToBase58()),
-                   options_.request_timeout));
+        CallBase("getAccountInfo",
+                 fmt::format(R"(["{}",{{"encoding":"base64","commitment":"confirmed"}}])",
+                             DelegationRecordPda(ix.delegated_account).ToBase58())));
     simdjson::ondemand::parser parser;
     simdjson::padded_string padded(body);
     simdjson::ondemand::document doc;

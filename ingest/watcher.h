@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -34,6 +35,17 @@ struct WatcherOptions {
   absl::Duration silence_timeout = absl::Seconds(10);
   absl::Duration reconnect_min = absl::Milliseconds(100);
   absl::Duration reconnect_max = absl::Seconds(10);
+  // A session that stayed up this long after its backfill was healthy: the reconnect
+  // backoff starts again from reconnect_min.
+  absl::Duration healthy_session = absl::Seconds(10);
+  // A failed read of the base layer (transport, timeout, HTTP 5xx or 429, a node error) is
+  // tried again inside the session, up to read_attempts in all, with a backoff from
+  // read_backoff_min doubling to read_backoff_max (or the 429's Retry-After, up to
+  // max_retry_after). Only then does the session end with StreamGap.
+  int read_attempts = 6;
+  absl::Duration read_backoff_min = absl::Milliseconds(50);
+  absl::Duration read_backoff_max = absl::Seconds(2);
+  absl::Duration max_retry_after = absl::Seconds(5);
   absl::Duration reconcile_interval = absl::Seconds(60);
   // On slotNotification(S), seal S - seal_lag: the notifications of one slot may arrive
   // after the next slot's on some validators.
@@ -55,6 +67,8 @@ struct WatcherMetrics {
   Counter& corrections;
   Counter& malformed;
   Counter& notifications;
+  Counter& read_retries;
+  Counter& stale_connections;
   Gauge& last_sealed_slot;
 };
 
@@ -88,6 +102,8 @@ class BaseLayerWatcher {
   // One connection's life: subscribe, backfill (a full reconciliation), then follow the stream
   // until it fails. Returns why it ended.
   absl::Status Session();
+  // A read of the base layer, tried again inside the session as WatcherOptions says.
+  absl::StatusOr<std::string> CallBase(const std::string& method, const std::string& params);
   // Compares the program's accounts with the view and writes the differences, then seals
   // the context slot; a backfill (not periodic) also writes Resynced.
   absl::Status Resync(bool periodic);
@@ -121,6 +137,8 @@ class BaseLayerWatcher {
   absl::flat_hash_map<Pubkey, Pubkey> account_by_pda_;
   absl::flat_hash_map<std::string, uint64_t> malformed_kinds_;
   absl::Duration next_reconcile_;
+  // When the current session finished its backfill (unset before).
+  std::optional<absl::Duration> session_healthy_since_;
   std::mt19937_64 jitter_;
 
   std::atomic<Slot> last_sealed_{0};

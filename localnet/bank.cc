@@ -135,11 +135,23 @@ struct Bank::ExecOutcome {
 };
 
 Bank::Bank(BankOptions options, const Clock* clock) : options_(options), clock_(clock) {
-  genesis_hash_ = Sha256("switchyard-localnet-genesis", "");
+  genesis_hash_ = Sha256("switchyard-localnet-genesis", options_.chain_seed);
   absl::MutexLock lock(&mu_);
   blockhash_ = Sha256(AsView(genesis_hash_), "0");
+  recent_blockhashes_.emplace(blockhash_, 0);
+  recent_order_.push_back(blockhash_);
   absl::flat_hash_map<Pubkey, AccountRef> genesis_changes;
   EndBlock(SlotEffects{}, 0, genesis_time_, &genesis_changes);
+}
+
+bool Bank::BlockhashValidAt(const Hash& blockhash, uint64_t height) const {
+  auto it = recent_blockhashes_.find(blockhash);
+  return it != recent_blockhashes_.end() && height <= it->second + options_.blockhash_validity;
+}
+
+bool Bank::IsBlockhashValid(const Hash& blockhash) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return BlockhashValidAt(blockhash, block_height() + 1);
 }
 
 BlockhashInfo Bank::LatestBlockhash() const {
@@ -206,8 +218,12 @@ bool Bank::IsDelegated(const Pubkey& key) const {
   return delegated_.contains(key);
 }
 
-SimulationResult Bank::Simulate(const TxMessage& tx) const {
+SimulationResult Bank::Simulate(const TxMessage& tx, bool check_blockhash) const {
   absl::ReaderMutexLock lock(&mu_);
+  if (check_blockhash && !tx.internal &&
+      !BlockhashValidAt(tx.recent_blockhash, block_height() + 1)) {
+    return SimulationResult{"\"BlockhashNotFound\"", "Blockhash not found", {}, 0};
+  }
   Overlay overlay{&accounts_, {}};
   ExecOutcome outcome = Execute(tx, slot(), &overlay);
   return SimulationResult{std::move(outcome.err_json), std::move(outcome.err_display),
@@ -531,10 +547,13 @@ SlotEffects Bank::AdvanceSlot() {
     const Slot next = parent + 1;
     effects.slot = next;
     effects.parent = parent;
-    std::string slot_text = std::to_string(next);
-    blockhash_ = Sha256(AsView(blockhash_), slot_text);
+    const uint64_t height = block_height() + 1;
     for (TxMessage& tx : batch) {
       if (history_.contains(tx.signatures[0])) continue;
+      if (!BlockhashValidAt(tx.recent_blockhash, height)) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
       Overlay overlay{&accounts_, {}};
       auto record = std::make_shared<TxRecord>();
       record->pre_balances.reserve(tx.key_count());
@@ -568,9 +587,18 @@ SlotEffects Bank::AdvanceSlot() {
       effects.transactions.push_back(record);
       AddHistory(std::move(record));
     }
-    EndBlock(effects, block_height() + 1, now, &changed);
+    // This block's own blockhash: the latest from now on.
+    blockhash_ = Sha256(AsView(blockhash_), std::to_string(next));
+    recent_blockhashes_.emplace(blockhash_, height);
+    recent_order_.push_back(blockhash_);
+    while (!recent_order_.empty() &&
+           recent_blockhashes_.at(recent_order_.front()) + options_.blockhash_validity < height) {
+      recent_blockhashes_.erase(recent_order_.front());
+      recent_order_.pop_front();
+    }
+    EndBlock(effects, height, now, &changed);
     slot_.store(next, std::memory_order_release);
-    block_height_.fetch_add(1, std::memory_order_acq_rel);
+    block_height_.store(height, std::memory_order_release);
   }
   effects.changed.assign(changed.begin(), changed.end());
   return effects;

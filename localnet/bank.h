@@ -41,6 +41,8 @@ struct BankOptions {
   bool er_mode = false;
   // Blockhashes stay valid for this many blocks (lastValidBlockHeight = height + this).
   uint64_t blockhash_validity = 150;
+  // Seeds the genesis hash, and so every blockhash: chains with different seeds share none.
+  std::string chain_seed;
 };
 
 struct BlockhashInfo {
@@ -82,15 +84,23 @@ class Bank {
   void MarkDelegated(const Pubkey& key);
   bool IsDelegated(const Pubkey& key) const;
 
-  // Runs `tx` against the current state and keeps nothing.
-  SimulationResult Simulate(const TxMessage& tx) const;
+  // Runs `tx` against the current state and keeps nothing. With `check_blockhash`, a recent
+  // blockhash that would not be valid in the next block fails it with BlockhashNotFound.
+  SimulationResult Simulate(const TxMessage& tx, bool check_blockhash = true) const;
   // Queues `tx` to be applied at the next slot. Fails when the queue is full or the
   // signature was seen before.
   absl::Status Submit(TxMessage tx);
 
-  // Advances to the next slot, applying every queued transaction in order. Called by the
-  // slot clock only.
+  // Whether a transaction with this recent blockhash may go into the next block: the hash
+  // was the latest at a block height h with h + blockhash_validity >= the next block's height.
+  bool IsBlockhashValid(const Hash& blockhash) const;
+
+  // Advances to the next slot, applying every queued transaction in order; one whose
+  // blockhash is not valid in this block is dropped (no status, no history), as a validator
+  // drops it. Called by the slot clock only.
   SlotEffects AdvanceSlot();
+  // Transactions dropped so far for an unknown or expired blockhash.
+  uint64_t dropped_count() const { return dropped_.load(std::memory_order_relaxed); }
 
   TxRecordRef GetTransaction(const Signature& sig) const;
   // The block of `slot`, or nullptr when it is not produced yet or no longer kept.
@@ -115,6 +125,8 @@ class Bank {
   bool ExecuteInstruction(const TxMessage& tx, size_t index, Slot slot, Overlay* overlay,
                           ExecOutcome* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void AddHistory(TxRecordRef record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool BlockhashValidAt(const Hash& blockhash, uint64_t height) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Closes a slot (after its blockhash is set): the Clock sysvar, the block record.
   void EndBlock(const SlotEffects& effects, uint64_t height, int64_t now,
                 absl::flat_hash_map<Pubkey, AccountRef>* changed)
@@ -128,9 +140,14 @@ class Bank {
 
   std::atomic<Slot> slot_{0};
   std::atomic<uint64_t> block_height_{0};
+  std::atomic<uint64_t> dropped_{0};
 
   mutable absl::Mutex mu_;
   Hash blockhash_ ABSL_GUARDED_BY(mu_);
+  // The blockhashes still valid, each with the block height at which it was the latest; the
+  // order is oldest first.
+  absl::flat_hash_map<Hash, uint64_t> recent_blockhashes_ ABSL_GUARDED_BY(mu_);
+  std::deque<Hash> recent_order_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<Pubkey, AccountRef> accounts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<Pubkey> delegated_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<Signature, TxRecordRef> history_ ABSL_GUARDED_BY(mu_);

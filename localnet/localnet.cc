@@ -19,9 +19,10 @@ Localnet::Localnet(LocalnetOptions options, const Clock* clock)
   bank_options.max_pending_transactions = options_.max_pending_transactions;
   bank_options.max_transaction_history = options_.max_transaction_history;
   bank_options.er_mode = options_.er_mode;
-  // Keep a blockhash valid for at least 90 s of slots, and never fewer than Solana's 150.
-  const int64_t slot_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.slot_interval));
-  bank_options.blockhash_validity = std::max<uint64_t>(150, 90000 / slot_ms);
+  bank_options.blockhash_validity = options_.blockhash_validity_blocks;
+  // Each chain has blockhashes of its own: an ER's are unknown to the base and the reverse.
+  bank_options.chain_seed =
+      options_.er_mode ? "er/" + options_.identity.ToBase58() : std::string("base");
   bank_ = std::make_unique<Bank>(bank_options, clock_);
   if (options_.er_mode) {
     cloner_ = std::make_unique<BaseCloner>(options_.base_url, options_.identity, bank_.get(),
@@ -36,11 +37,22 @@ Localnet::Localnet(LocalnetOptions options, const Clock* clock)
                           ? options_.io_threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   pool_ = std::make_unique<IoPool>(threads);
-  ServerLimits limits{options_.max_body_bytes, options_.max_ws_queue, options_.idle_timeout};
+  faults_ = std::make_unique<HttpFaultInjector>(options_.faults);
   http_ = std::make_unique<Listener>(pool_.get(), Listener::Protocol::kHttp, rpc_.get(), hub_.get(),
-                                     limits);
+                                     Limits());
   ws_ = std::make_unique<Listener>(pool_.get(), Listener::Protocol::kWebSocket, rpc_.get(),
-                                   hub_.get(), limits);
+                                   hub_.get(), Limits());
+}
+
+ServerLimits Localnet::Limits() const {
+  ServerLimits limits;
+  limits.max_body_bytes = options_.max_body_bytes;
+  limits.max_ws_queue = options_.max_ws_queue;
+  limits.idle_timeout = options_.idle_timeout;
+  limits.request_timeout = options_.request_timeout;
+  limits.ws_ping_interval = options_.ws_ping_interval;
+  limits.faults = faults_->enabled() ? faults_.get() : nullptr;
+  return limits;
 }
 
 Localnet::~Localnet() { Stop(); }
@@ -69,6 +81,10 @@ absl::Status Localnet::Start() {
   if (options_.slot_interval < absl::Milliseconds(1)) {
     return absl::InvalidArgumentError("the slot interval must be at least 1 ms");
   }
+  if (options_.blockhash_validity_blocks < 1) {
+    return absl::InvalidArgumentError("a blockhash must be valid for at least 1 block");
+  }
+  RETURN_IF_ERROR(ValidateHttpFaults(options_.faults));
   if (!options_.er_mode) {
     bank_->SetAccount(FaucetPubkey(),
                       Account{500'000'000'000'000'000ull, SystemProgramId(), "", false});
@@ -92,11 +108,10 @@ absl::Status Localnet::Start() {
     }
     if (status.ok() || options_.port != 0) break;
     // Neither listener accepts yet, so both can simply be replaced.
-    ServerLimits limits{options_.max_body_bytes, options_.max_ws_queue, options_.idle_timeout};
     http_ = std::make_unique<Listener>(pool_.get(), Listener::Protocol::kHttp, rpc_.get(),
-                                       hub_.get(), limits);
+                                       hub_.get(), Limits());
     ws_ = std::make_unique<Listener>(pool_.get(), Listener::Protocol::kWebSocket, rpc_.get(),
-                                     hub_.get(), limits);
+                                     hub_.get(), Limits());
   }
   if (!status.ok()) return status;
   http_->Run();

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "localnet/bank.h"
 #include "localnet/base_cloner.h"
+#include "localnet/http_faults.h"
 #include "localnet/options.h"
 #include "localnet/pubsub.h"
 #include "localnet/rpc_service.h"
@@ -31,12 +32,14 @@ class Localnet {
   uint16_t http_port() const { return http_->port(); }
   uint16_t ws_port() const { return ws_->port(); }
   Bank& bank() { return *bank_; }
+  size_t subscription_count() const { return hub_->subscription_count(); }
   const Pubkey& identity() const { return rpc_->identity(); }
   ScenarioDriver* scenario() { return scenario_.get(); }
 
  private:
   void SlotLoop();
   void Tick();
+  ServerLimits Limits() const;
 
   const LocalnetOptions options_;
   const Clock* const clock_;
@@ -45,6 +48,7 @@ class Localnet {
   std::unique_ptr<RpcService> rpc_;
   std::unique_ptr<PubSubHub> hub_;
   std::unique_ptr<ScenarioDriver> scenario_;
+  std::unique_ptr<HttpFaultInjector> faults_;
   std::unique_ptr<IoPool> pool_;
   std::unique_ptr<Listener> http_;
   std::unique_ptr<Listener> ws_;

@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> scenario_identities;
   std::string ready_file;
   uint32_t scenario_accounts = 0;
+  int64_t idle_timeout_ms = absl::ToInt64Milliseconds(options.idle_timeout);
+  int64_t ws_ping_interval_ms = absl::ToInt64Milliseconds(options.ws_ping_interval);
+  int64_t fault_delay_ms = 0;
 
   app.add_option("--bind", options.bind_address, "Address to listen on")->capture_default_str();
   app.add_option("--port", options.port, "HTTP JSON-RPC port; pubsub is on port+1 (0: free ports)")
@@ -70,6 +73,33 @@ int main(int argc, char** argv) {
                  "Fault: close every WebSocket at this slot");
   app.add_option("--drop-notification-rate", options.faults.drop_notification_rate,
                  "Fault: drop this fraction of notifications (0..1)");
+  app.add_option("--idle-timeout-ms", idle_timeout_ms,
+                 "Close an HTTP connection idle (no next request) this long (0: never)")
+      ->capture_default_str();
+  app.add_option("--ws-ping-interval-ms", ws_ping_interval_ms,
+                 "Ping WebSockets at this interval; close one that sends nothing between two "
+                 "pings (0: no pings)")
+      ->capture_default_str();
+  app.add_option("--blockhash-validity", options.blockhash_validity_blocks,
+                 "Blocks a recent blockhash stays valid")
+      ->capture_default_str();
+  app.add_option("--fault-429-rate", options.faults.http_429_rate,
+                 "Fault: answer this fraction of HTTP requests 429 with Retry-After");
+  app.add_option("--fault-retry-after-s", options.faults.retry_after_seconds,
+                 "Fault: the Retry-After seconds of a 429")
+      ->capture_default_str();
+  app.add_option("--fault-5xx-rate", options.faults.http_5xx_rate,
+                 "Fault: answer this fraction of HTTP requests with --fault-5xx-status");
+  app.add_option("--fault-5xx-status", options.faults.server_error_status,
+                 "Fault: the status of a 5xx answer")
+      ->capture_default_str();
+  app.add_option("--fault-reset-rate", options.faults.reset_rate,
+                 "Fault: reset the connection (TCP RST) of this fraction of HTTP requests");
+  app.add_option("--fault-delay-rate", options.faults.delay_rate,
+                 "Fault: delay the answer of this fraction of HTTP requests by --fault-delay-ms");
+  app.add_option("--fault-delay-ms", fault_delay_ms, "Fault: the delay of a delayed answer");
+  app.add_option("--slot-lag", options.faults.slot_lag,
+                 "Fault: HTTP answers report slots (getSlot, context slots) this far behind");
   app.add_option("--ready-file", ready_file,
                  "Write {\"http\":PORT,\"ws\":PORT} here once listening");
   CLI11_PARSE(app, argc, argv);
@@ -80,6 +110,16 @@ int main(int argc, char** argv) {
   options.faults.seed = options.scenario.seed;
   if (options.faults.drop_notification_rate < 0 || options.faults.drop_notification_rate > 1) {
     return Fail("--drop-notification-rate must be within [0, 1]");
+  }
+  if (idle_timeout_ms < 0) return Fail("--idle-timeout-ms must not be negative");
+  if (ws_ping_interval_ms < 0) return Fail("--ws-ping-interval-ms must not be negative");
+  if (options.blockhash_validity_blocks < 1) return Fail("--blockhash-validity must be at least 1");
+  options.idle_timeout = absl::Milliseconds(idle_timeout_ms);
+  options.ws_ping_interval = absl::Milliseconds(ws_ping_interval_ms);
+  options.faults.delay = absl::Milliseconds(fault_delay_ms);
+  if (absl::Status faults = switchyard::localnet::ValidateHttpFaults(options.faults);
+      !faults.ok()) {
+    return Fail(std::string(faults.message()));
   }
   if (options.er_mode) {
     if (identity.empty() || options.base_url.empty()) {

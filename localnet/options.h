@@ -27,13 +27,29 @@ struct ScenarioOptions {
   uint64_t stop_slot = 0;  // no new transactions from this slot on; 0: never stop
 };
 
-// Faults for ingest tests.
+// Faults for the tests of clients (ingest, the router's upstreams). Every draw is made from
+// `seed`: the same sequence of requests meets the same faults.
 struct FaultOptions {
   // Close every WebSocket when this slot is applied (0 = never).
   uint64_t drop_websockets_at_slot = 0;
   // Fraction of notifications silently dropped, drawn from `seed`.
   double drop_notification_rate = 0.0;
   uint64_t seed = 1;
+  // Fractions of HTTP JSON-RPC requests (POSTs) that meet a fault instead of their answer;
+  // together at most 1. A 429 carries `Retry-After: retry_after_seconds`; a 5xx has the
+  // status `server_error_status`; a reset connection is cut with a TCP RST once the request
+  // is read, before any byte of the answer.
+  double http_429_rate = 0.0;
+  uint32_t retry_after_seconds = 1;
+  double http_5xx_rate = 0.0;
+  unsigned server_error_status = 503;
+  double reset_rate = 0.0;
+  // Fraction of requests answered normally after `delay`.
+  double delay_rate = 0.0;
+  absl::Duration delay = absl::Milliseconds(0);
+  // HTTP answers report the slot (getSlot, every context slot, minContextSlot checks, block
+  // height and epoch info) this many slots behind the bank's.
+  uint64_t slot_lag = 0;
 };
 
 // Everything a localnet needs; validated once by the binary's main.
@@ -56,7 +72,18 @@ struct LocalnetOptions {
   size_t max_transaction_history = 1000000;
   size_t max_body_bytes = 1 << 20;
   size_t max_ws_queue = 65536;
-  absl::Duration idle_timeout = absl::Seconds(120);
+  // An HTTP connection on which no byte of a next request arrives for this long is closed,
+  // as a node's HTTP server (5 s) closes idle keep-alive connections; zero: never.
+  absl::Duration idle_timeout = absl::Seconds(5);
+  // A request must be read and answered within this once its first byte has arrived.
+  absl::Duration request_timeout = absl::Seconds(30);
+  // Every WebSocket is pinged at this interval; one from which nothing (a pong, a message)
+  // arrives between a ping and the next is closed. Zero: no pings, never closed for silence.
+  absl::Duration ws_ping_interval = absl::Seconds(15);
+  // A transaction's recent blockhash is valid for this many blocks after it was the latest
+  // (Solana's MAX_PROCESSING_AGE); getLatestBlockhash's lastValidBlockHeight is the block
+  // height plus this.
+  uint64_t blockhash_validity_blocks = 150;
   // Accounts funded at genesis (lamports each).
   std::vector<std::pair<Pubkey, uint64_t>> genesis_accounts;
   ScenarioOptions scenario;

@@ -24,6 +24,7 @@ using simdjson::dom::element;
 
 constexpr std::string_view kVersionJson = "{\"feature-set\":3294202862,\"solana-core\":\"2.1.21\"}";
 constexpr int kInvalidParams = -32602;
+constexpr std::string_view kBlockhashNotFound = "\"BlockhashNotFound\"";
 
 // One request being answered: its id (raw JSON) and the output buffer.
 struct Call {
@@ -91,17 +92,20 @@ bool VerifySignatures(const TxMessage& tx) {
   return true;
 }
 
-std::string SimulationValue(const SimulationResult& sim) {
+// The value of simulateTransaction, and the data of a failed preflight. `replacement` is the
+// replacementBlockhash JSON (null unless the blockhash was replaced).
+std::string SimulationValue(const SimulationResult& sim, std::string_view replacement = "null") {
   std::string out;
-  fmt::format_to(std::back_inserter(out), "{{\"accounts\":null,\"err\":{},\"logs\":[",
+  fmt::format_to(std::back_inserter(out),
+                 "{{\"accounts\":null,\"err\":{},\"innerInstructions\":null,\"logs\":[",
                  sim.err_json);
   for (size_t i = 0; i < sim.logs.size(); ++i) {
     if (i > 0) out.push_back(',');
     AppendJsonString(&out, sim.logs[i]);
   }
   fmt::format_to(std::back_inserter(out),
-                 "],\"replacementBlockhash\":null,\"returnData\":null,\"unitsConsumed\":{}}}",
-                 sim.units_consumed);
+                 "],\"replacementBlockhash\":{},\"returnData\":null,\"unitsConsumed\":{}}}",
+                 replacement, sim.units_consumed);
   return out;
 }
 
@@ -142,12 +146,21 @@ class Methods {
         faucet_(faucet),
         airdrop_counter_(airdrop_counter) {}
 
+  // The slot (or block height) as the answers report it: behind by the slot-lag fault.
+  Slot Lagged(Slot slot) const {
+    const uint64_t lag = options_.faults.slot_lag;
+    return slot > lag ? slot - lag : 0;
+  }
+
   void Dispatch(const Call& call, std::string_view method, array params) {
     if (method == "getAccountInfo") return GetAccountInfo(call, params);
     if (method == "getBalance") return GetBalance(call, params);
     if (method == "getMultipleAccounts") return GetMultipleAccounts(call, params);
-    if (method == "getSlot") return call.Result(std::to_string(bank_->slot()));
-    if (method == "getBlockHeight") return call.Result(std::to_string(bank_->block_height()));
+    if (method == "getSlot") return call.Result(std::to_string(Lagged(bank_->slot())));
+    if (method == "getBlockHeight") {
+      return call.Result(std::to_string(Lagged(bank_->block_height())));
+    }
+    if (method == "isBlockhashValid") return IsBlockhashValid(call, params);
     if (method == "getLatestBlockhash") return GetLatestBlockhash(call, params);
     if (method == "getHealth") return call.Result("\"ok\"");
     if (method == "getVersion") return call.Result(kVersionJson);
@@ -175,11 +188,11 @@ class Methods {
       return call.Result(std::to_string((128 + size) * 6960));
     }
     if (method == "getEpochInfo") {
-      const Slot slot = bank_->slot();
+      const Slot slot = Lagged(bank_->slot());
       return call.Result(
           fmt::format("{{\"absoluteSlot\":{},\"blockHeight\":{},\"epoch\":{},\"slotIndex\":{},"
                       "\"slotsInEpoch\":432000,\"transactionCount\":null}}",
-                      slot, bank_->block_height(), slot / 432000, slot % 432000));
+                      slot, Lagged(bank_->block_height()), slot / 432000, slot % 432000));
     }
     call.Error(-32601, "Method not found");
   }
@@ -193,6 +206,7 @@ class Methods {
     if (!cfg.ok()) return call.InvalidParams(std::string(cfg.status().message()));
     Slot slot = 0;
     AccountRef account = bank_->GetAccounts({&*key, 1}, &slot)[0];
+    slot = Lagged(slot);
     if (!MinContextSlotMet(call, config, slot)) return;
     // The hot path of the benchmarks: written in place, without intermediate strings.
     const size_t start = call.out->size();
@@ -218,6 +232,7 @@ class Methods {
     ConfigView config(params, 1);
     Slot slot = 0;
     AccountRef account = bank_->GetAccounts({&*key, 1}, &slot)[0];
+    slot = Lagged(slot);
     if (!MinContextSlotMet(call, config, slot)) return;
     call.Result(fmt::format("{}{}}}", ContextPrefix(slot), account ? account->lamports : 0));
   }
@@ -242,6 +257,7 @@ class Methods {
     if (!cfg.ok()) return call.InvalidParams(std::string(cfg.status().message()));
     Slot slot = 0;
     std::vector<AccountRef> accounts = bank_->GetAccounts(keys, &slot);
+    slot = Lagged(slot);
     if (!MinContextSlotMet(call, config, slot)) return;
     std::string value = ContextPrefix(slot);
     value.push_back('[');
@@ -261,10 +277,24 @@ class Methods {
   void GetLatestBlockhash(const Call& call, array params) {
     ConfigView config(params, 0);
     BlockhashInfo info = bank_->LatestBlockhash();
+    info.slot = Lagged(info.slot);
     if (!MinContextSlotMet(call, config, info.slot)) return;
     call.Result(fmt::format("{}{{\"blockhash\":\"{}\",\"lastValidBlockHeight\":{}}}}}",
                             ContextPrefix(info.slot), info.blockhash.ToBase58(),
                             info.last_valid_block_height));
+  }
+
+  void IsBlockhashValid(const Call& call, array params) {
+    auto text_el = ParamAt(params, 0);
+    auto text = text_el ? StringOf(*text_el) : std::nullopt;
+    auto blockhash =
+        text ? Hash::FromBase58(*text) : absl::StatusOr<Hash>(absl::InvalidArgumentError(""));
+    if (!blockhash.ok()) return call.InvalidParams("Invalid param: Invalid");
+    ConfigView config(params, 1);
+    const Slot slot = Lagged(bank_->slot());
+    if (!MinContextSlotMet(call, config, slot)) return;
+    call.Result(fmt::format("{}{}}}", ContextPrefix(slot),
+                            bank_->IsBlockhashValid(*blockhash) ? "true" : "false"));
   }
 
   void GetTokenAccountBalance(const Call& call, array params) {
@@ -272,6 +302,7 @@ class Methods {
     if (!key.has_value()) return call.InvalidParams("Invalid param: Invalid");
     Slot slot = 0;
     AccountRef account = bank_->GetAccounts({&*key, 1}, &slot)[0];
+    slot = Lagged(slot);
     if (account == nullptr ||
         (account->owner != TokenProgramId() && account->owner != Token2022ProgramId()) ||
         account->data.size() < 165) {
@@ -312,6 +343,7 @@ class Methods {
     Slot slot = 0;
     auto accounts = bank_->ProgramAccounts(
         *program, [&](const Account& a) { return filter->Matches(a); }, &slot);
+    slot = Lagged(slot);
     if (!MinContextSlotMet(call, config, slot)) return;
     const bool with_context = config.Bool("withContext").value_or(false);
     std::string value = with_context ? ContextPrefix(slot) : std::string();
@@ -402,7 +434,7 @@ class Methods {
     ConfigView config(params, 1);
     auto tx = DecodeTxParam(call, params, config);
     if (!tx.has_value()) return;
-    if (!MinContextSlotMet(call, config, bank_->slot())) return;
+    if (!MinContextSlotMet(call, config, Lagged(bank_->slot()))) return;
     if (options_.verify_signatures && !VerifySignatures(*tx)) {
       return call.Error(-32003, "Transaction signature verification failure");
     }
@@ -413,11 +445,14 @@ class Methods {
           "{\"accounts\":null,\"err\":\"AlreadyProcessed\",\"logs\":[],"
           "\"returnData\":null,\"unitsConsumed\":0}");
     }
-    // Account-loading failures are refused even without preflight, as the validator drops
-    // such transactions; with preflight, any failure is refused.
+    // With preflight, any failure is refused. Without, account-loading failures are still
+    // refused (a simplification: the validator would accept and drop them), but a transaction
+    // whose blockhash is unknown or expired is accepted and then dropped by the bank, never
+    // confirmed, as on a validator.
     const bool skip_preflight = config.Bool("skipPreflight").value_or(false);
     SimulationResult sim = bank_->Simulate(*tx);
-    const bool load_error = sim.err_json.find("InstructionError") == std::string::npos;
+    const bool load_error = sim.err_json.find("InstructionError") == std::string::npos &&
+                            sim.err_json != kBlockhashNotFound;
     if (sim.err_json != "null" && (!skip_preflight || load_error)) {
       std::string data = SimulationValue(sim);
       return call.Error(-32002, fmt::format("Transaction simulation failed: {}", sim.err_display),
@@ -437,11 +472,24 @@ class Methods {
     ConfigView config(params, 1);
     auto tx = DecodeTxParam(call, params, config);
     if (!tx.has_value()) return;
-    if (config.Bool("sigVerify").value_or(false) && !VerifySignatures(*tx)) {
+    const bool sig_verify = config.Bool("sigVerify").value_or(false);
+    const bool replace = config.Bool("replaceRecentBlockhash").value_or(false);
+    if (sig_verify && replace) {
+      return call.InvalidParams("sigVerify may not be used with replaceRecentBlockhash");
+    }
+    if (sig_verify && !VerifySignatures(*tx)) {
       return call.Error(-32003, "Transaction signature verification failure");
     }
+    std::string replacement = "null";
+    if (replace) {
+      const BlockhashInfo latest = bank_->LatestBlockhash();
+      tx->recent_blockhash = latest.blockhash;
+      replacement = fmt::format("{{\"blockhash\":\"{}\",\"lastValidBlockHeight\":{}}}",
+                                latest.blockhash.ToBase58(), latest.last_valid_block_height);
+    }
     SimulationResult sim = bank_->Simulate(*tx);
-    call.Result(fmt::format("{}{}}}", ContextPrefix(bank_->slot()), SimulationValue(sim)));
+    call.Result(fmt::format("{}{}}}", ContextPrefix(Lagged(bank_->slot())),
+                            SimulationValue(sim, replacement)));
   }
 
   void GetSignatureStatuses(const Call& call, array params) {
@@ -451,7 +499,7 @@ class Methods {
       return call.InvalidParams("Invalid params: expected an array of signatures");
     }
     if (list.size() > 256) return call.InvalidParams("Too many inputs provided; max 256");
-    std::string value = ContextPrefix(bank_->slot());
+    std::string value = ContextPrefix(Lagged(bank_->slot()));
     value.push_back('[');
     bool first_item = true;
     for (element e : list) {

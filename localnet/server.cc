@@ -3,6 +3,7 @@
 #include <array>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -29,16 +30,39 @@ std::chrono::nanoseconds ToChrono(absl::Duration d) { return absl::ToChronoNanos
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   HttpSession(tcp::socket socket, RpcService* rpc, ServerLimits limits)
-      : stream_(std::move(socket)), rpc_(rpc), limits_(limits) {}
+      : stream_(std::move(socket)), rpc_(rpc), limits_(limits), timer_(stream_.get_executor()) {}
 
   void Run() { Read(); }
 
  private:
+  // Waits, at most the idle timeout, for the first byte of the next request (a pipelined one
+  // may be buffered already), then reads the request under the request timeout.
   void Read() {
     parser_.emplace();
     parser_->body_limit(limits_.max_body_bytes);
     parser_->header_limit(16 * 1024);
-    stream_.expires_after(ToChrono(limits_.idle_timeout));
+    if (buffer_.size() > 0) {
+      ReadRequest();
+      return;
+    }
+    if (limits_.idle_timeout > absl::ZeroDuration()) {
+      stream_.expires_after(ToChrono(limits_.idle_timeout));
+    } else {
+      stream_.expires_never();
+    }
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](error_code ec, size_t n) {
+                              if (ec) {
+                                self->Close();
+                                return;
+                              }
+                              self->buffer_.commit(n);
+                              self->ReadRequest();
+                            });
+  }
+
+  void ReadRequest() {
+    stream_.expires_after(ToChrono(limits_.request_timeout));
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](error_code ec, size_t) { self->OnRead(ec); });
   }
@@ -64,6 +88,41 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return;
     }
     body_ = std::move(req.body());
+    const HttpFault fault = limits_.faults != nullptr ? limits_.faults->Next() : HttpFault{};
+    switch (fault.kind) {
+      case HttpFaultKind::kNone:
+        break;
+      case HttpFaultKind::kTooManyRequests:
+        WriteResponse("429 Too Many Requests", "application/json",
+                      "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":429,\"message\":\"Too many "
+                      "requests\"},\"id\":null}",
+                      fmt::format("Retry-After: {}\r\n", limits_.faults->retry_after_seconds()));
+        return;
+      case HttpFaultKind::kServerError: {
+        const auto status = static_cast<http::status>(limits_.faults->server_error_status());
+        WriteText(status, std::string(http::obsolete_reason(status)), keep_alive_);
+        return;
+      }
+      case HttpFaultKind::kReset:
+        Reset();
+        return;
+      case HttpFaultKind::kDelay:
+        timer_.expires_after(ToChrono(fault.delay));
+        timer_.async_wait([self = shared_from_this()](error_code ec) {
+          if (ec) {
+            self->Close();
+            return;
+          }
+          self->Answer();
+        });
+        return;
+    }
+    Answer();
+  }
+
+  void Answer() {
+    // A delay fault may have used up the deadline set before the read; the answer gets its own.
+    stream_.expires_after(ToChrono(limits_.request_timeout));
     rpc_->Handle(body_, [self = shared_from_this()](std::string response) {
       net::dispatch(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
         self->WriteJson(std::move(response));
@@ -81,17 +140,18 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         "text/plain", std::string(body));
   }
 
-  void WriteResponse(std::string_view status, std::string_view content_type, std::string body) {
+  void WriteResponse(std::string_view status, std::string_view content_type, std::string body,
+                     std::string_view extra_headers = {}) {
     const bool http10 = version_ == 10;
     header_.clear();
     fmt::format_to(
         std::back_inserter(header_),
-        "HTTP/1.{} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}\r\n", http10 ? 0 : 1, status,
-        content_type, body.size(),
+        "HTTP/1.{} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}{}\r\n", http10 ? 0 : 1,
+        status, content_type, body.size(), extra_headers,
         keep_alive_ ? (http10 ? "Connection: keep-alive\r\n" : "") : "Connection: close\r\n");
     out_body_ = std::move(body);
     const std::array<net::const_buffer, 2> buffers{net::buffer(header_), net::buffer(out_body_)};
-    // The deadline set before the read covers this write too.
+    // The deadline set before the read (or before the answer) covers this write too.
     net::async_write(stream_, buffers, [self = shared_from_this()](error_code ec, size_t) {
       if (ec || !self->keep_alive_) {
         self->Close();
@@ -107,9 +167,18 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     stream_.close();
   }
 
+  // Cuts the connection with a TCP RST (a zero linger time), as a crashed or overloaded
+  // server or a proxy in front of it does.
+  void Reset() {
+    error_code ec;
+    stream_.socket().set_option(net::socket_base::linger(true, 0), ec);
+    stream_.close();
+  }
+
   beast::tcp_stream stream_;
   RpcService* const rpc_;
   const ServerLimits limits_;
+  net::steady_timer timer_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string header_;
@@ -125,7 +194,17 @@ class WsSession : public NotificationSink, public std::enable_shared_from_this<W
       : ws_(std::move(socket)), hub_(hub), limits_(limits) {}
 
   void Run() {
-    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    auto timeout = websocket::stream_base::timeout::suggested(beast::role_type::server);
+    if (limits_.ws_ping_interval > absl::ZeroDuration()) {
+      // The stream pings after half its idle timeout and closes the connection when nothing
+      // has arrived by the end of it.
+      timeout.idle_timeout = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          2 * ToChrono(limits_.ws_ping_interval));
+      timeout.keep_alive_pings = true;
+    } else {
+      timeout.idle_timeout = websocket::stream_base::none();
+    }
+    ws_.set_option(timeout);
     ws_.read_message_max(limits_.max_body_bytes);
     ws_.async_accept([self = shared_from_this()](error_code ec) {
       if (ec) return;

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "localnet/http_faults.h"
 #include "localnet/pubsub.h"
 #include "localnet/rpc_service.h"
 
@@ -39,7 +40,13 @@ class IoPool {
 struct ServerLimits {
   size_t max_body_bytes = 1 << 20;
   size_t max_ws_queue = 65536;
-  absl::Duration idle_timeout = absl::Seconds(120);
+  // HTTP: the wait for the first byte of a next request (zero: no limit), then the time to
+  // read and answer it. WebSocket: the ping interval (zero: no pings). See LocalnetOptions.
+  absl::Duration idle_timeout = absl::Seconds(5);
+  absl::Duration request_timeout = absl::Seconds(30);
+  absl::Duration ws_ping_interval = absl::Seconds(15);
+  // Faults of HTTP requests; null: none. Outlives the listener.
+  HttpFaultInjector* faults = nullptr;
 };
 
 // Accepts connections on one port and hands each to a session on the pool's next

@@ -13,6 +13,7 @@
 #include "api/consistency_gate.h"
 #include "api/router.h"
 #include "api/rpc_merge.h"
+#include "solana/delegation.h"
 
 namespace switchyard {
 
@@ -36,6 +37,8 @@ class Router : public RequestHandler {
   using Gathered = std::function<void(std::vector<absl::StatusOr<UpstreamAnswer>>)>;
   // The ER target each account's delegation record names (nullopt: no record, or no ER).
   using RecordTargets = std::function<void(std::vector<std::optional<std::string>>)>;
+  // Each account's delegation record on base (nullopt: none), or why base could not say.
+  using Records = std::function<void(absl::StatusOr<std::vector<std::optional<DelegationRecord>>>)>;
 
   void Dispatch(std::shared_ptr<Exchange> exchange);
   void Finish(const std::shared_ptr<Exchange>& exchange, absl::Duration now);
@@ -65,9 +68,15 @@ class Router : public RequestHandler {
   void RerouteByOwner(std::shared_ptr<Exchange> exchange, size_t index, const Pubkey& account,
                       bool delegated, const std::optional<std::string>& value, std::string answer,
                       CallOutcome outcome, Answer done);
-  // Finds the ER of each account from its delegation record on base: one getMultipleAccounts
-  // of the record PDAs.
+  // Reads the delegation record of each account from base: one getMultipleAccounts of the
+  // record PDAs.
+  void ReadRecords(const std::vector<Pubkey>& accounts, Records done);
+  // The ER of each account as its delegation record on base names it.
   void FindRecordTargets(const std::vector<Pubkey>& accounts, RecordTargets done);
+  // A transaction decided in limbo: routed by the delegation records of the accounts it
+  // writes as base has them now, not by the state, which may be stale.
+  void ForwardTransactionByRecords(RouteDecision decision, std::shared_ptr<Exchange> exchange,
+                                   size_t index, Answer done);
   // getMultipleAccounts forwarded whole, with owner verification of each element.
   void ForwardAccountListVerified(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
                                   size_t index, Answer done);

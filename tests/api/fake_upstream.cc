@@ -1,6 +1,7 @@
 #include "tests/api/fake_upstream.h"
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -17,27 +18,51 @@ using tcp = asio::ip::tcp;
 
 class FakeUpstream::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, FakeUpstream* owner) : socket_(std::move(socket)), owner_(owner) {}
+  Connection(tcp::socket socket, FakeUpstream* owner)
+      : socket_(std::move(socket)), idle_timer_(socket_.get_executor()), owner_(owner) {}
 
   void Read() {
     request_ = {};
-    http::async_read(socket_, buffer_, request_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                       if (ec) return;
-                       self->owner_->Answer(self, self->request_.body());
-                     });
+    if (const absl::Duration idle = owner_->idle_close();
+        answered_ > 0 && idle > absl::ZeroDuration()) {
+      idle_timer_.expires_after(absl::ToChronoNanoseconds(idle));
+      idle_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+        if (!ec && !self->reading_request_) self->Close();
+      });
+    }
+    reading_request_ = false;
+    // The idle time ends with the first byte of a request, not with the whole request.
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) return;
+      self->reading_request_ = true;
+      self->idle_timer_.cancel();
+      http::async_read(self->socket_, self->buffer_, self->request_,
+                       [self](beast::error_code ec2, size_t) {
+                         if (ec2) return;
+                         if (self->answered_ > 0 && self->owner_->drop_reused()) {
+                           self->owner_->Record(self->request_.body());
+                           self->Close();
+                           return;
+                         }
+                         self->owner_->Answer(self, self->request_.body());
+                       });
+    });
   }
 
-  void Write(unsigned status, std::string body) {
+  void Write(unsigned status, std::string body,
+             const std::vector<std::pair<std::string, std::string>>& headers) {
     auto response =
         std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), 11);
     response->set(http::field::content_type, "application/json");
+    for (const auto& [name, value] : headers) response->set(name, value);
     response->body() = std::move(body);
     response->keep_alive(true);
     response->prepare_payload();
     http::async_write(socket_, *response,
                       [self = shared_from_this(), response](beast::error_code ec, size_t) {
-                        if (!ec) self->Read();
+                        if (ec) return;
+                        ++self->answered_;
+                        self->Read();
                       });
   }
 
@@ -54,7 +79,10 @@ class FakeUpstream::Connection : public std::enable_shared_from_this<Connection>
 
  private:
   tcp::socket socket_;
+  boost::asio::steady_timer idle_timer_;
   FakeUpstream* owner_;
+  size_t answered_ = 0;
+  bool reading_request_ = false;
   beast::flat_buffer buffer_;
   http::request<http::string_body> request_;
 };
@@ -124,6 +152,31 @@ void FakeUpstream::Release() {
   for (auto& answer : answers) asio::post(io_context_, std::move(answer));
 }
 
+void FakeUpstream::SetIdleClose(absl::Duration idle) {
+  absl::MutexLock lock(&mu_);
+  idle_close_ = idle;
+}
+
+void FakeUpstream::SetDropReusedRequests(bool drop) {
+  absl::MutexLock lock(&mu_);
+  drop_reused_ = drop;
+}
+
+absl::Duration FakeUpstream::idle_close() const {
+  absl::MutexLock lock(&mu_);
+  return idle_close_;
+}
+
+bool FakeUpstream::drop_reused() const {
+  absl::MutexLock lock(&mu_);
+  return drop_reused_;
+}
+
+void FakeUpstream::Record(std::string body) {
+  absl::MutexLock lock(&mu_);
+  received_.push_back(std::move(body));
+}
+
 std::vector<std::string> FakeUpstream::received() const {
   absl::MutexLock lock(&mu_);
   return received_;
@@ -170,7 +223,7 @@ void FakeUpstream::Answer(std::shared_ptr<Connection> connection, std::string bo
     }
     switch (reply.action) {
       case FakeReply::Action::kAnswer:
-        connection->Write(reply.status, reply.body);
+        connection->Write(reply.status, reply.body, reply.headers);
         break;
       case FakeReply::Action::kReset:
         connection->Reset();

@@ -20,7 +20,8 @@ struct FakeReply {
   enum class Action { kAnswer, kReset, kHang };
   Action action = Action::kAnswer;
   unsigned status = 200;
-  std::string body;
+  std::string body{};
+  std::vector<std::pair<std::string, std::string>> headers{};  // besides Content-Type
 };
 
 // A small Solana-shaped JSON-RPC server on 127.0.0.1:0 for tests: answers each request with
@@ -39,6 +40,13 @@ class FakeUpstream {
   // While held, answers wait until Release().
   void Hold();
   void Release();
+  // Closes a kept-alive connection once it has been idle this long after an answer, as HTTP
+  // servers and balancers do (zero: never).
+  void SetIdleClose(absl::Duration idle);
+  // Reads a request that comes on a connection which already answered one, records it, and
+  // closes the connection without an answer: a server closing an idle connection just as the
+  // request arrives.
+  void SetDropReusedRequests(bool drop);
 
   std::string url() const;
   const std::string& name() const { return name_; }
@@ -53,6 +61,9 @@ class FakeUpstream {
   FakeReply Canned(const std::string& method, const std::string& body) const;
 
   class Connection;
+  absl::Duration idle_close() const;
+  bool drop_reused() const;
+  void Record(std::string body);
 
  private:
   void Accept();
@@ -71,6 +82,8 @@ class FakeUpstream {
   size_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   size_t max_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   size_t connections_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration idle_close_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  bool drop_reused_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::weak_ptr<Connection>> all_;     // io thread only
   std::vector<std::shared_ptr<Connection>> hung_;  // io thread only
 };

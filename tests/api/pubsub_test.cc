@@ -33,6 +33,7 @@
 #include "solana/delegation.h"
 #include "solana/transaction.h"
 #include "tests/api/test_support.h"
+#include "tests/support/test_transactions.h"
 #include "tests/localnet/test_clients.h"
 #include "tests/support/localnet_process.h"
 #include "tests/support/temp_dir.h"
@@ -57,62 +58,40 @@ bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds d
   return true;
 }
 
-// An ed25519 keypair from a one-byte seed.
-struct Keypair {
-  Pubkey pubkey;
-  unsigned char secret[crypto_sign_SECRETKEYBYTES];
-};
-Keypair MakeKeypair(uint8_t seed_byte) {
-  Keypair keypair;
-  unsigned char seed[crypto_sign_SEEDBYTES];
-  std::fill(std::begin(seed), std::end(seed), seed_byte);
-  crypto_sign_seed_keypair(keypair.pubkey.data(), keypair.secret, seed);
-  return keypair;
-}
+using testing::Keypair;
+using testing::MakeKeypair;
 
 // A signed legacy transaction, base64.
 std::string Sign(const std::vector<const Keypair*>& signers, std::vector<Pubkey> keys,
-                 MessageHeader header, std::vector<CompiledInstruction> instructions) {
-  static uint64_t nonce = 0;
-  Transaction tx;
-  tx.header = header;
-  tx.static_keys = std::move(keys);
-  // localnet does not check blockhashes; a distinct one keeps equal transfers distinct.
-  std::array<uint8_t, 32> blockhash{};
-  ++nonce;
-  for (int i = 0; i < 8; ++i) blockhash[i] = static_cast<uint8_t>(nonce >> (8 * i));
-  tx.recent_blockhash = Hash(blockhash);
-  tx.instructions = std::move(instructions);
-  tx.signatures.resize(signers.size());
-  const std::string message = EncodeMessage(tx).value();
-  for (size_t i = 0; i < signers.size(); ++i) {
-    crypto_sign_detached(tx.signatures[i].data(), nullptr, AsBytes(message.data()), message.size(),
-                         signers[i]->secret);
-  }
-  return Base64Encode(EncodeTransaction(tx).value());
+                 MessageHeader header, std::vector<CompiledInstruction> instructions,
+                 const Hash& blockhash) {
+  return testing::BuildTransaction(signers, keys, header, blockhash, std::move(instructions));
 }
 
-std::string Transfer(const Keypair& from, const Pubkey& to, uint64_t lamports) {
+std::string Transfer(const Keypair& from, const Pubkey& to, uint64_t lamports,
+                     const Hash& blockhash) {
   std::string data;
   AppendU32LE(&data, 2);
   AppendU64LE(&data, lamports);
   return Sign({&from}, {from.pubkey, to, Pubkey()}, MessageHeader{1, 0, 1},
-              {CompiledInstruction{2, {0, 1}, data}});
+              {CompiledInstruction{2, {0, 1}, data}}, blockhash);
 }
 
 // Delegate of a system-owned `account` to `validator`, paid by `payer`.
-std::string Delegate(const Keypair& payer, const Pubkey& account, const Pubkey& validator) {
+std::string Delegate(const Keypair& payer, const Pubkey& account, const Pubkey& validator,
+                     const Hash& blockhash) {
   return Sign(
       {&payer},
       {payer.pubkey, account, DelegateBufferPda(account, Pubkey()), DelegationRecordPda(account),
        DelegationMetadataPda(account), Pubkey(), DelegationProgramId()},
       MessageHeader{1, 0, 2},
       {CompiledInstruction{
-          6, {0, 1, 5, 2, 3, 4, 5}, EncodeDelegateInstructionData(1000, {}, validator)}});
+          6, {0, 1, 5, 2, 3, 4, 5}, EncodeDelegateInstructionData(1000, {}, validator)}},
+      blockhash);
 }
 
 // Undelegate of a system-owned `account`, signed and paid by `validator`.
-std::string Undelegate(const Keypair& validator, const Pubkey& account) {
+std::string Undelegate(const Keypair& validator, const Pubkey& account, const Hash& blockhash) {
   std::string data(8, '\0');
   data[0] = static_cast<char>(kUndelegateDiscriminator);
   return Sign(
@@ -120,8 +99,8 @@ std::string Undelegate(const Keypair& validator, const Pubkey& account) {
       {validator.pubkey, account, UndelegateBufferPda(account), CommitStatePda(account),
        CommitRecordPda(account), DelegationRecordPda(account), DelegationMetadataPda(account),
        FeesVaultPda(), ValidatorFeesVaultPda(validator.pubkey), Pubkey(), DelegationProgramId()},
-      MessageHeader{1, 0, 2},
-      {CompiledInstruction{10, {0, 1, 9, 2, 3, 4, 5, 6, 0, 7, 8, 9}, data}});
+      MessageHeader{1, 0, 2}, {CompiledInstruction{10, {0, 1, 9, 2, 3, 4, 5, 6, 0, 7, 8, 9}, data}},
+      blockhash);
 }
 
 // A parsed JSON message kept with its parser.
@@ -350,6 +329,43 @@ class PubsubRouterTest : public ::testing::Test {
     return slot;
   }
 
+  // The latest blockhash of the chain at `port`.
+  Hash BlockhashOf(uint16_t port) {
+    HttpClient client(port);
+    auto answer = Json::Of(
+        client.Post(R"({"jsonrpc":"2.0","id":1,"method":"getLatestBlockhash"})").value_or(""));
+    std::string_view text;
+    if (!answer ||
+        answer->root["result"]["value"]["blockhash"].get_string().get(text) != simdjson::SUCCESS) {
+      ADD_FAILURE() << "getLatestBlockhash: " << (answer ? answer->text : "no answer");
+      return Hash();
+    }
+    return Hash::FromBase58(text).value_or(Hash());
+  }
+
+  // The blockhash for a transaction writing `accounts` sent through the router: asked of the
+  // router (getBlockhashForAccounts), as MagicBlock's SDK does, so that it is the ER's.
+  Hash RouterBlockhashFor(const std::vector<Pubkey>& accounts) {
+    HttpClient client(http_->port());
+    std::string keys;
+    for (const Pubkey& key : accounts) {
+      keys += fmt::format("{}\"{}\"", keys.empty() ? "" : ",", key.ToBase58());
+    }
+    auto answer = Json::Of(client
+                               .Post(fmt::format(R"({{"jsonrpc":"2.0","id":1,)"
+                                                 R"("method":"getBlockhashForAccounts",)"
+                                                 R"("params":[[{}]]}})",
+                                                 keys))
+                               .value_or(""));
+    std::string_view text;
+    if (!answer ||
+        answer->root["result"]["blockhash"].get_string().get(text) != simdjson::SUCCESS) {
+      ADD_FAILURE() << "getBlockhashForAccounts: " << (answer ? answer->text : "no answer");
+      return Hash();
+    }
+    return Hash::FromBase58(text).value_or(Hash());
+  }
+
   uint64_t SlotOf(uint16_t port) {
     HttpClient client(port);
     auto answer =
@@ -364,8 +380,8 @@ class PubsubRouterTest : public ::testing::Test {
 
   // Delegates A and B to the validator on the base layer.
   void DelegateOnBase() {
-    Land(base_port_, Delegate(payer_, a_.pubkey, validator_.pubkey));
-    Land(base_port_, Delegate(payer_, b_.pubkey, validator_.pubkey));
+    Land(base_port_, Delegate(payer_, a_.pubkey, validator_.pubkey, BlockhashOf(base_port_)));
+    Land(base_port_, Delegate(payer_, b_.pubkey, validator_.pubkey, BlockhashOf(base_port_)));
   }
 
   // Nothing more arrives within `quiet`.
@@ -423,12 +439,13 @@ TEST_F(PubsubRouterTest, AccountSubscribeFollowsDelegationToTheErAndBackWithoutG
   };
 
   // 1. On base: a transfer into A.
-  const uint64_t s1 = Land(base_port_, Transfer(payer_, a_.pubkey, 100));
+  const uint64_t s1 = Land(base_port_, Transfer(payer_, a_.pubkey, 100, BlockhashOf(base_port_)));
   expect({kFunds + 100, kSystemProgram, s1, 0}, "base transfer");
   // 2. The delegation itself, still on base: A now shows the delegation program as owner.
-  const uint64_t s2 = Land(base_port_, Delegate(payer_, a_.pubkey, validator_.pubkey));
+  const uint64_t s2 =
+      Land(base_port_, Delegate(payer_, a_.pubkey, validator_.pubkey, BlockhashOf(base_port_)));
   expect({kFunds + 100, kDelegationProgramId, s2, 0}, "delegation on base");
-  Land(base_port_, Delegate(payer_, b_.pubkey, validator_.pubkey));
+  Land(base_port_, Delegate(payer_, b_.pubkey, validator_.pubkey, BlockhashOf(base_port_)));
   ExpectSilence(client, 300ms);  // B's delegation is not A's business
   EXPECT_EQ(pubsub_metrics_->switches.value(), 0u);
 
@@ -440,21 +457,23 @@ TEST_F(PubsubRouterTest, AccountSubscribeFollowsDelegationToTheErAndBackWithoutG
                          .Build(SlotOf(base_port_)));
   expect({kFunds + 100, kSystemProgram, 0, 0}, "ER baseline");
   EXPECT_EQ(pubsub_metrics_->switches.value(), 1u);
-  const uint64_t e1 = Land(http_->port(), Transfer(a_, b_.pubkey, 10));  // routed to the ER
+  const uint64_t e1 = Land(
+      http_->port(),
+      Transfer(a_, b_.pubkey, 10, RouterBlockhashFor({a_.pubkey, b_.pubkey})));  // routed to the ER
   expect({kFunds + 90, kSystemProgram, e1, 0}, "first ER transfer");
-  const uint64_t e2 = Land(er_port_, Transfer(a_, b_.pubkey, 20));
+  const uint64_t e2 = Land(er_port_, Transfer(a_, b_.pubkey, 20, BlockhashOf(er_port_)));
   expect({kFunds + 70, kSystemProgram, e2, 0}, "second ER transfer");
 
   // 4. Undelegated on base. Nothing reaches the client until the snapshot says so (the base
   // subscription is gone); then the base baseline shows base's A (the ER's changes are not
   // committed back by localnet), at a slot at or after the undelegation.
-  const uint64_t s3 = Land(base_port_, Undelegate(validator_, a_.pubkey));
+  const uint64_t s3 = Land(base_port_, Undelegate(validator_, a_.pubkey, BlockhashOf(base_port_)));
   ExpectSilence(client, 300ms);
   snapshots_.Publish(
       SnapshotBuilder().Delegate(b_.pubkey, validator_.pubkey).Build(SlotOf(base_port_)));
   expect({kFunds + 100, kSystemProgram, 0, s3}, "base baseline");
   EXPECT_EQ(pubsub_metrics_->switches.value(), 2u);
-  const uint64_t s4 = Land(base_port_, Transfer(payer_, a_.pubkey, 1));
+  const uint64_t s4 = Land(base_port_, Transfer(payer_, a_.pubkey, 1, BlockhashOf(base_port_)));
   expect({kFunds + 101, kSystemProgram, s4, 0}, "base transfer after undelegation");
 
   // Nothing else: no duplicate of any of the above.
@@ -484,7 +503,7 @@ TEST_F(PubsubRouterTest, ASwitchBetweenEqualValuesSendsNothing) {
   ExpectSilence(client, 300ms);
   EXPECT_EQ(pubsub_metrics_->baselines_sent.value(), 0u);
   EXPECT_GE(pubsub_metrics_->duplicates_dropped.value(), 2u);
-  const uint64_t landed = Land(base_port_, Transfer(payer_, a_.pubkey, 5));
+  const uint64_t landed = Land(base_port_, Transfer(payer_, a_.pubkey, 5, BlockhashOf(base_port_)));
   auto after = client.Next(5s);
   ASSERT_NE(after, nullptr);
   EXPECT_EQ(after->Lamports(), kFunds + 5);
@@ -505,7 +524,9 @@ TEST_F(PubsubRouterTest, SignatureSubscribeFollowsTheTransactionToItsEr) {
                          .Build(SlotOf(base_port_)));
   PubsubClientForTest client(pubsub_->port());
   std::string signature;
-  const uint64_t slot = Land(http_->port(), Transfer(a_, b_.pubkey, 7), &signature);
+  const uint64_t slot =
+      Land(http_->port(), Transfer(a_, b_.pubkey, 7, RouterBlockhashFor({a_.pubkey, b_.pubkey})),
+           &signature);
   const uint64_t id = client.Subscribe(
       "signatureSubscribe", fmt::format(R"(["{}",{{"commitment":"confirmed"}}])", signature));
   ASSERT_NE(id, 0u);
@@ -519,7 +540,8 @@ TEST_F(PubsubRouterTest, SignatureSubscribeFollowsTheTransactionToItsEr) {
 
   // Sent to the ER directly: the router does not know it.
   std::string direct;
-  const uint64_t direct_slot = Land(er_port_, Transfer(a_, b_.pubkey, 8), &direct);
+  const uint64_t direct_slot =
+      Land(er_port_, Transfer(a_, b_.pubkey, 8, BlockhashOf(er_port_)), &direct);
   const uint64_t direct_id =
       client.Subscribe("signatureSubscribe", fmt::format(R"(["{}"])", direct));
   ASSERT_NE(direct_id, 0u);
@@ -567,7 +589,8 @@ TEST_F(PubsubRouterTest, PassesThroughToBaseAndSharesIdenticalSubscriptions) {
   for (uint64_t id : {slot_id, root_id, block_id, logs_id, program_id}) EXPECT_NE(id, 0u);
 
   std::string signature;
-  const uint64_t landed = Land(base_port_, Transfer(payer_, a_.pubkey, 3), &signature);
+  const uint64_t landed =
+      Land(base_port_, Transfer(payer_, a_.pubkey, 3, BlockhashOf(base_port_)), &signature);
   auto on_upgraded = upgraded.NextOf("accountNotification", 5s);
   ASSERT_NE(on_upgraded, nullptr);
   EXPECT_EQ(on_upgraded->Lamports(), kFunds + 3);
@@ -602,7 +625,7 @@ TEST_F(PubsubRouterTest, PassesThroughToBaseAndSharesIdenticalSubscriptions) {
   auto answer = own.Call("accountUnsubscribe", fmt::format("[{}]", account_own));
   ASSERT_NE(answer, nullptr);
   EXPECT_TRUE(answer->root["result"].get_bool().value()) << answer->text;
-  Land(base_port_, Transfer(payer_, a_.pubkey, 4));
+  Land(base_port_, Transfer(payer_, a_.pubkey, 4, BlockhashOf(base_port_)));
   auto still = upgraded.NextOf("accountNotification", 5s);
   ASSERT_NE(still, nullptr);
   EXPECT_EQ(still->Lamports(), kFunds + 7);
@@ -743,7 +766,8 @@ TEST_F(PubsubRouterTest, MakesSubscriptionsAgainAfterTheUpstreamDropsItsWebSocke
     slot = n->root["params"]["result"]["slot"].get_uint64().value();
     return slot > 121;
   }));
-  const uint64_t landed = Land(base_port_, Transfer(payer_, a_.pubkey, 11));
+  const uint64_t landed =
+      Land(base_port_, Transfer(payer_, a_.pubkey, 11, BlockhashOf(base_port_)));
   auto n = client.NextOf("accountNotification", 5s);
   ASSERT_NE(n, nullptr);
   EXPECT_EQ(n->Subscription(), account_id);

@@ -2,6 +2,8 @@
 // transactions, signatures, the consistency gate, retries and the router's own methods.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "solana/base64.h"
 #include "solana/delegation.h"
 #include "tests/api/router_fixture.h"
@@ -376,6 +378,149 @@ TEST_F(RouterTest, SendTransactionIsNeverSentTwiceToTheSameNode) {
   // A read is safe to repeat on the same node.
   client.Post(Call("2", "getSlot", "[]"));
   EXPECT_EQ(base_.received_count(), 3u);
+}
+
+TEST_F(RouterTest, ReadOnAConnectionClosedAsTheRequestArrivesGoesAgainAndIsNoFailure) {
+  Start();
+  base_.SetDropReusedRequests(true);
+  TestClient client(port());
+  EXPECT_NE(client.Post(Call("1", "getSlot", "[]")).body.find("\"from\":\"base\""),
+            std::string::npos);
+  // The kept connection takes the next read and is closed without an answer: stale.
+  ClientResponse response = client.Post(Call("2", "getSlot", "[]"));
+  EXPECT_NE(response.body.find("\"from\":\"base\""), std::string::npos) << response.body;
+  EXPECT_EQ(base_.received_count(), 3u);
+  EXPECT_EQ(base_.connections_accepted(), 2u);
+  EXPECT_EQ(metrics_.upstream_stale_retries.value(), 1u);
+  EXPECT_EQ(metrics_.upstream_failures.value(), 0u);
+  EXPECT_EQ(metrics_.upstream_retries.value(), 0u);
+}
+
+TEST_F(RouterTest, ConnectionTheUpstreamClosedWhileIdleIsNotHandedOutAgain) {
+  Start();
+  base_.SetIdleClose(absl::Milliseconds(50));
+  TestClient client(port());
+  EXPECT_NE(client.Post(Call("1", "getSlot", "[]")).body.find("\"from\":\"base\""),
+            std::string::npos);
+  absl::SleepFor(absl::Milliseconds(300));  // the upstream closes the idle connection
+  Transaction tx = MakeTransaction(Key(20), {}, Key(30));
+  ClientResponse response = client.Post(
+      Call("2", "sendTransaction", "[\"" + TransactionBase64(tx) + R"(",{"encoding":"base64"}])"));
+  EXPECT_EQ(response.body, R"({"jsonrpc":"2.0","result":"sent-to-base","id":2})");
+  EXPECT_EQ(base_.connections_accepted(), 2u);
+  EXPECT_EQ(metrics_.upstream_stale_retries.value(), 0u);
+  EXPECT_EQ(metrics_.upstream_failures.value(), 0u);
+}
+
+TEST_F(RouterTest, SendTransactionOnAConnectionClosedAsItArrivesIsNotSentAgain) {
+  Start();
+  base_.SetDropReusedRequests(true);
+  TestClient client(port());
+  client.Post(Call("1", "getSlot", "[]"));
+  Transaction tx = MakeTransaction(Key(20), {}, Key(30));
+  const std::string send =
+      Call("2", "sendTransaction", "[\"" + TransactionBase64(tx) + R"(",{"encoding":"base64"}])");
+  ClientResponse response = client.Post(send);
+  EXPECT_NE(response.body.find("-32603"), std::string::npos) << response.body;
+  std::vector<std::string> received = base_.received();
+  EXPECT_EQ(std::count(received.begin(), received.end(), send), 1);
+  EXPECT_EQ(metrics_.upstream_stale_retries.value(), 0u);
+}
+
+// Base's answer to getMultipleAccounts of delegation record PDAs: a record naming `validator`
+// for each, or null without one.
+std::string RecordsAnswer(size_t count, std::optional<Pubkey> validator) {
+  std::string values;
+  for (size_t i = 0; i < count; ++i) {
+    if (i > 0) values += ",";
+    if (!validator) {
+      values += "null";
+      continue;
+    }
+    DelegationRecord record;
+    record.authority = *validator;
+    record.owner = Key(0xAA);
+    values += R"({"data":[")" + Base64Encode(EncodeDelegationRecord(record)) +
+              R"(","base64"],"owner":")" + std::string(kDelegationProgramId) + R"("})";
+  }
+  return R"({"jsonrpc":"2.0","result":{"context":{"slot":1},"value":[)" + values + R"(]},"id":1})";
+}
+
+class LimboRouterTest : public RouterFixture {
+ protected:
+  LimboRouterTest() {
+    // The state, possibly stale, still has Key(1) and Key(5) on er1.
+    snapshots_.Publish(SnapshotBuilder()
+                           .Delegate(Key(1), kEr1Identity)
+                           .Delegate(Key(5), kEr1Identity)
+                           .Build(100, /*limbo_since=*/90));
+  }
+  std::string SendBody() const {
+    Transaction tx = MakeTransaction(Key(1), {Key(5)}, Key(30), 0x11);
+    return Call("1", "sendTransaction",
+                "[\"" + TransactionBase64(tx) + R"(",{"encoding":"base64"}])");
+  }
+  std::string ReadPdas() const {
+    return "[\"" + DelegationRecordPda(Key(1)).ToBase58() + "\",\"" +
+           DelegationRecordPda(Key(5)).ToBase58() + "\"]";
+  }
+};
+
+TEST_F(LimboRouterTest, TransactionGoesWhereTheRecordsOnBaseSayNotWhereTheStateSays) {
+  Start();
+  base_.SetResponder([](const std::string& method, const std::string&) {
+    EXPECT_EQ(method, "getMultipleAccounts");
+    return FakeReply{FakeReply::Action::kAnswer, 200, RecordsAnswer(2, kEr2Identity)};
+  });
+  TestClient client(port());
+  ClientResponse response = client.Post(SendBody());
+  EXPECT_EQ(response.body, R"({"jsonrpc":"2.0","result":"sent-to-er2","id":1})");
+  ASSERT_EQ(base_.received_count(), 1u);
+  EXPECT_NE(base_.received()[0].find(ReadPdas()), std::string::npos) << base_.received()[0];
+  EXPECT_EQ(er1_.received_count(), 0u);
+  EXPECT_EQ(context_->signatures().Find(MakeTransaction(Key(1), {Key(5)}, Key(30), 0x11).id()),
+            "er2");
+  EXPECT_EQ(metrics_.limbo_transaction_checks.value(), 1u);
+  EXPECT_EQ(metrics_.limbo_transaction_reroutes.value(), 1u);
+}
+
+TEST_F(LimboRouterTest, TransactionOfAccountsUndelegatedSinceGoesToBase) {
+  Start();
+  base_.SetResponder([](const std::string& method, const std::string& body) {
+    if (method == "getMultipleAccounts") {
+      return FakeReply{FakeReply::Action::kAnswer, 200, RecordsAnswer(2, std::nullopt)};
+    }
+    EXPECT_EQ(method, "sendTransaction") << body;
+    return FakeReply{FakeReply::Action::kAnswer, 200,
+                     R"({"jsonrpc":"2.0","result":"landed-on-base","id":1})"};
+  });
+  TestClient client(port());
+  ClientResponse response = client.Post(SendBody());
+  EXPECT_EQ(response.body, R"({"jsonrpc":"2.0","result":"landed-on-base","id":1})");
+  EXPECT_EQ(base_.received_count(), 2u);
+  EXPECT_EQ(er1_.received_count(), 0u);
+}
+
+TEST_F(LimboRouterTest, TransactionIsNotSentWhenBaseCannotSayWhereItsAccountsAre) {
+  Start();
+  base_.SetResponder([](const std::string&, const std::string&) {
+    return FakeReply{FakeReply::Action::kAnswer, 503, "overloaded"};
+  });
+  TestClient client(port());
+  ClientResponse response = client.Post(SendBody());
+  EXPECT_NE(response.body.find("delegation records could not be read"), std::string::npos)
+      << response.body;
+  EXPECT_EQ(er1_.received_count() + er2_.received_count(), 0u);
+}
+
+TEST_F(LimboRouterTest, OutsideLimboTheStateDecidesWithoutAskingBase) {
+  snapshots_.Publish(
+      SnapshotBuilder().Delegate(Key(1), kEr1Identity).Delegate(Key(5), kEr1Identity).Build(101));
+  Start();
+  TestClient client(port());
+  EXPECT_EQ(client.Post(SendBody()).body, R"({"jsonrpc":"2.0","result":"sent-to-er1","id":1})");
+  EXPECT_EQ(base_.received_count(), 0u);
+  EXPECT_EQ(metrics_.limbo_transaction_checks.value(), 0u);
 }
 
 TEST_F(RouterTest, RouterMethodsAnswerLikeMagicBlocksRouter) {

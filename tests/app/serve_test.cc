@@ -28,6 +28,7 @@
 #include "solana/transaction.h"
 #include "tests/localnet/test_clients.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/test_transactions.h"
 #include "tests/support/temp_dir.h"
 
 namespace switchyard {
@@ -38,6 +39,10 @@ using localnet::testing::HttpClient;
 using testing::RunCommand;
 using testing::StartProcess;
 using testing::TempDir;
+using testing::DelegateTransaction;
+using testing::Keypair;
+using testing::MakeKeypair;
+using testing::TransferTransaction;
 
 constexpr std::string_view kSystemProgram = "11111111111111111111111111111111";
 
@@ -109,60 +114,6 @@ std::optional<HttpAnswer> HttpGet(uint16_t port, const std::string& target,
   ioc.run_for(timeout + 200ms);
   if (result) return std::nullopt;
   return HttpAnswer{res.result_int(), res.body()};
-}
-
-struct Keypair {
-  Pubkey pubkey;
-  unsigned char secret[crypto_sign_SECRETKEYBYTES];
-};
-
-Keypair MakeKeypair(uint8_t seed_byte) {
-  Keypair k;
-  unsigned char seed[crypto_sign_SEEDBYTES];
-  std::fill(std::begin(seed), std::end(seed), seed_byte);
-  crypto_sign_seed_keypair(k.pubkey.data(), k.secret, seed);
-  return k;
-}
-
-std::string BuildTransaction(const std::vector<const Keypair*>& signers,
-                             const std::vector<Pubkey>& keys, MessageHeader header,
-                             std::vector<CompiledInstruction> ixs) {
-  Transaction tx;
-  tx.header = header;
-  tx.static_keys = keys;
-  tx.recent_blockhash = Hash();  // localnet does not check blockhashes
-  tx.instructions = std::move(ixs);
-  tx.signatures.resize(signers.size());
-  std::string message = EncodeMessage(tx).value();
-  for (size_t i = 0; i < signers.size(); ++i) {
-    crypto_sign_detached(tx.signatures[i].data(), nullptr, AsBytes(message.data()), message.size(),
-                         signers[i]->secret);
-  }
-  return Base64Encode(EncodeTransaction(tx).value());
-}
-
-// A Delegate of the system-owned `account` to `validator`, paid by `payer`.
-std::string DelegateTransaction(const Keypair& payer, const Pubkey& account,
-                                const Pubkey& validator) {
-  const std::vector<Pubkey> keys = {payer.pubkey,
-                                    account,
-                                    DelegateBufferPda(account, Pubkey()),
-                                    DelegationRecordPda(account),
-                                    DelegationMetadataPda(account),
-                                    Pubkey(),
-                                    DelegationProgramId()};
-  return BuildTransaction(
-      {&payer}, keys, MessageHeader{1, 0, 2},
-      {CompiledInstruction{
-          6, {0, 1, 5, 2, 3, 4, 5}, EncodeDelegateInstructionData(1000, {}, validator)}});
-}
-
-std::string TransferTransaction(const Keypair& from, const Pubkey& to, uint64_t lamports) {
-  std::string data;
-  AppendU32LE(&data, 2);
-  AppendU64LE(&data, lamports);
-  return BuildTransaction({&from}, {from.pubkey, to, Pubkey()}, MessageHeader{1, 0, 1},
-                          {CompiledInstruction{2, {0, 1}, data}});
 }
 
 std::string Request(std::string_view method, std::string_view params) {
@@ -248,6 +199,28 @@ class ServeTest : public ::testing::Test {
 uint64_t GetSlot(HttpClient& client) {
   auto json = Parse(client.Post(Request("getSlot", "[]")));
   return json->root["result"].get_uint64().value();
+}
+
+Hash BlockhashOf(const Json& json, simdjson::dom::element value) {
+  std::string_view text;
+  EXPECT_EQ(value["blockhash"].get_string().get(text), simdjson::SUCCESS) << json.text;
+  return Hash::FromBase58(text).value_or(Hash());
+}
+
+// The latest blockhash of the node behind `client`.
+Hash LatestBlockhash(HttpClient& client) {
+  auto json = Parse(client.Post(Request("getLatestBlockhash", "[]")));
+  return BlockhashOf(*json, json->root["result"]["value"]);
+}
+
+// The blockhash for a transaction that writes `accounts`, asked of the router as MagicBlock's
+// SDK asks it: that of the ER they are delegated to, else the base layer's.
+Hash BlockhashForAccounts(HttpClient& router, const std::vector<Pubkey>& accounts) {
+  std::string keys;
+  for (const Pubkey& key : accounts)
+    keys += fmt::format("{}\"{}\"", keys.empty() ? "" : ",", key.ToBase58());
+  auto json = Parse(router.Post(Request("getBlockhashForAccounts", fmt::format("[[{}]]", keys))));
+  return BlockhashOf(*json, json->root["result"]);
 }
 
 // Waits until `signature` is processed without error on the node behind `client`.
@@ -414,7 +387,8 @@ TEST_F(ServeTest, RoutesByDelegationAcrossBaseAndTwoErsThroughServe) {
         std::pair{&b2, er2_identity}}) {
     auto sent = Parse(base.Post(Request(
         "sendTransaction", fmt::format(R"(["{}",{{"encoding":"base64"}}])",
-                                       DelegateTransaction(payer, account->pubkey, validator)))));
+                                       DelegateTransaction(payer, account->pubkey, validator,
+                                                           LatestBlockhash(base))))));
     std::string_view signature;
     ASSERT_EQ(sent->root["result"].get_string().get(signature), simdjson::SUCCESS) << sent->text;
     signatures.emplace_back(signature);
@@ -429,8 +403,9 @@ TEST_F(ServeTest, RoutesByDelegationAcrossBaseAndTwoErsThroughServe) {
 
   // A transfer on ER 2 itself, so that B's balance there differs from everywhere else.
   auto direct = Parse(
-      er2.Post(Request("sendTransaction", fmt::format(R"(["{}",{{"encoding":"base64"}}])",
-                                                      TransferTransaction(b, b2.pubkey, 777)))));
+      er2.Post(Request("sendTransaction",
+                       fmt::format(R"(["{}",{{"encoding":"base64"}}])",
+                                   TransferTransaction(b, b2.pubkey, 777, LatestBlockhash(er2))))));
   std::string_view direct_signature;
   ASSERT_EQ(direct->root["result"].get_string().get(direct_signature), simdjson::SUCCESS)
       << direct->text;
@@ -500,10 +475,16 @@ TEST_F(ServeTest, RoutesByDelegationAcrossBaseAndTwoErsThroughServe) {
     return json.root["result"]["value"]["lamports"].get_uint64().value();
   };
 
-  // A transfer between two accounts delegated to ER 1 lands on ER 1, and only there.
+  // A transfer between two accounts delegated to ER 1 lands on ER 1, and only there. Its
+  // blockhash must be ER 1's: the client asks the router for the accounts' blockhash.
+  const Hash er1_blockhash = BlockhashForAccounts(router, {a.pubkey, a2.pubkey});
+  const std::string is_valid =
+      Request("isBlockhashValid", fmt::format(R"(["{}"])", er1_blockhash.ToBase58()));
+  EXPECT_TRUE(Parse(er1.Post(is_valid))->root["result"]["value"].get_bool().value());
+  EXPECT_FALSE(Parse(base.Post(is_valid))->root["result"]["value"].get_bool().value());
   auto sent = Parse(router.Post(Request(
-      "sendTransaction",
-      fmt::format(R"(["{}",{{"encoding":"base64"}}])", TransferTransaction(a, a2.pubkey, 1234)))));
+      "sendTransaction", fmt::format(R"(["{}",{{"encoding":"base64"}}])",
+                                     TransferTransaction(a, a2.pubkey, 1234, er1_blockhash)))));
   std::string_view signature_view;
   ASSERT_EQ(sent->root["result"].get_string().get(signature_view), simdjson::SUCCESS) << sent->text;
   const std::string signature(signature_view);
@@ -571,11 +552,12 @@ TEST_F(ServeTest, RoutesByDelegationAcrossBaseAndTwoErsThroughServe) {
   EXPECT_GE(status->root["base_slot"].get_uint64().value(), sealed_slot);
 
   // /metrics: the calls counted above (3 getAccountInfo, 1 getMultipleAccounts,
-  // 1 sendTransaction, 1 getBalance), none re-routed, and the fold's applied slot.
+  // 1 getBlockhashForAccounts, 1 sendTransaction, 1 getBalance), none re-routed, and the
+  // fold's applied slot.
   auto metrics = HttpGet(admin_port, "/metrics");
   ASSERT_TRUE(metrics.has_value());
   EXPECT_EQ(metrics->status, 200u);
-  EXPECT_EQ(MetricValue(metrics->body, "switchyard_api_rpc_calls_total"), 6) << metrics->body;
+  EXPECT_EQ(MetricValue(metrics->body, "switchyard_api_rpc_calls_total"), 7) << metrics->body;
   EXPECT_EQ(MetricValue(metrics->body, "switchyard_api_split_accounts_total"), 1);
   EXPECT_EQ(MetricValue(metrics->body, "switchyard_api_owner_reroutes_total"), 0);
   EXPECT_EQ(MetricValue(metrics->body, "switchyard_fold_applied_slot"),

@@ -11,13 +11,14 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
+import bs58 from 'bs58';
 import web3 from '@solana/web3.js';
 import { processSet, sleep } from './processes.mjs';
 import sdk from '@magicblock-labs/ephemeral-rollups-sdk';
 
 const {
   Connection, Keypair, LAMPORTS_PER_SOL, PublicKey, SystemProgram, Transaction,
-  sendAndConfirmTransaction,
+  sendAndConfirmRawTransaction, sendAndConfirmTransaction,
 } = web3;
 
 const LOCALNET_BIN = process.env.SWITCHYARD_LOCALNET_BIN;
@@ -217,7 +218,17 @@ describe('web3.js subscriptions through switchyard serve', () => {
       async () => (await metric(sy.admin, 'switchyard_pubsub_switches_total')) >= 1);
 
     // 3. On the ER, through Switchyard: routed there by the delegation, confirmed by the ER.
-    await sendAndConfirmTransaction(conn, new Transaction().add(transfer(alice, bob, 100)), [alice]);
+    // Its blockhash must be the ER's: asked of the router as MagicBlock's SDK asks it.
+    const erBlockhash = await rpc(sy.http, 'getBlockhashForAccounts',
+      [[alice.publicKey.toBase58(), bob.publicKey.toBase58()]]);
+    const onEr = new Transaction().add(transfer(alice, bob, 100));
+    onEr.recentBlockhash = erBlockhash.blockhash;
+    onEr.feePayer = alice.publicKey;
+    onEr.sign(alice);
+    await sendAndConfirmRawTransaction(conn, onEr.serialize(), {
+      signature: bs58.encode(onEr.signature),
+      ...erBlockhash,
+    }, { commitment: 'confirmed' });
     await waitFor('the ER change', () => seen.some((s) => s.lamports === 5_000_900));
     const erInfo = await rpc(er.http, 'getBalance', [alice.publicKey.toBase58()]);
     assert.equal(erInfo.value, 5_000_900);

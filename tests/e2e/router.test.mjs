@@ -175,6 +175,22 @@ async function sendAndPoll(conn, instructions, signers) {
   return signature;
 }
 
+// A transaction sent through Switchyard (`conn`) with the blockhash a client must sign it
+// with: the one getBlockhashForAccounts answers for its accounts (their ER's, else base's),
+// as MagicBlock's SDK asks it. getLatestBlockhash through the router is base's, which no ER
+// knows.
+async function sendThroughRouter(conn, url, instructions, signers, accounts) {
+  const tx = new Transaction().add(...instructions);
+  const { blockhash } = await rawCall(url, 'getBlockhashForAccounts',
+    [accounts.map((key) => key.toBase58())]);
+  tx.recentBlockhash = blockhash;
+  tx.feePayer = signers[0].publicKey;
+  tx.sign(...signers);
+  const signature = await conn.sendRawTransaction(tx.serialize());
+  await confirm(conn, signature);
+  return signature;
+}
+
 async function statusOn(conn, signature) {
   return (await conn.getSignatureStatuses([signature], { searchTransactionHistory: true })).value[0];
 }
@@ -351,7 +367,11 @@ describe('Switchyard in front of a localnet base and two ERs, with real clients'
     const erBefore = [await erBConn.getBalance(b1.publicKey), await erBConn.getBalance(b2.publicKey)];
     const baseBefore = [await baseConn.getBalance(b1.publicKey),
       await baseConn.getBalance(b2.publicKey)];
-    const signature = await sendAndPoll(conn, [transfer(b1, b2, 3000)], [b1]);
+    // web3.js alone takes its blockhash from getLatestBlockhash, base's: ER B refuses it.
+    await assert.rejects(conn.sendTransaction(new Transaction().add(transfer(b1, b2, 3000)), [b1]),
+      /Blockhash not found/);
+    const signature = await sendThroughRouter(conn, sy.url, [transfer(b1, b2, 3000)], [b1],
+      [b1.publicKey, b2.publicKey]);
 
     assert.equal((await statusOn(erBConn, signature))?.err, null);
     assert.equal(await statusOn(baseConn, signature), null, 'the ER transfer is not on base');

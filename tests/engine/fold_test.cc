@@ -118,6 +118,59 @@ TEST(FoldTest, StreamGapSetsLimboAndResyncedClearsIt) {
   EXPECT_EQ(f.fold().position().counters.resyncs, 1u);
 }
 
+// The watcher's order when a session ends: the events of the unsealed slot, then the gap.
+// Those events wait for a seal that comes only once the stream is back; the gap must not.
+TEST(FoldTest, StreamGapQueuedBehindUnsealedEventsTakesEffectAtOnce) {
+  Feeder f(2);
+  for (int32_t p = 0; p < 2; ++p) f.Add(SlotSealedEvent{10}, p);
+  f.Add(Delegated(1, 12), 0);
+  f.Add(UndelegatedEvent{Key(2), 11, Signature()}, 1);
+  for (int32_t p = 0; p < 2; ++p) f.Add(StreamGapEvent{10}, p);
+  EXPECT_EQ(f.fold().MakeSnapshot()->limbo_since(), std::optional<Slot>(10));
+  EXPECT_EQ(f.fold().TakeBatch().position.LimboSince(), std::optional<Slot>(10));
+  // The next session: its backfill seals the context slot, then says Resynced.
+  for (int32_t p = 0; p < 2; ++p) f.Add(SlotSealedEvent{14}, p);
+  EXPECT_EQ(f.fold().MakeSnapshot()->FindDelegation(Key(1))->validator, Key(0xEE));
+  for (int32_t p = 0; p < 2; ++p) f.Add(ResyncedEvent{14}, p);
+  EXPECT_EQ(f.fold().position().LimboSince(), std::optional<Slot>(10));
+  for (int32_t p = 0; p < 2; ++p) f.Add(SlotSealedEvent{15}, p);
+  EXPECT_EQ(f.fold().MakeSnapshot()->limbo_since(), std::nullopt);
+  EXPECT_EQ(f.fold().position().counters.stream_gaps, 2u);
+}
+
+TEST(FoldTest, AResyncedReadBeforeAGapDoesNotEndItsLimbo) {
+  Feeder f(1);
+  f.Add(SlotSealedEvent{10});
+  f.Add(ResyncedEvent{10});  // counts for slot 11: pending
+  f.Add(StreamGapEvent{10});
+  EXPECT_EQ(f.fold().position().LimboSince(), std::optional<Slot>(10));
+  f.Add(SlotSealedEvent{11});  // folds the Resynced, which came before the gap
+  EXPECT_EQ(f.fold().position().LimboSince(), std::optional<Slot>(10));
+  f.Add(ResyncedEvent{11});
+  f.Add(SlotSealedEvent{12});
+  EXPECT_EQ(f.fold().position().LimboSince(), std::nullopt);
+}
+
+TEST(FoldTest, ALimboBegunAheadOfItsRecordSurvivesARestart) {
+  Feeder f(1);
+  f.Add(SlotSealedEvent{10});
+  f.Add(Delegated(1, 12));
+  f.Add(StreamGapEvent{10});
+  FoldBatch batch = f.fold().TakeBatch();
+  ASSERT_EQ(batch.position.partitions[0].next_offset, 1);  // the gap is read again
+  LoadedState state;
+  state.position = batch.position;
+  Feeder resumed(1, {}, std::move(state));
+  EXPECT_EQ(resumed.fold().position().LimboSince(), std::optional<Slot>(10));
+  resumed.Add(Delegated(1, 12));
+  resumed.Add(StreamGapEvent{10});
+  resumed.Add(SlotSealedEvent{12});
+  resumed.Add(ResyncedEvent{12});
+  EXPECT_EQ(resumed.fold().position().LimboSince(), std::optional<Slot>(10));
+  resumed.Add(SlotSealedEvent{13});
+  EXPECT_EQ(resumed.fold().position().LimboSince(), std::nullopt);
+}
+
 TEST(FoldTest, CorruptRecordIsQuarantinedWithItsOffsetAndFoldingGoesOn) {
   Feeder f(1);
   f.Add(Delegated(1, 1));

@@ -50,6 +50,8 @@ struct Outcome {
   Slot sealed = 0;
   FoldCounters counters;
   uint64_t corrections = 0;
+  uint64_t read_retries = 0;
+  uint64_t stale_connections = 0;
 };
 
 std::function<bool(const BaseLayerWatcher&)> SealedAtLeast(Slot slot) {
@@ -108,7 +110,8 @@ Outcome WatchAndCompare(std::vector<std::string> localnet_flags, WatcherOptions 
   // Earlier sealed slots too: the log folded up to S equals the ground truth at S.
   if (!every_sealed_slot) {
     return {watcher.last_sealed_slot(), runner.fold().position().counters,
-            metrics.corrections.value()};
+            metrics.corrections.value(), metrics.read_retries.value(),
+            metrics.stale_connections.value()};
   }
   std::vector<Slot> sealed;
   {
@@ -147,7 +150,8 @@ Outcome WatchAndCompare(std::vector<std::string> localnet_flags, WatcherOptions 
   }
   EXPECT_GT(checked, 3);
   return {watcher.last_sealed_slot(), runner.fold().position().counters,
-          metrics.corrections.value()};
+          metrics.corrections.value(), metrics.read_retries.value(),
+          metrics.stale_connections.value()};
 }
 
 TEST(WatcherTest, FoldedStateEqualsTheGroundTruthAtTheLastSealedSlot) {
@@ -166,6 +170,26 @@ TEST(WatcherTest, DroppedWebSocketsWriteAGapAndResyncAndTheStateConverges) {
                       /*every_sealed_slot=*/false);
   EXPECT_GE(outcome.counters.stream_gaps, 1u);
   EXPECT_GE(outcome.counters.resyncs, 2u);  // the backfill, then after the gap
+}
+
+// A base layer that answers some reads 429 (with Retry-After), 503, or cuts the connection:
+// each failed read is tried again inside the session, so no stream is lost. The scenario
+// stops at slot 150; once the watcher has sealed past it, the state equals the ground truth.
+// (Earlier sealed slots are not compared: a watcher slowed down this much reads a Delegate's
+// record after the scenario may have undelegated the account again.)
+TEST(WatcherTest, FailedReadsAreTriedAgainInsideTheSessionWithoutAGap) {
+  WatcherOptions options;
+  options.read_attempts = 8;
+  options.read_backoff_min = absl::Milliseconds(5);
+  options.read_backoff_max = absl::Milliseconds(100);
+  options.max_retry_after = absl::Milliseconds(200);  // the 429s ask for a second
+  const Outcome outcome = WatchAndCompare(
+      {"--fault-429-rate", "0.05", "--fault-5xx-rate", "0.05", "--fault-reset-rate", "0.05",
+       "--scenario-stop-slot", "150"},
+      options, SealedAtLeast(170), /*every_sealed_slot=*/false);
+  EXPECT_GT(outcome.read_retries, 0u);
+  EXPECT_EQ(outcome.counters.stream_gaps, 0u);
+  EXPECT_EQ(outcome.counters.resyncs, 1u);
 }
 
 // 5 % of the notifications never arrive: what the live path misses, the periodic

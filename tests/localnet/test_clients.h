@@ -3,6 +3,7 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
@@ -18,29 +19,55 @@ namespace http = beast::http;
 namespace websocket = beast::websocket;
 using tcp = net::ip::tcp;
 
+// An HTTP answer as a test sees it.
+struct HttpAnswer {
+  unsigned status = 0;
+  std::string retry_after;  // the Retry-After header, when present
+  std::string body;
+};
+
 // A keep-alive HTTP JSON-RPC client for tests; every call has a deadline.
 class HttpClient {
  public:
   explicit HttpClient(uint16_t port) : port_(port) {}
 
-  // POSTs `body`; returns the response body, or nullopt on error or timeout.
+  // POSTs `body`; returns the response body, or nullopt on error or timeout. A kept-alive
+  // connection that the server closed while idle is replaced once, as a client must.
   std::optional<std::string> Post(const std::string& body,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    HttpAnswer answer;
+    if (Exchange(body, timeout, &answer)) return std::nullopt;
+    return std::move(answer.body);
+  }
+
+  // POSTs `body` and returns the error that ended the exchange (none on an answer of any
+  // status). Also replaces a connection the server closed while idle, once.
+  boost::system::error_code Exchange(const std::string& body, std::chrono::milliseconds timeout,
+                                     HttpAnswer* answer) {
+    const bool reused = stream_.has_value();
+    boost::system::error_code ec = ExchangeOnce(body, timeout, answer);
+    if (reused && (ec == http::error::end_of_stream || ec == net::error::eof ||
+                   ec == net::error::broken_pipe || ec == net::error::connection_reset)) {
+      ec = ExchangeOnce(body, timeout, answer);
+    }
+    return ec;
+  }
+
+  // POSTs `body` on the current connection (or a new one), without replacing a stale one.
+  boost::system::error_code ExchangeOnce(const std::string& body, std::chrono::milliseconds timeout,
+                                         HttpAnswer* answer) {
     if (!stream_) {
       stream_.emplace(ioc_);
-      boost::system::error_code ec;
+      boost::system::error_code ec = net::error::timed_out;
       stream_->expires_after(timeout);
-      bool done = false;
       stream_->async_connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_),
-                             [&](boost::system::error_code e) {
-                               ec = e;
-                               done = true;
-                             });
+                             [&](boost::system::error_code e) { ec = e; });
       Run(timeout);
-      if (!done || ec) {
+      if (ec) {
         stream_.reset();
-        return std::nullopt;
+        return ec;
       }
+      ++connections_;
     }
     http::request<http::string_body> req(http::verb::post, "/", 11);
     req.set(http::field::host, "127.0.0.1");
@@ -62,10 +89,41 @@ class HttpClient {
     Run(timeout);
     if (ec) {
       stream_.reset();
-      return std::nullopt;
+      return ec;
     }
-    return res.body();
+    answer->status = res.result_int();
+    answer->retry_after = std::string(res[http::field::retry_after]);
+    answer->body = std::move(res.body());
+    if (!res.keep_alive()) stream_.reset();
+    return ec;
   }
+
+  // Waits at most `max` for the server to close the kept-alive connection. Returns how long
+  // that took, or nullopt when it is still open (and still usable) after `max`.
+  std::optional<std::chrono::milliseconds> WaitForClose(std::chrono::milliseconds max) {
+    if (!stream_) return std::chrono::milliseconds(0);
+    const auto start = std::chrono::steady_clock::now();
+    bool closed = false;
+    char byte = 0;
+    net::steady_timer timer(ioc_, max);
+    stream_->socket().async_read_some(net::buffer(&byte, 1),
+                                      [&](boost::system::error_code ec, size_t) {
+                                        closed = ec && ec != net::error::operation_aborted;
+                                        timer.cancel();
+                                      });
+    timer.async_wait([&](boost::system::error_code ec) {
+      if (!ec) stream_->socket().cancel();
+    });
+    ioc_.restart();
+    ioc_.run();
+    if (!closed) return std::nullopt;
+    stream_.reset();
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start);
+  }
+
+  // Connections opened so far.
+  int connections() const { return connections_; }
 
  private:
   void Run(std::chrono::milliseconds timeout) {
@@ -76,6 +134,7 @@ class HttpClient {
   uint16_t port_;
   net::io_context ioc_;
   std::optional<beast::tcp_stream> stream_;
+  int connections_ = 0;
 };
 
 // A WebSocket pubsub client for tests; reads wait at most the given time.
@@ -87,8 +146,13 @@ class WsClient {
                                          ec);
     if (!ec) ws_.handshake("127.0.0.1", "/", ec);
     ok_ = !ec;
+    ws_.control_callback([this](websocket::frame_type kind, beast::string_view) {
+      if (kind == websocket::frame_type::ping) ++pings_;
+    });
   }
   bool ok() const { return ok_; }
+  // Pings received so far; they are answered only while a Read is waiting.
+  int pings() const { return pings_; }
 
   bool Send(const std::string& text) {
     boost::system::error_code ec;
@@ -129,6 +193,7 @@ class WsClient {
   bool reading_ = false;
   bool closed_ = false;
   bool ok_ = false;
+  int pings_ = 0;
 };
 
 }  // namespace switchyard::localnet::testing
