@@ -23,12 +23,15 @@ fi
 libdir="$runtime/root/usr/lib/x86_64-linux-gnu"
 if [[ ! -x "$libdir/ld-linux-x86-64.so.2" || ! -e "$libdir/libstdc++.so.6" ||
       ! -e "$libdir/libgcc_s.so.1" ]]; then
-  mirror="http://deb.debian.org/debian"
-  # The mirror host of the system's own sources, when it names one.
+  # The Debian mirror of the system's own sources.
   system_uri="$(grep -rhoE '^(URIs:|deb) +\S*https?://[^ ]+/debian/?( |$)' \
     /etc/apt/sources.list /etc/apt/sources.list.d 2>/dev/null | grep -oE 'https?://[^ ]+' |
     grep -v security | head -1 || true)"
-  if [[ -n "$system_uri" ]]; then mirror="${system_uri%/}"; fi
+  if [[ -z "$system_uri" ]]; then
+    echo "real_er/setup.sh: no Debian mirror found in /etc/apt/sources.list(.d)" >&2
+    exit 1
+  fi
+  mirror="${system_uri%/}"
   apt="$runtime/apt"
   rm -rf "$apt" "$runtime/root"
   mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/debs" "$runtime/root"
