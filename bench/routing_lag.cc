@@ -24,9 +24,11 @@ namespace {
 std::string Summary(std::vector<double> ms) {
   if (ms.empty()) return "n=0";
   std::sort(ms.begin(), ms.end());
-  auto at = [&](double p) { return ms[std::min(ms.size() - 1, static_cast<size_t>(p * ms.size()))]; };
-  return fmt::format("n={} p50_ms={:.1f} p99_ms={:.1f} max_ms={:.1f}", ms.size(), at(0.5),
-                     at(0.99), ms.back());
+  auto at = [&](double p) {
+    return ms[std::min(ms.size() - 1, static_cast<size_t>(p * ms.size()))];
+  };
+  return fmt::format("n={} p50_ms={:.1f} p99_ms={:.1f} max_ms={:.1f}", ms.size(), at(0.5), at(0.99),
+                     ms.back());
 }
 
 int Main(int argc, char** argv) {
@@ -79,8 +81,8 @@ int Main(int argc, char** argv) {
       run(absl::Milliseconds(idle_ms), &idle_ms_lags);
     }
     std::cout << "slot_ms=" << slot_ms << " steady: " << Summary(steady_ms) << "\n"
-              << "slot_ms=" << slot_ms << " after " << idle_ms << " ms idle: "
-              << Summary(idle_ms_lags) << "\n";
+              << "slot_ms=" << slot_ms << " after " << idle_ms
+              << " ms idle: " << Summary(idle_ms_lags) << "\n";
   }
   std::filesystem::remove_all(dir);
   return exit_code;

@@ -76,6 +76,16 @@ absl::StatusOr<TransactionDelegations> ParseTransactionResponse(std::string_view
       if (absl::Status s = ReadKeys(loaded, "writable", &keys); !s.ok()) return s;
       if (absl::Status s = ReadKeys(loaded, "readonly", &keys); !s.ok()) return s;
     }
+    simdjson::ondemand::array balances;
+    if (meta.find_field_unordered("postBalances").get_array().get(balances) == simdjson::SUCCESS) {
+      for (auto balance : balances) {
+        uint64_t lamports = 0;
+        if (balance.get_uint64().get(lamports) != simdjson::SUCCESS) {
+          return Malformed("meta.postBalances holds something other than lamports");
+        }
+        out.post_balances.push_back(lamports);
+      }
+    }
   }
   const Pubkey program = DelegationProgramId();
   for (const CompiledInstruction& ix : tx->instructions) {
@@ -86,7 +96,15 @@ absl::StatusOr<TransactionDelegations> ParseTransactionResponse(std::string_view
       out.instructions.push_back(*std::move(decoded));
     }
   }
+  out.account_keys = std::move(keys);
   return out;
+}
+
+std::optional<uint64_t> TransactionDelegations::PostBalanceOf(const Pubkey& account) const {
+  for (size_t i = 0; i < account_keys.size() && i < post_balances.size(); ++i) {
+    if (account_keys[i] == account) return post_balances[i];
+  }
+  return std::nullopt;
 }
 
 }  // namespace switchyard

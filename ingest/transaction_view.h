@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -16,6 +17,13 @@ struct TransactionDelegations {
   Signature signature;
   bool failed = false;  // meta.err was set: the instructions had no effect
   std::vector<DelegationInstruction> instructions;  // Delegate and Undelegate only
+  // The full account list (static keys, then loaded writable and read-only addresses) and
+  // meta.postBalances in its order (empty when the node did not send them).
+  std::vector<Pubkey> account_keys;
+  std::vector<uint64_t> post_balances;
+
+  // The lamports `account` held after the transaction, when the answer said.
+  std::optional<uint64_t> PostBalanceOf(const Pubkey& account) const;
 };
 
 // Parses a JSON-RPC response to getTransaction(signature, {"encoding":"base64",

@@ -44,6 +44,35 @@ std::optional<std::string> NodeErrorOf(std::string_view body) {
 
 }  // namespace
 
+std::optional<DelegationRecord> BaseLayerWatcher::RecordInAccountInfo(std::string_view body) {
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(body);
+  simdjson::ondemand::document doc;
+  std::string_view data_text;
+  simdjson::ondemand::array data;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS ||
+      doc.find_field_unordered("result")
+              .find_field_unordered("value")
+              .find_field_unordered("data")
+              .get_array()
+              .get(data) != simdjson::SUCCESS ||
+      data.at(0).get_string().get(data_text) != simdjson::SUCCESS) {
+    return std::nullopt;  // no such account (a null value)
+  }
+  absl::StatusOr<std::string> bytes = Base64Decode(data_text);
+  if (!bytes.ok()) {
+    CountMalformed("delegation record", "account data that is not base64");
+    return std::nullopt;
+  }
+  absl::StatusOr<DelegationRecord> record = DecodeDelegationRecord(
+      std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
+  if (!record.ok()) {
+    CountMalformed("delegation record", std::string(record.status().message()));
+    return std::nullopt;
+  }
+  return *record;
+}
+
 WatcherMetrics::WatcherMetrics(MetricsRegistry& r)
     : events_written(r.AddCounter("switchyard_ingest_events_written_total",
                                   "Delegation events written to the log")),
@@ -368,33 +397,24 @@ absl::Status BaseLayerWatcher::HandleLogs(const std::string& signature) {
       events.emplace_back(UndelegatedEvent{ix.delegated_account, tx->slot, tx->signature});
       continue;
     }
-    // A Delegate: the record holds what the event needs.
+    // A Delegate: the record holds what the event needs, if it is still this delegation's.
+    // A record gone (undelegated since) or newer (delegated again since) is not; the
+    // transaction then says what the record held, so that the slots before the later change
+    // are right too.
     ASSIGN_OR_RETURN(
         std::string body,
         CallBase("getAccountInfo",
                  fmt::format(R"(["{}",{{"encoding":"base64","commitment":"confirmed"}}])",
                              DelegationRecordPda(ix.delegated_account).ToBase58())));
-    simdjson::ondemand::parser parser;
-    simdjson::padded_string padded(body);
-    simdjson::ondemand::document doc;
-    std::string_view data_text;
-    simdjson::ondemand::array data;
-    if (parser.iterate(padded).get(doc) != simdjson::SUCCESS ||
-        doc.find_field_unordered("result")
-                .find_field_unordered("value")
-                .find_field_unordered("data")
-                .get_array()
-                .get(data) != simdjson::SUCCESS ||
-        data.at(0).get_string().get(data_text) != simdjson::SUCCESS) {
-      continue;  // the record is gone already (undelegated since): nothing to write
-    }
-    absl::StatusOr<std::string> bytes = Base64Decode(data_text);
-    if (!bytes.ok()) continue;
-    absl::StatusOr<DelegationRecord> record = DecodeDelegationRecord(
-        std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
-    if (!record.ok()) {
-      CountMalformed("delegation record", std::string(record.status().message()));
-      continue;
+    std::optional<DelegationRecord> record = RecordInAccountInfo(body);
+    if (!record || record->delegation_slot != tx->slot) {
+      DelegationRecord from_transaction;
+      from_transaction.authority = ix.validator.value_or(Pubkey());
+      from_transaction.owner = ix.owner_program;
+      from_transaction.delegation_slot = tx->slot;
+      from_transaction.lamports = tx->PostBalanceOf(ix.delegated_account).value_or(0);
+      from_transaction.commit_frequency_ms = ix.commit_frequency_ms;
+      record = from_transaction;
     }
     DelegatedEvent event;
     event.account = ix.delegated_account;

@@ -110,6 +110,9 @@ class BaseLayerWatcher {
   absl::Status HandleMessage(std::string_view message);
   absl::Status HandleProgramAccount(const Pubkey& pubkey, std::string data);
   absl::Status HandleLogs(const std::string& signature);
+  // The delegation record in a getAccountInfo answer; nullopt when there is none (counted
+  // as malformed when the account is there but is no record).
+  std::optional<DelegationRecord> RecordInAccountInfo(std::string_view body);
   // Writes the buffered events and SlotSealed(slot) in one append, and waits for the acks.
   absl::Status Seal(Slot slot);
   // Buffers the events that change the view; they go out with the next seal or marker.

@@ -33,10 +33,10 @@
 #include "solana/delegation.h"
 #include "solana/transaction.h"
 #include "tests/api/test_support.h"
-#include "tests/support/test_transactions.h"
 #include "tests/localnet/test_clients.h"
 #include "tests/support/localnet_process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_transactions.h"
 
 namespace switchyard {
 namespace {

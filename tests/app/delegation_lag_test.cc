@@ -3,9 +3,10 @@
 // torn down and the routing went on from a frozen state. The base here closes idle
 // connections after 5 s (its default); each round is idle for 6 s and then delegates a new
 // account, which must be routed to its ER within 1 s of its confirmation on base.
+#include "tests/support/delegation_lag.h"
+
 #include <gtest/gtest.h>
 
-#include "tests/support/delegation_lag.h"
 #include "tests/support/temp_dir.h"
 
 namespace switchyard {

@@ -28,20 +28,20 @@
 #include "solana/transaction.h"
 #include "tests/localnet/test_clients.h"
 #include "tests/support/subprocess.h"
-#include "tests/support/test_transactions.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_transactions.h"
 
 namespace switchyard {
 namespace {
 
 using namespace std::chrono_literals;
 using localnet::testing::HttpClient;
-using testing::RunCommand;
-using testing::StartProcess;
-using testing::TempDir;
 using testing::DelegateTransaction;
 using testing::Keypair;
 using testing::MakeKeypair;
+using testing::RunCommand;
+using testing::StartProcess;
+using testing::TempDir;
 using testing::TransferTransaction;
 
 constexpr std::string_view kSystemProgram = "11111111111111111111111111111111";

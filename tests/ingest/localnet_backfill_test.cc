@@ -73,6 +73,7 @@ TEST(LocalnetBackfillTest, ProgramAccountsAndTransactionsMatchTheGroundTruth) {
   ASSERT_FALSE(sigs.empty());
   size_t delegates = 0;
   size_t undelegates = 0;
+  size_t delegates_matched = 0;
   for (const std::string& sig : sigs) {
     auto tx = client.Post(Request(
         "getTransaction",
@@ -83,9 +84,22 @@ TEST(LocalnetBackfillTest, ProgramAccountsAndTransactionsMatchTheGroundTruth) {
     EXPECT_EQ(parsed->signature.ToBase58(), sig);
     EXPECT_FALSE(parsed->failed);
     ASSERT_FALSE(parsed->instructions.empty());
+    EXPECT_EQ(parsed->post_balances.size(), parsed->account_keys.size());
     for (const DelegationInstruction& ix : parsed->instructions) {
-      if (ix.kind == DelegationInstructionKind::kDelegate) ++delegates;
       if (ix.kind == DelegationInstructionKind::kUndelegate) ++undelegates;
+      if (ix.kind != DelegationInstructionKind::kDelegate) continue;
+      ++delegates;
+      // What the transaction says of a delegation equals the record it made (the watcher
+      // writes it from the transaction when the record has changed since).
+      ASSERT_TRUE(parsed->PostBalanceOf(ix.delegated_account).has_value());
+      for (const DelegatedEvent& d : delegations) {
+        if (d.account != ix.delegated_account || d.slot != parsed->slot) continue;
+        ++delegates_matched;
+        EXPECT_EQ(d.validator, ix.validator.value_or(Pubkey()));
+        EXPECT_EQ(d.owner_program, ix.owner_program);
+        EXPECT_EQ(d.lamports, *parsed->PostBalanceOf(ix.delegated_account));
+        EXPECT_EQ(d.commit_frequency_ms, ix.commit_frequency_ms);
+      }
     }
   }
   ASSERT_EQ(kill(pid, SIGTERM), 0);
@@ -103,6 +117,7 @@ TEST(LocalnetBackfillTest, ProgramAccountsAndTransactionsMatchTheGroundTruth) {
   EXPECT_EQ(counters.records_malformed, 0u);
   EXPECT_GT(delegates, 0u);
   EXPECT_GT(undelegates, 0u);
+  EXPECT_GT(delegates_matched, 0u);
 }
 
 }  // namespace

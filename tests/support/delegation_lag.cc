@@ -77,8 +77,8 @@ struct DelegationLagHarness::Impl {
 
   absl::StatusOr<uint16_t> StartLocalnet(const std::string& name, std::vector<std::string> args) {
     const std::string ready = options.work_dir + "/" + name + ".ready";
-    args.insert(args.begin(), {options.localnet_binary, "--port", "0", "--threads", "1",
-                               "--ready-file", ready});
+    args.insert(args.begin(),
+                {options.localnet_binary, "--port", "0", "--threads", "1", "--ready-file", ready});
     const pid_t pid = StartProcess(args);
     if (pid <= 0) return absl::InternalError("cannot start " + name);
     processes.push_back(pid);
@@ -132,7 +132,8 @@ absl::StatusOr<std::unique_ptr<DelegationLagHarness>> DelegationLagHarness::Star
   s.base_port = *base_port;
   const std::string base_url = fmt::format("http://127.0.0.1:{}", s.base_port);
   absl::StatusOr<uint16_t> er_port = s.StartLocalnet(
-      "er", {"--er", "--identity", s.er_identity.ToBase58(), "--base", base_url, "--slot-ms", "50"});
+      "er",
+      {"--er", "--identity", s.er_identity.ToBase58(), "--base", base_url, "--slot-ms", "50"});
   if (!er_port.ok()) return er_port.status();
 
   const std::string config = s.options.work_dir + "/serve.toml";
@@ -178,8 +179,8 @@ absl::StatusOr<absl::Duration> DelegationLagHarness::Round(absl::Duration idle,
   simdjson::dom::parser parser;
   std::string_view signature;
   if (!sent || parser.parse(*sent)["result"].get_string().get(signature) != simdjson::SUCCESS) {
-    return absl::UnavailableError(fmt::format("the Delegate was not accepted: {}",
-                                              sent.value_or("no answer")));
+    return absl::UnavailableError(
+        fmt::format("the Delegate was not accepted: {}", sent.value_or("no answer")));
   }
   const std::string statuses =
       Request("getSignatureStatuses", fmt::format(R"([["{}"]])", signature));
@@ -205,8 +206,9 @@ absl::StatusOr<absl::Duration> DelegationLagHarness::Round(absl::Duration idle,
     } else {
       std::optional<std::string> answer = s.router->Post(delegation_status);
       bool delegated = false;
-      if (answer && parser.parse(*answer)["result"]["isDelegated"].get_bool().get(delegated) ==
-                        simdjson::SUCCESS &&
+      if (answer &&
+          parser.parse(*answer)["result"]["isDelegated"].get_bool().get(delegated) ==
+              simdjson::SUCCESS &&
           delegated) {
         const auto routed = SteadyClock::now();
         // The ER shows an account delegated to it with its original owner; base shows the
@@ -220,8 +222,7 @@ absl::StatusOr<absl::Duration> DelegationLagHarness::Round(absl::Duration idle,
         }
         if (owner != kSystemProgram) {
           return absl::InternalError(fmt::format(
-              "getAccountInfo of a delegated account was not answered by its ER: owner {}",
-              owner));
+              "getAccountInfo of a delegated account was not answered by its ER: owner {}", owner));
         }
         return absl::FromChrono(routed - *confirmed);
       }
