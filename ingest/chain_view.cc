@@ -103,18 +103,24 @@ std::vector<DelegatedEvent> DelegationsOf(const ProgramAccountsSnapshot& snapsho
       if (counters != nullptr) ++counters->records_malformed;
       continue;
     }
-    DelegatedEvent e;
-    e.account = account.pubkey;
-    e.validator = record->authority;
-    e.owner_program = record->owner;
-    e.slot = record->delegation_slot;
-    e.lamports = record->lamports;
-    e.commit_frequency_ms = record->commit_frequency_ms;
-    out.push_back(e);
+    out.push_back(DelegatedEventOf(account.pubkey, *record));
   }
   std::sort(out.begin(), out.end(),
             [](const DelegatedEvent& a, const DelegatedEvent& b) { return a.account < b.account; });
   return out;
+}
+
+DelegatedEvent DelegatedEventOf(const Pubkey& account, const DelegationRecord& record,
+                                const Signature& signature) {
+  DelegatedEvent event;
+  event.account = account;
+  event.validator = record.authority;
+  event.owner_program = record.owner;
+  event.slot = record.delegation_slot;
+  event.lamports = record.lamports;
+  event.commit_frequency_ms = record.commit_frequency_ms;
+  event.signature = signature;
+  return event;
 }
 
 std::vector<Event> Reconcile(const std::map<Pubkey, AccountState>& state,

@@ -11,6 +11,7 @@
 #include "common/slot.h"
 #include "engine/account_state.h"
 #include "engine/event.h"
+#include "solana/delegation.h"
 
 namespace switchyard {
 
@@ -37,6 +38,10 @@ absl::StatusOr<ProgramAccountsSnapshot> ParseProgramAccountsResponse(std::string
 struct ChainViewCounters {
   uint64_t records_malformed = 0;  // a record PDA whose data is not a delegation record
 };
+
+// The Delegated event a delegation record of `account` stands for.
+DelegatedEvent DelegatedEventOf(const Pubkey& account, const DelegationRecord& record,
+                                const Signature& signature = Signature());
 
 // The delegations the program's accounts describe: every account owned by the delegation
 // program whose delegation-record PDA is among the accounts and holds a valid record. Pure.

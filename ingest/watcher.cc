@@ -358,14 +358,7 @@ absl::Status BaseLayerWatcher::HandleProgramAccount(const Pubkey& pubkey, std::s
     record = it->second;
     account = pubkey;
   }
-  DelegatedEvent event;
-  event.account = account;
-  event.validator = record->authority;
-  event.owner_program = record->owner;
-  event.slot = record->delegation_slot;
-  event.lamports = record->lamports;
-  event.commit_frequency_ms = record->commit_frequency_ms;
-  return Write({event});
+  return Write({DelegatedEventOf(account, *record)});
 }
 
 absl::Status BaseLayerWatcher::HandleLogs(const std::string& signature) {
@@ -416,15 +409,7 @@ absl::Status BaseLayerWatcher::HandleLogs(const std::string& signature) {
       from_transaction.commit_frequency_ms = ix.commit_frequency_ms;
       record = from_transaction;
     }
-    DelegatedEvent event;
-    event.account = ix.delegated_account;
-    event.validator = record->authority;
-    event.owner_program = record->owner;
-    event.slot = record->delegation_slot;
-    event.lamports = record->lamports;
-    event.commit_frequency_ms = record->commit_frequency_ms;
-    event.signature = tx->signature;
-    events.emplace_back(event);
+    events.emplace_back(DelegatedEventOf(ix.delegated_account, *record, tx->signature));
   }
   return Write(events);
 }
