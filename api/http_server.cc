@@ -12,7 +12,7 @@
 #include <deque>
 
 #include "absl/strings/ascii.h"
-#include "api/internal/asio_time.h"
+#include "common/clock.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -24,8 +24,6 @@ using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
 namespace {
-
-using api_internal::ToChrono;
 
 std::string ErrorBody(int code, std::string_view message) {
   return fmt::format(R"({{"jsonrpc":"2.0","error":{{"code":{},"message":"{}"}},"id":null}})", code,

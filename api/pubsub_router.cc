@@ -13,18 +13,17 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/notification.h"
-#include "api/internal/asio_time.h"
 #include "api/internal/raw_json.h"
 #include "api/jsonrpc.h"
 #include "api/route_decision.h"
 #include "api/rpc_merge.h"
+#include "common/clock.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
 namespace switchyard {
 
 namespace asio = boost::asio;
-using api_internal::ToChrono;
 
 namespace {
 

@@ -11,9 +11,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/notification.h"
-#include "api/internal/asio_time.h"
 #include "api/jsonrpc.h"
 #include "api/pubsub_json.h"
+#include "common/clock.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
@@ -24,7 +24,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
-using api_internal::ToChrono;
 using boost::system::error_code;
 
 struct PubsubServer::Worker {

@@ -12,7 +12,7 @@
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
 
-#include "api/internal/asio_time.h"
+#include "common/clock.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -22,7 +22,6 @@ namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
-using api_internal::ToChrono;
 using boost::system::error_code;
 
 absl::StatusOr<WsEndpoint> ParseWsUrl(std::string_view url) {

@@ -13,7 +13,7 @@
 #include <optional>
 
 #include "absl/strings/numbers.h"
-#include "api/internal/asio_time.h"
+#include "common/clock.h"
 #include "common/socket_liveness.h"
 #include "fmt/format.h"
 
@@ -25,8 +25,6 @@ namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
-
-using api_internal::ToChrono;
 
 // One keep-alive connection to one endpoint. Lives on one worker's thread.
 class UpstreamPool::Connection : public std::enable_shared_from_this<UpstreamPool::Connection> {

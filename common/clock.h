@@ -1,11 +1,19 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 #include "absl/time/time.h"
 
 namespace switchyard {
+
+// An absl::Duration as the steady-clock duration that Asio timers, Beast streams and
+// std::chrono deadlines take.
+inline std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      absl::ToChronoNanoseconds(d));
+}
 
 // The source of time. Components take a Clock so that tests can drive time by hand.
 // Implementations are thread-safe.

@@ -15,6 +15,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
+#include "common/clock.h"
 #include "common/socket_liveness.h"
 #include "common/status.h"
 
@@ -30,11 +31,6 @@ using tcp = net::ip::tcp;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 constexpr uint64_t kMaxResponseBytes = 256ull << 20;  // a getProgramAccounts of a big program
-
-std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      absl::ToChronoNanoseconds(d));
-}
 
 // Runs the io_context until `done` or the deadline; returns false on timeout.
 bool RunUntil(net::io_context& ioc, const bool& done, absl::Duration timeout) {

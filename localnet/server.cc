@@ -13,6 +13,7 @@
 #include <optional>
 #include <utility>
 
+#include "common/clock.h"
 #include "fmt/format.h"
 
 namespace switchyard::localnet {
@@ -24,8 +25,6 @@ namespace http = beast::http;
 namespace websocket = beast::websocket;
 using tcp = net::ip::tcp;
 using error_code = boost::system::error_code;
-
-std::chrono::nanoseconds ToChrono(absl::Duration d) { return absl::ToChronoNanoseconds(d); }
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
