@@ -9,6 +9,43 @@ import path from 'node:path';
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+// Polls `condition` until it returns something truthy (which it returns) or `timeoutMs` ends.
+export async function waitFor(what, condition, timeoutMs = 20000, intervalMs = 25) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await condition();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+// One JSON-RPC call over HTTP; a JSON-RPC error is thrown.
+export async function rawCall(url, method, params = []) {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
+  const body = await response.json();
+  if (body.error) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
+  return body.result;
+}
+
+// SIGTERM to a child (or to `proc.child`), SIGKILL after 5 s; resolves to its exit code or
+// signal (null when there is no child).
+export async function stop(proc) {
+  if (!proc) return null;
+  const child = proc.child ?? proc;
+  if (child.exitCode !== null || child.signalCode !== null) return child.exitCode ?? child.signalCode;
+  const exited = new Promise((resolve) => child.once('exit', (code, sig) => resolve(code ?? sig)));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+  const result = await exited;
+  clearTimeout(timer);
+  return result;
+}
+
 const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => fs.existsSync(p));
 
 // `prefix` names the temporary directory. Returns the directory, the started children,

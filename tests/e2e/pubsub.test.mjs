@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import bs58 from 'bs58';
 import web3 from '@solana/web3.js';
-import { processSet, sleep } from './processes.mjs';
+import { processSet, rawCall, sleep, stop, waitFor } from './processes.mjs';
 import sdk from '@magicblock-labs/ephemeral-rollups-sdk';
 
 const {
@@ -80,37 +80,6 @@ async function startSwitchyard(base, er, identity) {
     upgrade: `ws://127.0.0.1:${info.api}`,
     admin: `http://127.0.0.1:${info.admin}`,
   };
-}
-
-async function stop(child) {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return child?.exitCode;
-  const exited = new Promise((resolve) => child.once('exit', (code, sig) => resolve(code ?? sig)));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-  const code = await exited;
-  clearTimeout(timer);
-  return code;
-}
-
-async function rpc(url, method, params = []) {
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-  });
-  const body = await response.json();
-  if (body.error) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
-  return body.result;
-}
-
-async function waitFor(what, condition, timeoutMs = 20000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await condition();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
 }
 
 async function metric(admin, series) {
@@ -212,14 +181,14 @@ describe('web3.js subscriptions through switchyard serve', () => {
     }
     for (const account of [alice, bob]) {
       await waitFor('ingest of the delegation', async () =>
-        (await rpc(sy.http, 'getDelegationStatus', [account.publicKey.toBase58()])).isDelegated);
+        (await rawCall(sy.http, 'getDelegationStatus', [account.publicKey.toBase58()])).isDelegated);
     }
     await waitFor('the switch to the ER',
       async () => (await metric(sy.admin, 'switchyard_pubsub_switches_total')) >= 1);
 
     // 3. On the ER, through Switchyard: routed there by the delegation, confirmed by the ER.
     // Its blockhash must be the ER's: asked of the router as MagicBlock's SDK asks it.
-    const erBlockhash = await rpc(sy.http, 'getBlockhashForAccounts',
+    const erBlockhash = await rawCall(sy.http, 'getBlockhashForAccounts',
       [[alice.publicKey.toBase58(), bob.publicKey.toBase58()]]);
     const onEr = new Transaction().add(transfer(alice, bob, 100));
     onEr.recentBlockhash = erBlockhash.blockhash;
@@ -230,7 +199,7 @@ describe('web3.js subscriptions through switchyard serve', () => {
       ...erBlockhash,
     }, { commitment: 'confirmed' });
     await waitFor('the ER change', () => seen.some((s) => s.lamports === 5_000_900));
-    const erInfo = await rpc(er.http, 'getBalance', [alice.publicKey.toBase58()]);
+    const erInfo = await rawCall(er.http, 'getBalance', [alice.publicKey.toBase58()]);
     assert.equal(erInfo.value, 5_000_900);
 
     // Every value once, in the order the chains went through them: base's, the delegation on

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import web3 from '@solana/web3.js';
 import bs58 from 'bs58';
 import sdk from '@magicblock-labs/ephemeral-rollups-sdk';
-import { processSet, sleep } from './processes.mjs';
+import { processSet, rawCall, sleep, stop, waitFor } from './processes.mjs';
 
 const { Connection, Keypair, LAMPORTS_PER_SOL, SystemProgram, Transaction } = web3;
 
@@ -42,16 +42,6 @@ const ACCOUNT_LAMPORTS = 5_000_000;
 // Issue 12 item 4: a delegation confirmed on base is routed to its ER within this.
 const ROUTING_LAG_BOUND_MS = 1000;
 
-async function waitFor(what, condition, timeoutMs = 15000, intervalMs = 20) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await condition();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(intervalMs);
-  }
-}
-
 async function readReadyFile(child, file, timeoutMs = 20000) {
   return waitFor(`${child.name} ready file`, () => {
     if (child.exitCode !== null || child.signalCode !== null) {
@@ -64,17 +54,6 @@ async function readReadyFile(child, file, timeoutMs = 20000) {
       return null;
     }
   }, timeoutMs);
-}
-
-async function rawCall(url, method, params = []) {
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-  });
-  const body = await response.json();
-  if (body.error) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
-  return body.result;
 }
 
 // A port P with P+1 free too (the ER serves WebSockets on its HTTP port + 1). Another process
@@ -246,17 +225,6 @@ async function startSwitchyard(base, er) {
     }
   }, 20000, 50);
   return sy;
-}
-
-async function stop(proc) {
-  const child = proc?.child ?? proc;
-  if (!child || child.exitCode !== null || child.signalCode !== null) return child?.exitCode;
-  const exited = new Promise((resolve) => child.once('exit', (code, sig) => resolve(code ?? sig)));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-  const code = await exited;
-  clearTimeout(timer);
-  return code;
 }
 
 async function confirm(conn, signature) {

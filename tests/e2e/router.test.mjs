@@ -17,7 +17,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import web3 from '@solana/web3.js';
-import { processSet, sleep } from './processes.mjs';
+import { processSet, rawCall, sleep, stop, waitFor } from './processes.mjs';
 import sdk from '@magicblock-labs/ephemeral-rollups-sdk';
 
 const { Connection, Keypair, LAMPORTS_PER_SOL, PublicKey, SystemProgram, Transaction } = web3;
@@ -119,41 +119,8 @@ async function startSwitchyard(base, ers) {
 }
 
 // SIGTERM, then SIGKILL after 5 s; resolves with the exit code (or signal).
-async function stop(proc) {
-  if (!proc) return null;
-  const child = proc.child ?? proc;
-  if (child.exitCode !== null || child.signalCode !== null) return child.exitCode ?? child.signalCode;
-  const exited = new Promise((resolve) => child.once('exit', (code, sig) => resolve(code ?? sig)));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-  const result = await exited;
-  clearTimeout(timer);
-  return result;
-}
-
 // ---------------------------------------------------------------------------------------------
 // RPC helpers.
-
-async function rawCall(url, method, params = []) {
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-  });
-  const body = await response.json();
-  if (body.error) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
-  return body.result;
-}
-
-async function waitFor(what, condition, timeoutMs = 15000, intervalMs = 25) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await condition();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(intervalMs);
-  }
-}
 
 // Polls getSignatureStatuses on `conn` until the signature is confirmed; throws on an error.
 async function confirm(conn, signature) {
