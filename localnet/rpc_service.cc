@@ -521,6 +521,25 @@ class Methods {
     call.Result(value);
   }
 
+  // The transaction encoding of getTransaction and getBlock: json (the default) or base64,
+  // from the config or, in the deprecated form, the second parameter as a bare string. Answers
+  // the call with an error and returns nullopt for any other.
+  static std::optional<std::string_view> TransactionEncodingOf(const Call& call, array params,
+                                                               ConfigView& config) {
+    std::string_view encoding = "json";
+    if (auto second = ParamAt(params, 1); second.has_value() && StringOf(*second)) {
+      encoding = *StringOf(*second);
+    } else if (auto enc = config.String("encoding")) {
+      encoding = *enc;
+    }
+    if (encoding != "json" && encoding != "base64") {
+      call.InvalidParams(fmt::format(
+          "Invalid params: unsupported encoding: {}. Supported encodings: json, base64", encoding));
+      return std::nullopt;
+    }
+    return encoding;
+  }
+
   void GetTransaction(const Call& call, array params) {
     auto text_el = ParamAt(params, 0);
     auto text = text_el ? StringOf(*text_el) : std::nullopt;
@@ -529,17 +548,8 @@ class Methods {
       return call.InvalidParams("Invalid param: Invalid");
     }
     ConfigView config(params, 1);
-    std::string_view encoding = "json";
-    // The second parameter may also be the encoding as a bare string (deprecated form).
-    if (auto second = ParamAt(params, 1); second.has_value() && StringOf(*second)) {
-      encoding = *StringOf(*second);
-    } else if (auto enc = config.String("encoding")) {
-      encoding = *enc;
-    }
-    if (encoding != "json" && encoding != "base64") {
-      return call.InvalidParams(fmt::format(
-          "Invalid params: unsupported encoding: {}. Supported encodings: json, base64", encoding));
-    }
+    std::optional<std::string_view> encoding = TransactionEncodingOf(call, params, config);
+    if (!encoding) return;
     auto max_version = config.U64("maxSupportedTransactionVersion");
     TxRecordRef record = bank_->GetTransaction(sig);
     if (record == nullptr) return call.Result("null");
@@ -549,11 +559,11 @@ class Methods {
                         "Please try the request again with the following configuration "
                         "parameter: \"maxSupportedTransactionVersion\": 0");
     }
-    if (encoding == "base64" && record->message.wire.empty()) {
+    if (*encoding == "base64" && record->message.wire.empty()) {
       return call.InvalidParams("Invalid params: this transaction has no wire form");
     }
     std::string value;
-    AppendTransactionJson(&value, *record, max_version.has_value(), encoding == "base64");
+    AppendTransactionJson(&value, *record, max_version.has_value(), *encoding == "base64");
     call.Result(value);
   }
 
@@ -564,18 +574,10 @@ class Methods {
       return call.InvalidParams("Invalid params: expected a slot");
     }
     ConfigView config(params, 1);
-    std::string_view encoding = "json";
-    if (auto second = ParamAt(params, 1); second.has_value() && StringOf(*second)) {
-      encoding = *StringOf(*second);
-    } else if (auto enc = config.String("encoding")) {
-      encoding = *enc;
-    }
-    if (encoding != "json" && encoding != "base64") {
-      return call.InvalidParams(fmt::format(
-          "Invalid params: unsupported encoding: {}. Supported encodings: json, base64", encoding));
-    }
+    std::optional<std::string_view> encoding = TransactionEncodingOf(call, params, config);
+    if (!encoding) return;
     BlockView view;
-    view.base64 = encoding == "base64";
+    view.base64 = *encoding == "base64";
     view.rewards = config.Bool("rewards").value_or(true);
     const std::string_view details = config.String("transactionDetails").value_or("full");
     if (details == "signatures") {
