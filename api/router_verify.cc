@@ -48,13 +48,6 @@ std::optional<DelegationRecord> RecordOf(std::string_view value) {
   return *record;
 }
 
-// The ER target of a validator; nullopt when it has no configured ER.
-std::optional<std::string> ErOfValidator(const Pubkey& validator, const RoutingTable& routing) {
-  absl::StatusOr<std::string> target = TargetForValidator(validator, validator, routing);
-  if (!target.ok()) return std::nullopt;
-  return *std::move(target);
-}
-
 VerifiedRead ReadOf(std::string_view method) {
   if (method == "getBalance") return VerifiedRead::kGetBalance;
   if (method == "getTokenAccountBalance") return VerifiedRead::kGetTokenAccountBalance;
@@ -119,12 +112,16 @@ void Router::ReadRecords(const std::vector<Pubkey>& accounts, Records done) {
 }
 
 void Router::FindRecordTargets(const std::vector<Pubkey>& accounts, RecordTargets done) {
-  ReadRecords(accounts, [this, count = accounts.size(), done = std::move(done)](
+  ReadRecords(accounts, [this, accounts, done = std::move(done)](
                             absl::StatusOr<std::vector<std::optional<DelegationRecord>>> records) {
-    std::vector<std::optional<std::string>> targets(count);
+    std::vector<std::optional<std::string>> targets(accounts.size());
     if (records.ok()) {
-      for (size_t i = 0; i < count; ++i) {
-        if ((*records)[i]) targets[i] = ErOfValidator((*records)[i]->authority, options_.routing);
+      for (size_t i = 0; i < accounts.size(); ++i) {
+        if (!(*records)[i]) continue;
+        // A validator without a configured ER leaves the account where it was asked.
+        absl::StatusOr<std::string> target =
+            TargetForValidator(accounts[i], (*records)[i]->authority, options_.routing);
+        if (target.ok()) targets[i] = *std::move(target);
       }
     }
     done(std::move(targets));
