@@ -80,6 +80,34 @@ std::map<Pubkey, Pubkey> Delegated(const AccountMap& accounts) {
   return out;
 }
 
+// For a failure message: the accounts whose delegation differs from the ground truth, with
+// the replica's state of each and the events of each in the log.
+std::string Differences(const std::map<Pubkey, Pubkey>& delegated,
+                        const std::map<Pubkey, Pubkey>& truth, const AccountMap& accounts,
+                        const testing::TopicContents& topic) {
+  std::set<Pubkey> differing;
+  for (const auto& [account, validator] : delegated) {
+    auto it = truth.find(account);
+    if (it == truth.end() || it->second != validator) differing.insert(account);
+  }
+  for (const auto& [account, validator] : truth) {
+    if (!delegated.contains(account)) differing.insert(account);
+  }
+  std::string out;
+  int shown = 0;
+  for (const Pubkey& account : differing) {
+    if (++shown > 8) break;
+    const std::optional<AccountState> state = accounts.Find(account);
+    out += fmt::format("{}: replica {} (delegation slot {}, last event slot {}), truth {}\n",
+                       account.ToBase58(),
+                       state && state->delegated ? state->validator.ToBase58() : "undelegated",
+                       state ? state->delegation_slot : 0, state ? state->last_event_slot : 0,
+                       truth.contains(account) ? truth.at(account).ToBase58() : "undelegated");
+    out += testing::AccountEventsText(topic, account);
+  }
+  return fmt::format("{} accounts differ\n{}", differing.size(), out);
+}
+
 class KafkaReplicasTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -198,7 +226,9 @@ class KafkaReplicasTest : public ::testing::Test {
       // The final state is the ground truth's at the applied slot.
       const auto truth = testing::GroundTruthAt(stack_->truth_path(), position.applied_slot);
       EXPECT_FALSE(truth.empty());
-      EXPECT_EQ(Delegated(loaded->accounts), truth) << "at slot " << position.applied_slot;
+      const std::map<Pubkey, Pubkey> delegated = Delegated(loaded->accounts);
+      EXPECT_EQ(delegated, truth) << "at slot " << position.applied_slot << "\n"
+                                  << Differences(delegated, truth, loaded->accounts, *topic);
 
       // Every applied slot on the way has the same digest on every replica, and the digests
       // seen live on /status are the ones stored.

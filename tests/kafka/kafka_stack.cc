@@ -284,4 +284,18 @@ size_t DuplicateAccountEvents(const TopicContents& topic) {
   return duplicates;
 }
 
+std::string AccountEventsText(const TopicContents& topic, const Pubkey& account) {
+  std::string out;
+  for (size_t p = 0; p < topic.partitions.size(); ++p) {
+    const auto& records = topic.partitions[p];
+    for (size_t i = 0; i < records.size(); ++i) {
+      auto event = DecodeEvent(records[i]);
+      if (!event.ok() || AccountOf(*event) == nullptr || *AccountOf(*event) != account) continue;
+      out += fmt::format("  partition {} offset {}: kind {} slot {}\n", p, i,
+                         static_cast<int>(KindOf(*event)), SlotOf(*event));
+    }
+  }
+  return out;
+}
+
 }  // namespace switchyard::testing

@@ -100,6 +100,9 @@ uint64_t AccountEventsBefore(const TopicContents& topic,
                              const std::vector<PartitionCursor>& cursors);
 // Account events that appear more than once, as (kind, account, slot), across the topic.
 size_t DuplicateAccountEvents(const TopicContents& topic);
+// The account events of `account` in the topic, one line each (partition, offset, kind,
+// slot), for failure messages.
+std::string AccountEventsText(const TopicContents& topic, const Pubkey& account);
 
 // Waits until `condition` holds or `deadline` passes; returns whether it held.
 template <typename Condition>
