@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "api/admin_handler.h"
-#include "api/http_server.h"
-#include "api/pubsub_server.h"
-#include "api/router.h"
+#include "api/admin/admin_handler.h"
+#include "api/net/http_server.h"
+#include "api/pubsub/pubsub_server.h"
+#include "api/rpc/router.h"
 #include "engine/fold_runner.h"
 
 namespace switchyard {

@@ -10,12 +10,12 @@
 #include <iostream>
 #include <memory>
 
-#include "api/admin_handler.h"
-#include "api/api_metrics.h"
-#include "api/http_server.h"
-#include "api/pubsub_metrics.h"
-#include "api/pubsub_server.h"
-#include "api/router.h"
+#include "api/admin/admin_handler.h"
+#include "api/metrics/api_metrics.h"
+#include "api/net/http_server.h"
+#include "api/pubsub/pubsub_metrics.h"
+#include "api/pubsub/pubsub_server.h"
+#include "api/rpc/router.h"
 #include "app/ingest_command.h"
 #include "app/log_url.h"
 #include "common/clock.h"

@@ -90,7 +90,7 @@ int Main(int argc, char** argv) {
   if (!watcher.Start().ok()) return 1;
 
   // The base's own announcement of each slot.
-  BaseEndpoint ws{"127.0.0.1", std::to_string(port + 1), "/"};
+  const BaseEndpoint ws = *ParseUrl("ws://127.0.0.1:" + std::to_string(port + 1));
   auto pubsub = BasePubsubConnection::Connect(ws, absl::Seconds(5));
   if (!pubsub.ok()) return 1;
   (void)(*pubsub)->Send(R"({"jsonrpc":"2.0","id":1,"method":"slotSubscribe"})", absl::Seconds(5));

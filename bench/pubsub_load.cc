@@ -41,10 +41,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "api/api_metrics.h"
-#include "api/pubsub_metrics.h"
-#include "api/pubsub_server.h"
-#include "api/router.h"
+#include "api/metrics/api_metrics.h"
+#include "api/pubsub/pubsub_metrics.h"
+#include "api/pubsub/pubsub_server.h"
+#include "api/rpc/router.h"
 #include "common/clock.h"
 #include "common/endian.h"
 #include "common/metrics.h"

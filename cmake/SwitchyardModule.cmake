@@ -1,25 +1,28 @@
-# switchyard_module(NAME <module>
+# switchyard_module(NAME <module>            e.g. engine, or api/routing
 #                   SOURCES <files...>
 #                   MODULES <project modules this one may include>
 #                   THIRD_PARTY <third-party include families this one may include>
-#                   LIBS <link libraries>)
+#                   LIBS <link libraries its headers expose (PUBLIC)>
+#                   PRIVATE_LIBS <link libraries only its sources use>)
 #
-# Declares the static library `switchyard_<module>` (alias `switchyard::<module>`) and a
-# layering check that runs before it compiles: an #include of a project module or of a
-# third-party library that DESIGN.md §2 does not allow for this module fails the build.
+# Declares the static library `switchyard_<module>` (alias `switchyard::<module>`; a `/` in
+# the name becomes `_`: switchyard::api_routing) and a layering check that runs before it
+# compiles: an #include that docs/architecture.md §2 does not allow for this module fails the
+# build (cmake/check_includes.cmake says what is checked).
 set(SWITCHYARD_INCLUDE_CHECK ${CMAKE_CURRENT_LIST_DIR}/check_includes.cmake)
 
 function(switchyard_module)
-  cmake_parse_arguments(ARG "" "NAME" "SOURCES;MODULES;THIRD_PARTY;LIBS" ${ARGN})
-  set(target switchyard_${ARG_NAME})
+  cmake_parse_arguments(ARG "" "NAME" "SOURCES;MODULES;THIRD_PARTY;LIBS;PRIVATE_LIBS" ${ARGN})
+  string(REPLACE "/" "_" id ${ARG_NAME})
+  set(target switchyard_${id})
   add_library(${target} STATIC ${ARG_SOURCES})
-  add_library(switchyard::${ARG_NAME} ALIAS ${target})
+  add_library(switchyard::${id} ALIAS ${target})
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
-  target_link_libraries(${target} PUBLIC ${ARG_LIBS})
+  target_link_libraries(${target} PUBLIC ${ARG_LIBS} PRIVATE ${ARG_PRIVATE_LIBS})
 
   file(GLOB_RECURSE module_files CONFIGURE_DEPENDS
        ${CMAKE_CURRENT_SOURCE_DIR}/*.h ${CMAKE_CURRENT_SOURCE_DIR}/*.cc)
-  set(stamp ${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME}.includes.stamp)
+  set(stamp ${CMAKE_CURRENT_BINARY_DIR}/${id}.includes.stamp)
   string(REPLACE ";" "," modules "${ARG_NAME};${ARG_MODULES}")
   string(REPLACE ";" "," third_party "${ARG_THIRD_PARTY}")
   add_custom_command(

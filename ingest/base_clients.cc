@@ -128,64 +128,6 @@ absl::Status ConnectStream(net::io_context& ioc, Stream& stream,
 
 }  // namespace
 
-absl::StatusOr<BaseEndpoint> ParseBaseUrl(const std::string& url) {
-  struct Scheme {
-    const char* prefix;
-    const char* port;
-    bool tls;
-  };
-  static constexpr Scheme kSchemes[] = {{"http://", "80", false},
-                                        {"https://", "443", true},
-                                        {"ws://", "80", false},
-                                        {"wss://", "443", true}};
-  BaseEndpoint endpoint;
-  std::string rest;
-  std::string default_port;
-  for (const Scheme& scheme : kSchemes) {
-    if (url.rfind(scheme.prefix, 0) == 0) {
-      rest = url.substr(std::string_view(scheme.prefix).size());
-      default_port = scheme.port;
-      endpoint.tls = scheme.tls;
-      break;
-    }
-  }
-  if (default_port.empty()) {
-    return absl::InvalidArgumentError(
-        fmt::format("base URL '{}' must start with http://, https://, ws:// or wss://", url));
-  }
-  const size_t slash = rest.find('/');
-  const std::string authority = rest.substr(0, slash);
-  if (slash != std::string::npos) endpoint.path = rest.substr(slash);
-  const size_t colon = authority.rfind(':');
-  endpoint.host = authority.substr(0, colon);
-  endpoint.explicit_port = colon != std::string::npos;
-  endpoint.port = endpoint.explicit_port ? authority.substr(colon + 1) : default_port;
-  if (endpoint.host.empty() || endpoint.port.empty()) {
-    return absl::InvalidArgumentError(fmt::format("base URL '{}' has no host or port", url));
-  }
-  if (endpoint.port.find_first_not_of("0123456789") != std::string::npos) {
-    return absl::InvalidArgumentError(
-        fmt::format("base URL '{}' has a port that is not a number", url));
-  }
-  return endpoint;
-}
-
-absl::StatusOr<BaseEndpoint> PubsubEndpointFor(const BaseEndpoint& rpc) {
-  BaseEndpoint pubsub = rpc;
-  if (!rpc.explicit_port) return pubsub;
-  int port = 0;
-  try {
-    port = std::stoi(rpc.port);
-  } catch (const std::exception&) {
-    return absl::InvalidArgumentError(fmt::format("base URL port '{}' is not a number", rpc.port));
-  }
-  if (port <= 0 || port >= 65535) {
-    return absl::InvalidArgumentError(
-        fmt::format("base URL port {} leaves no room for pubsub on port + 1", port));
-  }
-  pubsub.port = std::to_string(port + 1);
-  return pubsub;
-}
 
 namespace {
 
@@ -381,9 +323,7 @@ absl::StatusOr<std::unique_ptr<BasePubsubConnection>> BasePubsubConnection::Conn
   auto impl = std::make_unique<Impl>();
   auto results = Resolve(impl->ioc, endpoint);
   if (!results.ok()) return results.status();
-  // The Host header carries the port when it is not the scheme's default.
-  const std::string host =
-      endpoint.explicit_port ? endpoint.host + ":" + endpoint.port : endpoint.host;
+  const std::string host = endpoint.HostHeader();
   auto upgrade = [&](auto& ws) {
     return [&](auto finish) { ws.async_handshake(host, endpoint.path, finish); };
   };

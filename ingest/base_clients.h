@@ -8,22 +8,18 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/metrics.h"
+#include "common/url.h"
 
 namespace switchyard {
 
-// Where a base-layer endpoint is: http://, https://, ws:// or wss:// HOST[:PORT][/PATH].
-struct BaseEndpoint {
-  std::string host;
-  std::string port;
-  std::string path = "/";
-  bool tls = false;            // https or wss
-  bool explicit_port = false;  // the URL named the port
-};
-absl::StatusOr<BaseEndpoint> ParseBaseUrl(const std::string& url);
-
-// The pubsub endpoint Solana clients assume for an RPC URL: the same host and path over
-// ws/wss, on the RPC port + 1 when the URL names a port, else on the scheme's default port.
-absl::StatusOr<BaseEndpoint> PubsubEndpointFor(const BaseEndpoint& rpc);
+// Where a base-layer endpoint is (common/url.h): http://, https://, ws:// or wss://
+// HOST[:PORT][/PATH].
+using BaseEndpoint = Url;
+inline absl::StatusOr<BaseEndpoint> ParseBaseUrl(const std::string& url) { return ParseUrl(url); }
+// The pubsub endpoint Solana clients assume for an RPC URL (PubsubUrlOf).
+inline absl::StatusOr<BaseEndpoint> PubsubEndpointFor(const BaseEndpoint& rpc) {
+  return PubsubUrlOf(rpc);
+}
 
 // How https and wss endpoints are checked: the peer's certificate chain against the
 // system's trust store (or `ca_file`, a PEM bundle, when set) and its name against the host.

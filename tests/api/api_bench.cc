@@ -2,10 +2,10 @@
 // Not a test; run by hand: build/<dir>/tests/api/api_bench
 #include <benchmark/benchmark.h>
 
-#include "api/http_server.h"
-#include "api/jsonrpc.h"
-#include "api/route_decision.h"
-#include "api/router.h"
+#include "api/net/http_server.h"
+#include "api/jsonrpc/jsonrpc.h"
+#include "api/routing/route_decision.h"
+#include "api/rpc/router.h"
 #include "solana/rpc_methods.h"
 #include "tests/api/fake_upstream.h"
 #include "tests/api/test_client.h"

@@ -2,14 +2,13 @@
 // answer merging, upstream URLs, per-call metrics.
 #include <gtest/gtest.h>
 
-#include <boost/asio/io_context.hpp>
 
-#include "api/api_metrics.h"
-#include "api/consistency_gate.h"
-#include "api/lookup_table_cache.h"
-#include "api/rpc_merge.h"
-#include "api/signature_memory.h"
-#include "api/upstream.h"
+#include "api/metrics/api_metrics.h"
+#include "api/routing/consistency_gate.h"
+#include "api/routing/lookup_table_cache.h"
+#include "api/jsonrpc/rpc_merge.h"
+#include "api/routing/signature_memory.h"
+#include "api/upstream/upstream.h"
 #include "fmt/format.h"
 #include "tests/api/test_support.h"
 
@@ -76,31 +75,62 @@ TEST(LookupTableCacheTest, DecodesTableAccounts) {
 }
 
 TEST(ConsistencyGateTest, WakesWaitersInSlotOrderAndTimesOutTheRest) {
-  boost::asio::io_context io_context;
-  ConsistencyGate gate(io_context, 10);
+  ConsistencyGate gate(10);
+  const absl::Duration t0 = absl::Seconds(100);
   std::vector<std::string> events;
-  gate.Wait(100, 100, absl::Seconds(5), [&](bool ok) { events.push_back(fmt::format("a{}", ok)); });
-  gate.Wait(100, 103, absl::Seconds(5), [&](bool ok) { events.push_back(fmt::format("b{}", ok)); });
-  gate.Wait(100, 101, absl::Seconds(5), [&](bool ok) { events.push_back(fmt::format("c{}", ok)); });
-  gate.Wait(100, 200, absl::Milliseconds(1),
-            [&](bool ok) { events.push_back(fmt::format("d{}", ok)); });
+  auto note = [&](const char* name) {
+    return [&events, name](bool ok) { events.push_back(fmt::format("{}{}", name, ok)); };
+  };
+  gate.Wait(100, 100, t0, t0 + absl::Seconds(5), note("a"));
+  gate.Wait(100, 103, t0, t0 + absl::Seconds(5), note("b"));
+  gate.Wait(100, 101, t0, t0 + absl::Seconds(4), note("c"));
+  gate.Wait(100, 200, t0, t0 + absl::Milliseconds(1), note("d"));
   EXPECT_EQ(events, std::vector<std::string>{"atrue"});
+  EXPECT_EQ(gate.waiting(), 3u);
+  ASSERT_TRUE(gate.NextDeadline().has_value());
+  EXPECT_EQ(*gate.NextDeadline(), t0 + absl::Milliseconds(1));
+  gate.Expire(t0);  // nobody's deadline yet
+  EXPECT_EQ(events.size(), 1u);
   gate.OnApplied(103);
   EXPECT_EQ(events, (std::vector<std::string>{"atrue", "ctrue", "btrue"}));
-  io_context.run();  // only d's timer is left
+  gate.Expire(t0 + absl::Milliseconds(1));
   EXPECT_EQ(events.back(), "dfalse");
   EXPECT_EQ(gate.waiting(), 0u);
+  EXPECT_FALSE(gate.NextDeadline().has_value());
 }
 
-TEST(ConsistencyGateTest, FullGateRejectsAtOnce) {
-  boost::asio::io_context io_context;
-  ConsistencyGate gate(io_context, 1);
+TEST(ConsistencyGateTest, ExpiresInDeadlineOrderAndLetsACallbackWaitAgain) {
+  ConsistencyGate gate(10);
+  const absl::Duration t0 = absl::Seconds(1);
+  std::vector<int> expired;
+  gate.Wait(1, 50, t0, t0 + absl::Seconds(3), [&](bool ok) { expired.push_back(ok ? -3 : 3); });
+  gate.Wait(1, 50, t0, t0 + absl::Seconds(1), [&](bool ok) {
+    expired.push_back(ok ? -1 : 1);
+    // Waiting again from a callback: the gate is consistent while it calls back.
+    gate.Wait(1, 60, t0 + absl::Seconds(1), t0 + absl::Seconds(9),
+              [&](bool again) { expired.push_back(again ? 60 : -60); });
+  });
+  gate.Expire(t0 + absl::Seconds(2));
+  EXPECT_EQ(expired, std::vector<int>{1});
+  EXPECT_EQ(*gate.NextDeadline(), t0 + absl::Seconds(3));
+  gate.Expire(t0 + absl::Seconds(3));
+  EXPECT_EQ(expired, (std::vector<int>{1, 3}));
+  gate.OnApplied(60);
+  EXPECT_EQ(expired, (std::vector<int>{1, 3, 60}));
+}
+
+TEST(ConsistencyGateTest, FullGateAndPastDeadlinesRejectAtOnce) {
+  ConsistencyGate gate(1);
+  const absl::Duration t0 = absl::Seconds(1);
   int rejected = 0;
-  gate.Wait(1, 5, absl::Seconds(5), [&](bool ok) { rejected += !ok; });
-  gate.Wait(1, 5, absl::Seconds(5), [&](bool ok) { rejected += !ok; });
+  gate.Wait(1, 5, t0, t0 + absl::Seconds(5), [&](bool ok) { rejected += !ok; });
+  gate.Wait(1, 5, t0, t0 + absl::Seconds(5), [&](bool ok) { rejected += !ok; });
   EXPECT_EQ(rejected, 1);
   gate.Shutdown();
   EXPECT_EQ(rejected, 2);
+  gate.Wait(1, 5, t0, t0, [&](bool ok) { rejected += !ok; });
+  EXPECT_EQ(rejected, 3);
+  EXPECT_EQ(gate.waiting(), 0u);
 }
 
 TEST(RpcMergeTest, AnswerKeepsUpstreamBytesWhenIdsMatch) {

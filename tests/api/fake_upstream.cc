@@ -5,8 +5,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include "api/jsonrpc.h"
-#include "api/rpc_params.h"
+#include "api/jsonrpc/jsonrpc.h"
+#include "api/jsonrpc/rpc_params.h"
 #include "fmt/format.h"
 
 namespace switchyard::api_test {

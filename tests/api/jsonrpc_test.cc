@@ -1,4 +1,4 @@
-#include "api/jsonrpc.h"
+#include "api/jsonrpc/jsonrpc.h"
 
 #include <gtest/gtest.h>
 

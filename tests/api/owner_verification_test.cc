@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "api/api_metrics.h"
-#include "api/http_server.h"
-#include "api/router.h"
+#include "api/metrics/api_metrics.h"
+#include "api/net/http_server.h"
+#include "api/rpc/router.h"
 #include "common/clock.h"
 #include "common/endian.h"
 #include "common/metrics.h"

@@ -1,10 +1,10 @@
-#include "api/pubsub_json.h"
+#include "api/jsonrpc/pubsub_json.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "api/pubsub_upstream.h"
+#include "api/upstream/pubsub_upstream.h"
 
 namespace switchyard {
 namespace {

@@ -19,11 +19,11 @@
 #include <thread>
 #include <vector>
 
-#include "api/api_metrics.h"
-#include "api/http_server.h"
-#include "api/pubsub_metrics.h"
-#include "api/pubsub_server.h"
-#include "api/router.h"
+#include "api/metrics/api_metrics.h"
+#include "api/net/http_server.h"
+#include "api/pubsub/pubsub_metrics.h"
+#include "api/pubsub/pubsub_server.h"
+#include "api/rpc/router.h"
 #include "common/clock.h"
 #include "common/endian.h"
 #include "common/metrics.h"

@@ -1,7 +1,7 @@
 // PubsubUpstream over wss://: a TLS WebSocket server in the test, with a self-signed
 // certificate made on the fly, answers one subscribe call and sends one notification; then
 // it drops the connection, and the upstream reconnects on its own.
-#include "api/pubsub_upstream.h"
+#include "api/upstream/pubsub_upstream.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/upstream.h"
+#include "api/upstream/upstream.h"
 #include "fmt/format.h"
 #include "tests/support/test_certificate.h"
 

@@ -1,4 +1,4 @@
-#include "api/route_decision.h"
+#include "api/routing/route_decision.h"
 
 #include <gtest/gtest.h>
 

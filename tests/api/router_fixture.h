@@ -6,9 +6,9 @@
 #include <memory>
 #include <string>
 
-#include "api/api_metrics.h"
-#include "api/http_server.h"
-#include "api/router.h"
+#include "api/metrics/api_metrics.h"
+#include "api/net/http_server.h"
+#include "api/rpc/router.h"
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "engine/snapshot.h"

@@ -1,0 +1,177 @@
+#pragma once
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "api/net/http_server.h"
+#include "api/upstream/upstream.h"
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "common/slot.h"
+#include "engine/snapshot.h"
+
+namespace switchyard {
+
+// The metrics of the admin side, declared in one place. Built from the process registry,
+// which must outlive it.
+struct AdminMetrics {
+  explicit AdminMetrics(MetricsRegistry& registry);
+  Gauge& base_slot;       // the base layer's slot, as last probed (0: unknown)
+  Gauge& fold_lag_slots;  // base slot - applied slot (0 while the base slot is unknown)
+  Gauge& ready;           // 1 when /ready answers 200
+};
+
+struct UpstreamMonitorOptions {
+  std::vector<UpstreamTarget> targets;  // every target is asked getSlot
+  UpstreamOptions upstream;             // request_timeout bounds each probe
+  absl::Duration interval = absl::Seconds(1);
+  bool needs_tls = false;
+};
+
+// What the monitor last saw of one target. A value type.
+struct UpstreamProbeState {
+  std::string name;
+  std::optional<Slot> slot;  // the last slot it answered, if it ever answered
+  bool healthy = false;      // the last probe succeeded
+  std::string last_error;    // the last probe's error, when it failed
+  uint64_t probes = 0;
+  uint64_t failures = 0;
+};
+
+// Asks every upstream target for getSlot periodically, on its own thread and io_context (off
+// the request path), and keeps what each answered. Owned by the app; Start() and Stop() are
+// called from one control thread; the readers may be called from any thread.
+class UpstreamMonitor {
+ public:
+  UpstreamMonitor(UpstreamMonitorOptions options, MetricsRegistry* registry);
+  ~UpstreamMonitor();
+  UpstreamMonitor(const UpstreamMonitor&) = delete;
+  UpstreamMonitor& operator=(const UpstreamMonitor&) = delete;
+
+  // InvalidArgument when a target cannot be used (a bad URL).
+  absl::Status Start();
+  void Stop();
+
+  // The last slot `target` answered, or nullopt.
+  std::optional<Slot> LastSlot(const std::string& target) const;
+  std::vector<UpstreamProbeState> States() const;
+
+ private:
+  struct Target {
+    std::string name;
+    bool in_flight = false;  // io thread only
+    Gauge* slot = nullptr;
+    Counter* failures = nullptr;
+  };
+  void ProbeAll();
+  void ScheduleNext();
+  void OnAnswer(Target* target, absl::StatusOr<UpstreamResponse> response);
+
+  UpstreamMonitorOptions options_;
+  // The probes' own upstream counters, kept apart from the API's request counters.
+  MetricsRegistry probe_registry_;
+  ApiMetrics probe_metrics_;
+  std::vector<std::unique_ptr<Target>> targets_;  // fixed after construction
+  boost::asio::io_context io_context_;
+  std::unique_ptr<boost::asio::ssl::context> tls_;
+  std::unique_ptr<UpstreamSet> upstreams_;
+  boost::asio::steady_timer timer_{io_context_};
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guard_;
+  bool stopping_ = false;  // io thread only
+  std::thread thread_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, UpstreamProbeState> states_ ABSL_GUARDED_BY(mu_);
+};
+
+// Where the fold stands in one partition of the log, for /status.
+struct PartitionStatus {
+  int32_t partition = 0;
+  int64_t next_offset = 0;  // the first record not yet folded and committed
+  Slot sealed_slot = 0;
+  std::optional<Slot> limbo_since;
+};
+
+struct AdminOptions {
+  std::string base_target = "base";
+  // /ready: the applied slot is at most this many slots behind the base layer's slot.
+  uint64_t ready_max_lag_slots = 32;
+  // How often the partition positions and the fold-lag gauge are refreshed.
+  absl::Duration refresh_interval = absl::Seconds(1);
+};
+
+// Reads the fold's committed partition positions; may block (it reads the state store), so
+// it is called on the AdminContext's own thread only.
+using PartitionStatusSource = std::function<absl::StatusOr<std::vector<PartitionStatus>>()>;
+
+// Readiness as /ready reports it. A value type.
+struct Readiness {
+  bool ready = false;
+  std::optional<Slot> applied_slot;  // nullopt: no state loaded yet
+  std::optional<Slot> base_slot;     // nullopt: the base slot is not known yet
+  std::string reason;                // why not ready
+  // Set while the delegation state is in limbo (a lost base-layer stream, not yet resynced):
+  // still ready, since routing verifies against base meanwhile, but degraded.
+  std::optional<Slot> limbo_since;
+};
+
+// What the admin endpoints share: /health, /ready, /status and /metrics. Owned by the app;
+// it must outlive the HttpServer that serves HandlerFactory(). The snapshot holder, the
+// registry, the monitor and the metrics must outlive it. Start() and Stop() from one control
+// thread; everything else from any thread.
+class AdminContext {
+ public:
+  AdminContext(AdminOptions options, SnapshotHolder* snapshots, const MetricsRegistry* registry,
+               UpstreamMonitor* upstreams, PartitionStatusSource partitions, AdminMetrics* metrics);
+  ~AdminContext();
+
+  // Reads the partition positions once, then refreshes them on a thread until Stop().
+  void Start();
+  void Stop();
+
+  Readiness CheckReady() const;
+  std::string StatusJson() const;
+  std::string Metrics() const { return registry_->RenderPrometheus(); }
+  // Runs one refresh now (the thread does it every refresh_interval).
+  void Refresh();
+
+  // For an HttpServer of its own, on a loopback port.
+  RequestHandlerFactory HandlerFactory();
+
+ private:
+  AdminOptions options_;
+  SnapshotHolder* snapshots_;
+  const MetricsRegistry* registry_;
+  UpstreamMonitor* upstreams_;
+  PartitionStatusSource partitions_source_;
+  AdminMetrics* metrics_;
+  mutable absl::Mutex mu_;
+  std::vector<PartitionStatus> partitions_ ABSL_GUARDED_BY(mu_);
+  std::string partitions_error_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+// Answers GET /health, /ready, /status and /metrics from an AdminContext; anything else 404.
+class AdminHandler : public RequestHandler {
+ public:
+  explicit AdminHandler(const AdminContext* context) : context_(context) {}
+  void Handle(HttpRequest request, Done done) override;
+
+ private:
+  const AdminContext* context_;
+};
+
+}  // namespace switchyard

@@ -1,0 +1,320 @@
+#include "api/jsonrpc/jsonrpc.h"
+
+#include <simdjson.h>
+
+#include "api/jsonrpc/raw_json.h"
+#include "fmt/format.h"
+
+namespace switchyard {
+namespace {
+
+namespace od = simdjson::ondemand;
+using api_internal::RawJson;
+using api_internal::TrimRight;
+
+std::string_view TokenOf(od::value& value) { return value.raw_json_token(); }
+std::string_view TokenOf(od::document& doc) {
+  std::string_view token;
+  if (doc.raw_json_token().get(token)) return {};
+  return token;
+}
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// JSON number grammar (RFC 8259 §6), which simdjson's getters check only up to 64-bit range.
+bool IsJsonNumber(std::string_view s) {
+  size_t i = 0;
+  if (i < s.size() && s[i] == '-') ++i;
+  if (i >= s.size()) return false;
+  if (s[i] == '0') {
+    ++i;
+  } else if (IsDigit(s[i])) {
+    while (i < s.size() && IsDigit(s[i])) ++i;
+  } else {
+    return false;
+  }
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (i >= s.size() || !IsDigit(s[i])) return false;
+    while (i < s.size() && IsDigit(s[i])) ++i;
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (i >= s.size() || !IsDigit(s[i])) return false;
+    while (i < s.size() && IsDigit(s[i])) ++i;
+  }
+  return i == s.size();
+}
+
+// Walks a value completely, so that every byte of it is checked against the JSON grammar
+// (On-Demand only checks what is read).
+template <typename V>
+bool Validate(V& value, size_t depth, size_t max_depth) {
+  if (depth > max_depth) return false;
+  od::json_type type;
+  if (value.type().get(type) != simdjson::SUCCESS) return false;
+  switch (type) {
+    case od::json_type::object: {
+      od::object object;
+      if (value.get_object().get(object) != simdjson::SUCCESS) return false;
+      for (auto field : object) {
+        std::string_view key;
+        if (field.unescaped_key().get(key) != simdjson::SUCCESS) return false;
+        od::value child;
+        if (field.value().get(child) != simdjson::SUCCESS) return false;
+        if (!Validate(child, depth + 1, max_depth)) return false;
+      }
+      return true;
+    }
+    case od::json_type::array: {
+      od::array array;
+      if (value.get_array().get(array) != simdjson::SUCCESS) return false;
+      for (auto element : array) {
+        od::value child;
+        if (element.get(child) != simdjson::SUCCESS) return false;
+        if (!Validate(child, depth + 1, max_depth)) return false;
+      }
+      return true;
+    }
+    case od::json_type::number: {
+      return IsJsonNumber(TrimRight(TokenOf(value)));
+    }
+    case od::json_type::string: {
+      std::string_view text;
+      return value.get_string().get(text) == simdjson::SUCCESS;
+    }
+    case od::json_type::boolean: {
+      bool b;
+      return value.get_bool().get(b) == simdjson::SUCCESS;
+    }
+    case od::json_type::null: {
+      bool is_null = false;
+      return value.is_null().get(is_null) == simdjson::SUCCESS && is_null;
+    }
+  }
+  return false;
+}
+
+absl::Status InvalidRequest(std::string_view why) {
+  return MakeRpcStatus(RpcErrorKind::kInvalidRequest, fmt::format("Invalid request: {}", why));
+}
+
+// Finds minContextSlot in the config objects of a params array (or in a params object).
+std::optional<uint64_t> FindMinContextSlot(const std::string& params) {
+  if (params.find("minContextSlot") == std::string::npos) return std::nullopt;
+  simdjson::padded_string padded(params);
+  od::parser parser;
+  od::document doc;
+  if (parser.iterate(padded).get(doc)) return std::nullopt;
+  auto from_object = [](od::object object) -> std::optional<uint64_t> {
+    uint64_t slot;
+    if (object.find_field_unordered("minContextSlot").get_uint64().get(slot)) return std::nullopt;
+    return slot;
+  };
+  od::json_type type;
+  if (doc.type().get(type)) return std::nullopt;
+  if (type == od::json_type::object) {
+    od::object object;
+    if (doc.get_object().get(object)) return std::nullopt;
+    return from_object(object);
+  }
+  od::array array;
+  if (doc.get_array().get(array)) return std::nullopt;
+  for (auto element : array) {
+    od::object object;
+    if (element.get_object().get(object)) continue;
+    if (auto slot = from_object(object)) return slot;
+  }
+  return std::nullopt;
+}
+
+// Parses one request object from its raw text (already validated JSON).
+RpcCall ParseCall(std::string raw) {
+  RpcCall call;
+  simdjson::padded_string padded(raw);
+  call.raw = std::move(raw);
+  od::parser parser;
+  od::document doc;
+  od::object object;
+  if (parser.iterate(padded).get(doc) || doc.get_object().get(object)) {
+    call.error = InvalidRequest("not an object");
+    return call;
+  }
+  bool has_jsonrpc = false, has_method = false;
+  std::string problem;
+  for (auto field : object) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) {
+      call.error = InvalidRequest("bad key");
+      return call;
+    }
+    od::value child;
+    if (field.value().get(child)) {
+      call.error = InvalidRequest("bad value");
+      return call;
+    }
+    if (key == "jsonrpc") {
+      std::string_view version;
+      if (child.get_string().get(version) || version != "2.0") {
+        problem = "jsonrpc must be \"2.0\"";
+      } else {
+        has_jsonrpc = true;
+      }
+    } else if (key == "id") {
+      std::string id;
+      if (RawJson(child, &id) == simdjson::SUCCESS) call.id = std::move(id);
+    } else if (key == "method") {
+      std::string_view method;
+      if (child.get_string().get(method)) {
+        problem = "method must be a string";
+      } else {
+        call.method.assign(method);
+        has_method = true;
+      }
+    } else if (key == "params") {
+      od::json_type params_type;
+      if (child.type().get(params_type) ||
+          (params_type != od::json_type::array && params_type != od::json_type::object)) {
+        problem = "params must be an array or an object";
+      } else if (RawJson(child, &call.params)) {
+        problem = "bad params";
+      }
+    }
+  }
+  if (problem.empty() && !has_jsonrpc) problem = "missing jsonrpc";
+  if (problem.empty() && !has_method) problem = "missing method";
+  if (!problem.empty()) {
+    call.error = InvalidRequest(problem);
+    return call;
+  }
+  call.min_context_slot = FindMinContextSlot(call.params);
+  return call;
+}
+
+absl::Status ParseError(std::string_view why) {
+  return MakeRpcStatus(RpcErrorKind::kParseError, fmt::format("Parse error: {}", why));
+}
+
+}  // namespace
+
+absl::StatusOr<RpcBody> ParseRpcBody(std::string_view body, const RpcCodecOptions& options) {
+  simdjson::padded_string padded(body);
+  od::parser parser;
+  od::document doc;
+  if (auto e = parser.iterate(padded).get(doc)) return ParseError(simdjson::error_message(e));
+
+  // Pass 1: the grammar of the whole body.
+  od::json_type root_type;
+  if (auto e = doc.type().get(root_type)) return ParseError(simdjson::error_message(e));
+  bool valid = false;
+  if (root_type == od::json_type::object || root_type == od::json_type::array) {
+    od::value root;
+    valid = doc.get_value().get(root) == simdjson::SUCCESS && Validate(root, 0, options.max_depth);
+  } else {
+    valid = Validate(doc, 0, options.max_depth);
+  }
+  if (!valid) return ParseError("invalid JSON");
+  if (root_type != od::json_type::object && root_type != od::json_type::array) {
+    // A scalar: valid only when it is the whole body.
+    std::string_view whole = TrimRight(body);
+    while (!whole.empty() && (whole.front() == ' ' || whole.front() == '\t' ||
+                              whole.front() == '\n' || whole.front() == '\r')) {
+      whole.remove_prefix(1);
+    }
+    if (TrimRight(TokenOf(doc)).size() != whole.size()) return ParseError("invalid JSON");
+    return InvalidRequest("not an object or an array");
+  }
+  const char* trailing = nullptr;
+  if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) {
+    return ParseError("invalid JSON");
+  }
+
+  // Pass 2: the requests.
+  RpcBody result;
+  if (root_type == od::json_type::object) {
+    result.calls.push_back(ParseCall(std::string(TrimRight(body.substr(body.find('{'))))));
+    return result;
+  }
+  if (auto e = parser.iterate(padded).get(doc)) return ParseError(simdjson::error_message(e));
+  od::value root;
+  if (doc.get_value().get(root)) return ParseError("invalid JSON");
+  result.batch = true;
+  od::array array;
+  if (root.get_array().get(array)) return ParseError("invalid JSON");
+  size_t count = 0;
+  if (array.count_elements().get(count)) return ParseError("invalid JSON");
+  if (count == 0) return InvalidRequest("empty batch");
+  if (count > options.max_batch_size) {
+    return InvalidRequest(
+        fmt::format("batch of {} requests exceeds the limit of {}", count, options.max_batch_size));
+  }
+  result.calls.reserve(count);
+  for (auto element : array) {
+    od::value value;
+    std::string raw;
+    if (element.get(value) || RawJson(value, &raw)) return ParseError("invalid JSON");
+    result.calls.push_back(ParseCall(std::move(raw)));
+  }
+  return result;
+}
+
+std::string JsonQuote(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out.push_back('"');
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+std::string RpcResultResponse(std::string_view id_json, std::string_view result_json) {
+  return fmt::format(R"({{"jsonrpc":"2.0","result":{},"id":{}}})", result_json, id_json);
+}
+
+std::string RpcErrorResponse(std::string_view id_json, const RpcError& error) {
+  std::string data;
+  if (error.data_json) data = fmt::format(",\"data\":{}", *error.data_json);
+  return fmt::format(R"({{"jsonrpc":"2.0","error":{{"code":{},"message":{}{}}},"id":{}}})",
+                     error.code, JsonQuote(error.message), data, id_json);
+}
+
+std::string RpcErrorResponse(std::string_view id_json, const absl::Status& status) {
+  return RpcErrorResponse(id_json, RpcErrorFromStatus(status));
+}
+
+std::string JoinBatch(const std::vector<std::string>& answers) {
+  std::string out = "[";
+  for (size_t i = 0; i < answers.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out += answers[i];
+  }
+  out.push_back(']');
+  return out;
+}
+
+}  // namespace switchyard

@@ -1,0 +1,97 @@
+#include "api/jsonrpc/rpc_params.h"
+
+#include <simdjson.h>
+
+#include "api/jsonrpc/raw_json.h"
+#include "api/jsonrpc/rpc_errors.h"
+#include "fmt/format.h"
+
+namespace switchyard {
+namespace {
+
+namespace od = simdjson::ondemand;
+using api_internal::RawJson;
+
+absl::Status InvalidParams(std::string_view why) {
+  return MakeRpcStatus(RpcErrorKind::kInvalidParams, fmt::format("Invalid params: {}", why));
+}
+
+}  // namespace
+
+absl::StatusOr<RpcParams> ParseRpcParams(std::string_view params_json) {
+  RpcParams params;
+  if (params_json.empty()) return params;
+  simdjson::padded_string padded(params_json);
+  od::parser parser;
+  od::document doc;
+  od::array array;
+  if (parser.iterate(padded).get(doc) || doc.get_array().get(array)) {
+    return InvalidParams("expected an array");
+  }
+  for (auto element : array) {
+    od::value value;
+    std::string raw;
+    if (element.get(value) || RawJson(value, &raw)) return InvalidParams("malformed params");
+    params.elements.push_back(std::move(raw));
+  }
+  return params;
+}
+
+absl::StatusOr<std::string> RpcParams::String(size_t i) const {
+  if (i >= elements.size()) return InvalidParams(fmt::format("missing parameter {}", i));
+  simdjson::padded_string padded(elements[i]);
+  od::parser parser;
+  od::document doc;
+  std::string_view text;
+  if (parser.iterate(padded).get(doc) || doc.get_string().get(text)) {
+    return InvalidParams(fmt::format("parameter {} must be a string", i));
+  }
+  return std::string(text);
+}
+
+absl::StatusOr<std::vector<std::string>> RpcParams::StringList(size_t i, size_t max) const {
+  if (i >= elements.size()) return InvalidParams(fmt::format("missing parameter {}", i));
+  simdjson::padded_string padded(elements[i]);
+  od::parser parser;
+  od::document doc;
+  od::array array;
+  if (parser.iterate(padded).get(doc) || doc.get_array().get(array)) {
+    return InvalidParams(fmt::format("parameter {} must be an array of strings", i));
+  }
+  std::vector<std::string> out;
+  for (auto element : array) {
+    std::string_view text;
+    if (element.get_string().get(text)) {
+      return InvalidParams(fmt::format("parameter {} must be an array of strings", i));
+    }
+    if (out.size() == max) {
+      return InvalidParams(fmt::format("Too many inputs provided; max {}", max));
+    }
+    out.emplace_back(text);
+  }
+  return out;
+}
+
+std::optional<std::string> RpcParams::ConfigString(size_t i, std::string_view key) const {
+  if (i >= elements.size()) return std::nullopt;
+  simdjson::padded_string padded(elements[i]);
+  od::parser parser;
+  od::document doc;
+  od::object object;
+  if (parser.iterate(padded).get(doc) || doc.get_object().get(object)) return std::nullopt;
+  std::string_view text;
+  if (object.find_field_unordered(key).get_string().get(text)) return std::nullopt;
+  return std::string(text);
+}
+
+std::string JoinParams(const std::vector<std::string>& elements) {
+  std::string out = "[";
+  for (size_t i = 0; i < elements.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out += elements[i];
+  }
+  out.push_back(']');
+  return out;
+}
+
+}  // namespace switchyard

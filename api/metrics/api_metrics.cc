@@ -1,0 +1,181 @@
+#include "api/metrics/api_metrics.h"
+
+#include <algorithm>
+
+namespace switchyard {
+namespace {
+
+constexpr std::string_view kVerifiedReadNames[kVerifiedReadCount] = {
+    "getAccountInfo", "getBalance", "getTokenAccountBalance", "getMultipleAccounts"};
+
+}  // namespace
+
+ApiMetrics::ApiMetrics(MetricsRegistry& r)
+    : registry(r),
+      connections_accepted(
+          r.AddCounter("switchyard_api_connections_accepted_total", "HTTP connections accepted")),
+      connections_rejected(r.AddCounter("switchyard_api_connections_rejected_total",
+                                        "HTTP connections closed at once: over the limit")),
+      connections_open(r.AddGauge("switchyard_api_connections_open", "Open HTTP connections")),
+      http_requests(r.AddCounter("switchyard_api_http_requests_total", "HTTP requests read")),
+      http_body_too_large(
+          r.AddCounter("switchyard_api_http_body_too_large_total", "HTTP requests answered 413")),
+      http_bad_requests(
+          r.AddCounter("switchyard_api_http_bad_requests_total", "Malformed HTTP requests")),
+      http_timeouts(r.AddCounter("switchyard_api_http_timeouts_total",
+                                 "HTTP connections closed by an idle/header/body/write timeout")),
+      rpc_calls(r.AddCounter("switchyard_api_rpc_calls_total", "JSON-RPC calls")),
+      rpc_errors(r.AddCounter(
+          "switchyard_api_rpc_errors_total",
+          "JSON-RPC calls answered with an error made by the router (its own or an upstream "
+          "failure)")),
+      rpc_split_accounts(r.AddCounter("switchyard_api_split_accounts_total",
+                                      "getMultipleAccounts calls split over several targets")),
+      rpc_signature_fanouts(r.AddCounter("switchyard_api_signature_fanouts_total",
+                                         "Signature lookups sent to base and every ER")),
+      upstream_requests(r.AddCounter("switchyard_api_upstream_requests_total",
+                                     "Requests sent to upstream endpoints")),
+      upstream_failures(r.AddCounter("switchyard_api_upstream_failures_total",
+                                     "Upstream connection errors and timeouts")),
+      upstream_retries(r.AddCounter("switchyard_api_upstream_retries_total",
+                                    "Upstream requests retried on another endpoint")),
+      upstream_stale_retries(r.AddCounter(
+          "switchyard_api_upstream_stale_retries_total",
+          "Reads sent again at once on a new connection: a kept-alive one had been closed by the "
+          "upstream while idle (not counted as failures)")),
+      gate_waits(r.AddCounter("switchyard_api_gate_waits_total",
+                              "Calls that waited for the applied slot to reach their minimum")),
+      gate_rejections(r.AddCounter("switchyard_api_gate_rejections_total",
+                                   "Calls answered 412: minimum slot not reached in time")),
+      owner_reroutes(r.AddCounter("switchyard_api_owner_reroutes_total",
+                                  "Reads re-asked of another target after owner verification")),
+      limbo_transaction_checks(r.AddCounter(
+          "switchyard_api_limbo_transaction_checks_total",
+          "Transactions routed in limbo by the delegation records of their writable accounts, "
+          "read from base")),
+      limbo_transaction_reroutes(r.AddCounter(
+          "switchyard_api_limbo_transaction_reroutes_total",
+          "Transactions routed in limbo to another target than the delegation state named")),
+      lookup_table_fetches(r.AddCounter("switchyard_api_lookup_table_fetches_total",
+                                        "Address lookup tables fetched from base")),
+      rpc_latency_seconds(r.AddHistogram("switchyard_api_rpc_latency_seconds",
+                                         "Time from a whole HTTP request to its answer",
+                                         LatencyBucketsSeconds())) {
+  for (size_t read = 0; read < kVerifiedReadCount; ++read) {
+    for (int to = 0; to < 2; ++to) {
+      owner_reroutes_by_read[read][to] = &r.AddCounter(
+          "switchyard_api_owner_reroutes_by_method_total",
+          "Accounts re-asked of another target after owner verification, by method and by "
+          "where they went",
+          {{"method", std::string(kVerifiedReadNames[read])}, {"to", to == 0 ? "er" : "base"}});
+    }
+  }
+}
+
+UpstreamTargetMetrics ApiMetrics::ForUpstream(std::string_view target) {
+  absl::MutexLock lock(&upstream_mu_);
+  auto [it, inserted] = upstreams_.try_emplace(std::string(target));
+  if (inserted) {
+    const MetricLabels labels = {{"target", std::string(target)}};
+    it->second.requests = &registry.AddCounter(
+        "switchyard_upstream_requests_total",
+        "Requests sent to upstream endpoints (retries included), per upstream group", labels);
+    it->second.errors = &registry.AddCounter(
+        "switchyard_upstream_errors_total",
+        "Upstream requests that failed (connection error, timeout) or answered an HTTP status "
+        "other than 2xx, per upstream group",
+        labels);
+  }
+  return it->second;
+}
+
+std::string_view RpcOutcomeName(RpcOutcome outcome) {
+  switch (outcome) {
+    case RpcOutcome::kOk:
+      return "ok";
+    case RpcOutcome::kRpcError:
+      return "rpc_error";
+    case RpcOutcome::kRouterError:
+      return "router_error";
+    case RpcOutcome::kUpstreamFailure:
+      return "upstream_failure";
+    case RpcOutcome::kRejected:
+      return "rejected";
+  }
+  return "ok";
+}
+
+RpcCallMetrics::RpcCallMetrics(MetricsRegistry* registry, const std::vector<std::string>& methods,
+                               const std::vector<std::string>& upstreams)
+    : registry_(registry) {
+  // The names are collected first and indexed after, so the maps' keys view strings that
+  // no longer move.
+  for (const std::string& method : methods) {
+    if (method == kOtherMethod) continue;
+    if (std::find(methods_.begin(), methods_.end(), method) == methods_.end()) {
+      methods_.push_back(method);
+    }
+  }
+  methods_.emplace_back(kOtherMethod);
+  targets_ = {"router", "split", "fanout"};
+  for (const std::string& target : upstreams) {
+    if (std::find(targets_.begin(), targets_.end(), target) == targets_.end()) {
+      targets_.push_back(target);
+    }
+  }
+  for (size_t i = 0; i < methods_.size(); ++i) method_ids_[methods_[i]] = static_cast<int>(i);
+  for (size_t i = kFanoutTarget + 1; i < targets_.size(); ++i) {
+    target_ids_[targets_[i]] = static_cast<int>(i);
+  }
+  const size_t series = methods_.size() * targets_.size() * kRpcOutcomeCount;
+  requests_ = std::make_unique<std::atomic<Counter*>[]>(series);
+  for (size_t i = 0; i < series; ++i) requests_[i].store(nullptr);
+  latency_ = std::make_unique<std::atomic<Histogram*>[]>(methods_.size());
+  for (size_t i = 0; i < methods_.size(); ++i) latency_[i].store(nullptr);
+}
+
+int RpcCallMetrics::MethodId(std::string_view method) const {
+  auto it = method_ids_.find(method);
+  return it == method_ids_.end() ? static_cast<int>(methods_.size() - 1) : it->second;
+}
+
+int RpcCallMetrics::TargetId(std::string_view target) const {
+  auto it = target_ids_.find(target);
+  return it == target_ids_.end() ? kRouterTarget : it->second;
+}
+
+void RpcCallMetrics::Preregister(int method, int target, RpcOutcome outcome) {
+  RegisterRequests((static_cast<size_t>(method) * targets_.size() + target) * kRpcOutcomeCount +
+                   static_cast<size_t>(outcome));
+}
+
+Counter* RpcCallMetrics::RegisterRequests(size_t index) {
+  absl::MutexLock lock(&register_mu_);
+  if (Counter* existing = requests_[index].load(std::memory_order_acquire)) return existing;
+  const size_t outcome = index % kRpcOutcomeCount;
+  const size_t target = index / kRpcOutcomeCount % targets_.size();
+  const size_t method = index / kRpcOutcomeCount / targets_.size();
+  Counter* counter = &registry_->AddCounter(
+      "switchyard_rpc_requests_total",
+      "JSON-RPC calls (batch elements one by one) by method (\"other\" for methods outside the "
+      "catalogue), the upstream group that answered (router: the router itself; split: parts "
+      "on several groups; fanout: asked of base and every ER) and outcome",
+      {{"method", methods_[method]},
+       {"target", targets_[target]},
+       {"outcome", std::string(RpcOutcomeName(static_cast<RpcOutcome>(outcome)))}});
+  requests_[index].store(counter, std::memory_order_release);
+  return counter;
+}
+
+Histogram* RpcCallMetrics::RegisterLatency(int method) {
+  absl::MutexLock lock(&register_mu_);
+  if (Histogram* existing = latency_[method].load(std::memory_order_acquire)) return existing;
+  Histogram* histogram = &registry_->AddHistogram(
+      "switchyard_rpc_latency_seconds",
+      "Time from the HTTP request to the answer of each JSON-RPC call, by method",
+      LatencyBucketsSeconds(), {{"method", methods_[method]}});
+  latency_[method].store(histogram, std::memory_order_release);
+  return histogram;
+}
+
+}  // namespace switchyard

@@ -1,0 +1,448 @@
+#include "api/net/http_server.h"
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+#include <chrono>
+#include <deque>
+
+#include "absl/strings/ascii.h"
+#include "common/clock.h"
+#include "fmt/format.h"
+
+namespace switchyard {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+std::string ErrorBody(int code, std::string_view message) {
+  return fmt::format(R"({{"jsonrpc":"2.0","error":{{"code":{},"message":"{}"}},"id":null}})", code,
+                     message);
+}
+
+}  // namespace
+
+std::optional<std::string_view> HttpRequest::Header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (key.size() == name.size() &&
+        std::equal(key.begin(), key.end(), name.begin(), [](char a, char b) {
+          return absl::ascii_tolower(static_cast<unsigned char>(a)) ==
+                 absl::ascii_tolower(static_cast<unsigned char>(b));
+        })) {
+      return std::string_view(value);
+    }
+  }
+  return std::nullopt;
+}
+
+struct HttpServer::Worker {
+  asio::io_context io_context{1};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+  std::unique_ptr<RequestHandler> handler;
+  std::vector<std::weak_ptr<Session>> sessions;  // touched only on this worker's thread
+  std::thread thread;
+};
+
+// One client connection. Lives on one worker's thread; every member is touched only there.
+class HttpServer::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, const HttpServerOptions& options, RequestHandler* handler,
+          ApiMetrics* metrics, HttpServer* server)
+      : socket_(std::move(socket)),
+        options_(options),
+        handler_(handler),
+        metrics_(metrics),
+        server_(server),
+        read_timer_(socket_.get_executor()),
+        write_timer_(socket_.get_executor()) {}
+
+  ~Session() {
+    metrics_->connections_open.Add(-1);
+    server_->OnSessionClosed();
+  }
+
+  void Start() { ReadNext(); }
+  void ForceClose() { Close(); }
+
+  // Stops reading; the connection closes once the answers it owes are written.
+  void Drain() {
+    read_closed_ = true;
+    if (phase_ == Phase::kIdle) {
+      error_code ignored;
+      socket_.cancel(ignored);
+    }
+    if (queue_.empty() && !writing_) Close();
+  }
+
+ private:
+  enum class Phase { kNone, kIdle, kHeader, kBody };
+  struct Pending {
+    std::optional<http::response<http::string_body>> response;
+    bool keep_alive = true;
+  };
+
+  void ArmReadTimer(absl::Duration timeout) {
+    read_timer_.expires_after(ToChrono(timeout));
+    read_timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (ec) return;
+      self->metrics_->http_timeouts.Increment();
+      self->Close();
+    });
+  }
+
+  // The idle wait has no deadline while answers are owed: the upstream deadlines bound them.
+  void UpdateIdleTimer() {
+    if (phase_ != Phase::kIdle) return;
+    if (queue_.empty()) {
+      ArmReadTimer(options_.idle_timeout);
+    } else {
+      read_timer_.cancel();
+    }
+  }
+
+  void ReadNext() {
+    if (read_closed_ || closed_ || phase_ != Phase::kNone) return;
+    if (queue_.size() >= options_.max_pipelined) return;  // resumed by WriteNext
+    if (buffer_.size() > 0) {
+      ReadHeader();
+      return;
+    }
+    phase_ = Phase::kIdle;
+    UpdateIdleTimer();
+    socket_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](error_code ec, size_t n) {
+                              self->phase_ = Phase::kNone;
+                              if (ec) {
+                                self->read_closed_ = true;
+                                if (self->queue_.empty()) self->Close();
+                                return;
+                              }
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
+                            });
+  }
+
+  void ReadHeader() {
+    phase_ = Phase::kHeader;
+    parser_.emplace();
+    parser_->body_limit(options_.max_body_bytes);
+    parser_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
+    ArmReadTimer(options_.header_timeout);
+    http::async_read_header(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(error_code ec) {
+    if (ec) {
+      OnReadError(ec);
+      return;
+    }
+    if (server_->upgrade_handler_ && queue_.empty() && !writing_ &&
+        beast::websocket::is_upgrade(parser_->get())) {
+      HandOver();
+      return;
+    }
+    phase_ = Phase::kBody;
+    ArmReadTimer(options_.body_timeout);
+    // A client that asks may wait for "100 Continue" before it sends the body (curl does for
+    // bodies over 1 KiB). Sent only when no answer is being written; otherwise the client
+    // sends the body after its own wait.
+    if (!writing_ && queue_.empty() && !parser_->is_done() &&
+        absl::AsciiStrToLower(std::string(parser_->get()[http::field::expect])) == "100-continue") {
+      writing_ = true;
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      asio::async_write(socket_, asio::buffer(kContinue.data(), kContinue.size()),
+                        [self = shared_from_this()](error_code ec, size_t) {
+                          self->writing_ = false;
+                          if (ec) return self->Close();
+                          self->WriteNext();
+                        });
+    }
+    http::async_read(socket_, buffer_, *parser_,
+                     [self = shared_from_this()](error_code ec, size_t) { self->OnBody(ec); });
+  }
+
+  void OnReadError(error_code ec) {
+    phase_ = Phase::kNone;
+    read_timer_.cancel();
+    if (ec == http::error::body_limit) {
+      metrics_->http_body_too_large.Increment();
+      QueueLocal(413, ErrorBody(-32600, fmt::format("request body exceeds the limit of {} bytes",
+                                                    options_.max_body_bytes)));
+    } else if (ec == http::error::header_limit) {
+      metrics_->http_bad_requests.Increment();
+      QueueLocal(431, ErrorBody(-32600, "request headers too large"));
+    } else if (ec != http::error::end_of_stream && ec != asio::error::eof &&
+               ec != asio::error::operation_aborted && !closed_) {
+      metrics_->http_bad_requests.Increment();
+      QueueLocal(400, ErrorBody(-32600, "malformed HTTP request"));
+    } else {
+      read_closed_ = true;
+      if (queue_.empty() && !writing_) Close();
+    }
+  }
+
+  // Gives the connection to the upgrade handler (bytes read past the request, which a client
+  // does not send before the handshake answer, are dropped).
+  void HandOver() {
+    phase_ = Phase::kNone;
+    read_timer_.cancel();
+    write_timer_.cancel();
+    closed_ = true;
+    read_closed_ = true;
+    HttpRequest request;
+    request.method = std::string(parser_->get().method_string());
+    request.target = std::string(parser_->get().target());
+    for (const auto& field : parser_->get()) {
+      request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    }
+    parser_.reset();
+    server_->upgrade_handler_(std::move(socket_), std::move(request));
+  }
+
+  // Queues an answer the server makes itself, after which the connection closes.
+  void QueueLocal(unsigned status, std::string body) {
+    read_closed_ = true;
+    auto& pending = queue_.emplace_back();
+    pending.keep_alive = false;
+    pending.response.emplace(static_cast<http::status>(status), 11);
+    pending.response->set(http::field::content_type, "application/json");
+    for (auto& [name, value] : handler_->LocalAnswerHeaders()) pending.response->set(name, value);
+    pending.response->body() = std::move(body);
+    pending.response->keep_alive(false);
+    pending.response->prepare_payload();
+    WriteNext();
+  }
+
+  void OnBody(error_code ec) {
+    if (ec) {
+      OnReadError(ec);
+      return;
+    }
+    phase_ = Phase::kNone;
+    read_timer_.cancel();
+    metrics_->http_requests.Increment();
+    http::request<http::string_body> message = parser_->release();
+    parser_.reset();
+    const bool keep_alive = message.keep_alive();
+    const unsigned version = message.version();
+    queue_.emplace_back();
+    Pending* pending = &queue_.back();
+    pending->keep_alive = keep_alive;
+    if (!keep_alive) read_closed_ = true;
+
+    HttpRequest request;
+    request.method = std::string(message.method_string());
+    request.target = std::string(message.target());
+    for (const auto& field : message) {
+      request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    }
+    request.body = std::move(message.body());
+    handler_->Handle(std::move(request), [self = shared_from_this(), pending, keep_alive,
+                                          version](HttpResponse answer) {
+      auto& response = pending->response.emplace(static_cast<http::status>(answer.status), version);
+      response.set(http::field::content_type, answer.content_type);
+      for (auto& [name, value] : answer.headers) response.set(name, value);
+      response.body() = std::move(answer.body);
+      response.keep_alive(keep_alive);
+      response.prepare_payload();
+      self->WriteNext();
+    });
+    ReadNext();
+  }
+
+  void WriteNext() {
+    if (writing_ || closed_ || queue_.empty() || !queue_.front().response) return;
+    writing_ = true;
+    write_timer_.expires_after(ToChrono(options_.write_timeout));
+    write_timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (ec) return;
+      self->metrics_->http_timeouts.Increment();
+      self->Close();
+    });
+    http::async_write(socket_, *queue_.front().response,
+                      [self = shared_from_this()](error_code ec, size_t) { self->OnWritten(ec); });
+  }
+
+  void OnWritten(error_code ec) {
+    writing_ = false;
+    write_timer_.cancel();
+    if (ec) {
+      Close();
+      return;
+    }
+    const bool keep_alive = queue_.front().keep_alive;
+    queue_.pop_front();
+    if (!keep_alive) {
+      error_code ignored;
+      socket_.shutdown(tcp::socket::shutdown_send, ignored);
+      Close();
+      return;
+    }
+    if (queue_.empty() && read_closed_ && phase_ == Phase::kNone) {
+      Close();
+      return;
+    }
+    WriteNext();
+    UpdateIdleTimer();
+    ReadNext();
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    read_timer_.cancel();
+    write_timer_.cancel();
+    error_code ignored;
+    socket_.close(ignored);
+  }
+
+  tcp::socket socket_;
+  const HttpServerOptions& options_;
+  RequestHandler* handler_;
+  ApiMetrics* metrics_;
+  HttpServer* server_;
+  asio::steady_timer read_timer_;
+  asio::steady_timer write_timer_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::deque<Pending> queue_;  // deque: pointers to elements stay valid across push/pop
+  Phase phase_ = Phase::kNone;
+  bool writing_ = false;
+  bool read_closed_ = false;
+  bool closed_ = false;
+};
+
+HttpServer::HttpServer(HttpServerOptions options, RequestHandlerFactory factory,
+                       ApiMetrics* metrics)
+    : options_(std::move(options)), factory_(std::move(factory)), metrics_(metrics) {
+  size_t threads = options_.threads;
+  if (threads == 0) threads = std::max<size_t>(1, std::thread::hardware_concurrency());
+  for (size_t i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>());
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+asio::io_context& HttpServer::worker_context(size_t i) { return workers_[i]->io_context; }
+
+absl::Status HttpServer::Start() {
+  if (started_) return absl::FailedPreconditionError("HttpServer already started");
+  error_code ec;
+  const asio::ip::address address = asio::ip::make_address(options_.address, ec);
+  if (ec) return absl::InvalidArgumentError(fmt::format("bad listen address {}", options_.address));
+  acceptor_ = std::make_unique<tcp::acceptor>(workers_[0]->io_context);
+  const tcp::endpoint endpoint(address, options_.port);
+  acceptor_->open(endpoint.protocol(), ec);
+  if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_->bind(endpoint, ec);
+  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(
+        fmt::format("cannot listen on {}:{}: {}", options_.address, options_.port, ec.message()));
+  }
+  port_ = acceptor_->local_endpoint().port();
+  for (auto& worker : workers_) {
+    worker->handler = factory_(worker->io_context);
+    worker->guard.emplace(worker->io_context.get_executor());
+  }
+  started_ = true;
+  asio::post(workers_[0]->io_context, [this] { Accept(); });
+  for (auto& worker : workers_) {
+    worker->thread = std::thread([w = worker.get()] { w->io_context.run(); });
+  }
+  return absl::OkStatus();
+}
+
+void HttpServer::Accept() {
+  Worker& target = *workers_[next_worker_];
+  next_worker_ = (next_worker_ + 1) % workers_.size();
+  acceptor_->async_accept(target.io_context, [this, &target](error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || stopping_) return;
+    if (!ec) {
+      bool admitted = false;
+      {
+        absl::MutexLock lock(&mu_);
+        if (live_sessions_ < options_.max_connections) {
+          ++live_sessions_;
+          admitted = true;
+        }
+      }
+      if (!admitted) {
+        metrics_->connections_rejected.Increment();
+        error_code ignored;
+        socket.close(ignored);
+      } else {
+        metrics_->connections_accepted.Increment();
+        metrics_->connections_open.Add(1);
+        asio::post(target.io_context, [this, &target, socket = std::move(socket)]() mutable {
+          socket.set_option(tcp::no_delay(true));
+          auto session = std::make_shared<Session>(std::move(socket), options_,
+                                                   target.handler.get(), metrics_, this);
+          std::erase_if(target.sessions, [](const auto& weak) { return weak.expired(); });
+          target.sessions.push_back(session);
+          if (stopping_) {
+            session->Drain();
+          } else {
+            session->Start();
+          }
+        });
+      }
+    }
+    Accept();
+  });
+}
+
+void HttpServer::OnSessionClosed() {
+  absl::MutexLock lock(&mu_);
+  --live_sessions_;
+}
+
+void HttpServer::Stop() {
+  if (!started_) return;
+  started_ = false;
+  stopping_ = true;
+  asio::post(workers_[0]->io_context, [this] {
+    error_code ignored;
+    acceptor_->close(ignored);
+  });
+  for (auto& worker : workers_) {
+    asio::post(worker->io_context, [w = worker.get()] {
+      for (auto& weak : w->sessions) {
+        if (auto session = weak.lock()) session->Drain();
+      }
+    });
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return live_sessions_ == 0; };
+    mu_.AwaitWithTimeout(absl::Condition(&drained), options_.drain_timeout);
+  }
+  // Whatever is left is cut off; each worker then runs out of work and its thread returns.
+  for (auto& worker : workers_) {
+    asio::post(worker->io_context, [w = worker.get()] {
+      for (auto& weak : w->sessions) {
+        if (auto session = weak.lock()) session->ForceClose();
+      }
+      w->sessions.clear();
+      if (w->handler) w->handler->Shutdown();
+      w->guard.reset();
+    });
+  }
+  for (auto& worker : workers_) {
+    if (worker->thread.joinable()) worker->thread.join();
+  }
+  acceptor_.reset();
+}
+
+}  // namespace switchyard

@@ -1,0 +1,329 @@
+#include "api/routing/route_decision.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_set.h"
+#include "api/jsonrpc/rpc_errors.h"
+#include "api/jsonrpc/rpc_params.h"
+#include "fmt/format.h"
+#include "solana/delegation.h"
+#include "solana/rpc_methods.h"
+#include "solana/transaction.h"
+
+namespace switchyard {
+namespace {
+
+RouteDecision Error(absl::Status status) {
+  RouteDecision decision;
+  decision.kind = RouteKind::kError;
+  decision.error = std::move(status);
+  return decision;
+}
+
+RouteDecision Forward(std::string target) {
+  RouteDecision decision;
+  decision.kind = RouteKind::kForward;
+  decision.target = std::move(target);
+  return decision;
+}
+
+absl::Status InvalidParams(std::string_view why) {
+  return MakeRpcStatus(RpcErrorKind::kInvalidParams, fmt::format("Invalid params: {}", why));
+}
+
+absl::StatusOr<Pubkey> ParsePubkey(const std::string& text) {
+  absl::StatusOr<Pubkey> key = Pubkey::FromBase58(text);
+  if (!key.ok()) return InvalidParams(fmt::format("invalid public key {}", JsonQuote(text)));
+  return key;
+}
+
+RouteDecision DecideOneAccount(const RpcCall& call, const RpcParams& params,
+                               const Snapshot& snapshot, const RoutingTable& table) {
+  absl::StatusOr<std::string> text = params.String(0);
+  if (!text.ok()) return Error(text.status());
+  absl::StatusOr<Pubkey> key = ParsePubkey(*text);
+  if (!key.ok()) return Error(key.status());
+  absl::StatusOr<std::string> target = TargetForAccount(*key, snapshot, table);
+  if (!target.ok()) return Error(target.status());
+  RouteDecision decision = Forward(*std::move(target));
+  decision.account = *key;
+  decision.delegated = snapshot.FindDelegation(*key).has_value();
+  (void)call;
+  return decision;
+}
+
+// Groups `targets` (one per key) into parts in first-seen order of target.
+std::vector<RoutePart> GroupByTarget(const std::vector<std::string>& targets) {
+  std::vector<RoutePart> parts;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    auto it = std::find_if(parts.begin(), parts.end(),
+                           [&](const RoutePart& part) { return part.target == targets[i]; });
+    if (it == parts.end()) {
+      parts.push_back(RoutePart{targets[i], {}});
+      it = parts.end() - 1;
+    }
+    it->indexes.push_back(i);
+  }
+  return parts;
+}
+
+RouteDecision DecideAccountList(const RpcParams& params, const Snapshot& snapshot,
+                                const RoutingTable& table) {
+  absl::StatusOr<std::vector<std::string>> keys = params.StringList(0, table.max_accounts);
+  if (!keys.ok()) return Error(keys.status());
+  std::vector<std::string> targets;
+  targets.reserve(keys->size());
+  for (const std::string& text : *keys) {
+    absl::StatusOr<Pubkey> key = ParsePubkey(text);
+    if (!key.ok()) return Error(key.status());
+    absl::StatusOr<std::string> target = TargetForAccount(*key, snapshot, table);
+    if (!target.ok()) return Error(target.status());
+    targets.push_back(*std::move(target));
+  }
+  std::vector<RoutePart> parts = GroupByTarget(targets);
+  RouteDecision decision;
+  if (parts.size() <= 1) {
+    // One target: forwarded whole; parts and keys stay for owner verification.
+    decision = Forward(parts.empty() ? table.base : parts[0].target);
+  } else {
+    decision.kind = RouteKind::kSplitAccounts;
+  }
+  decision.parts = std::move(parts);
+  decision.keys = *std::move(keys);
+  return decision;
+}
+
+RouteDecision DecideTransaction(const RpcParams& params, const Snapshot& snapshot,
+                                const RoutingTable& table, LookupTableFn lookup_tables) {
+  absl::StatusOr<std::string> text = params.String(0);
+  if (!text.ok()) return Error(text.status());
+  TransactionEncoding encoding = TransactionEncoding::kBase58;
+  if (std::optional<std::string> name = params.ConfigString(1, "encoding")) {
+    if (*name == "base64") {
+      encoding = TransactionEncoding::kBase64;
+    } else if (*name != "base58") {
+      return Error(InvalidParams(fmt::format("unsupported encoding {}", JsonQuote(*name))));
+    }
+  }
+  absl::StatusOr<Transaction> tx = DecodeTransactionText(*text, encoding);
+  if (!tx.ok()) {
+    return Error(InvalidParams(
+        fmt::format("failed to decode transaction: {}", std::string(tx.status().message()))));
+  }
+  const Pubkey delegation_program = DelegationProgramId();
+  absl::flat_hash_set<size_t> program_indexes;
+  bool calls_delegation_program = false;
+  for (const CompiledInstruction& ix : tx->instructions) {
+    program_indexes.insert(ix.program_id_index);
+    if (ix.program_id_index < tx->static_keys.size() &&
+        tx->static_keys[ix.program_id_index] == delegation_program) {
+      calls_delegation_program = true;
+    }
+  }
+  RouteDecision decision;
+  decision.signature = tx->id();
+  if (calls_delegation_program) {
+    decision.kind = RouteKind::kForward;
+    decision.target = table.base;
+    return decision;
+  }
+  std::vector<Pubkey> writable;
+  for (size_t i = 0; i < tx->static_keys.size(); ++i) {
+    if (tx->IsStaticWritable(i) && !program_indexes.contains(i)) {
+      writable.push_back(tx->static_keys[i]);
+    }
+  }
+  if (!tx->lookups.empty()) {
+    for (const AddressTableLookup& lookup : tx->lookups) {
+      if (lookup_tables(lookup.table) == nullptr) decision.missing_tables.push_back(lookup.table);
+    }
+    if (!decision.missing_tables.empty()) {
+      decision.kind = RouteKind::kNeedLookupTables;
+      return decision;
+    }
+    absl::StatusOr<std::vector<AccountMeta>> metas = ResolveAccountKeys(*tx, lookup_tables);
+    if (!metas.ok()) {
+      return Error(InvalidParams(std::string(metas.status().message())));
+    }
+    for (size_t i = tx->static_keys.size(); i < metas->size(); ++i) {
+      if ((*metas)[i].writable) writable.push_back((*metas)[i].key);
+    }
+  }
+  RouteDecision routed = RouteByWritable(
+      writable,
+      [&](size_t i) -> std::optional<Pubkey> {
+        std::optional<AccountState> state = snapshot.FindDelegation(writable[i]);
+        if (!state) return std::nullopt;
+        return state->validator;
+      },
+      table);
+  routed.signature = decision.signature;
+  if (snapshot.limbo_since() && routed.kind == RouteKind::kForward) {
+    routed.writable_in_doubt = std::move(writable);
+  }
+  return routed;
+}
+
+RouteDecision DecideSignatures(const RpcCall& call, const RpcParams& params,
+                               const RoutingTable& table, SignatureTargetFn remembered) {
+  std::vector<std::string> texts;
+  if (call.method == "getTransaction") {
+    absl::StatusOr<std::string> text = params.String(0);
+    if (!text.ok()) return Error(text.status());
+    texts.push_back(*std::move(text));
+  } else {
+    absl::StatusOr<std::vector<std::string>> list = params.StringList(0, table.max_signatures);
+    if (!list.ok()) return Error(list.status());
+    texts = *std::move(list);
+  }
+  if (texts.empty()) return Forward(table.base);
+  RouteDecision decision;
+  decision.kind = RouteKind::kSignatures;
+  std::vector<std::string> known_targets;
+  std::vector<size_t> known_indexes;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    absl::StatusOr<Signature> signature = Signature::FromBase58(texts[i]);
+    if (!signature.ok()) {
+      return Error(InvalidParams(fmt::format("invalid signature {}", JsonQuote(texts[i]))));
+    }
+    if (std::optional<std::string> target = remembered(*signature)) {
+      known_targets.push_back(*std::move(target));
+      known_indexes.push_back(i);
+    } else {
+      decision.unknown.push_back(i);
+    }
+  }
+  for (RoutePart& part : GroupByTarget(known_targets)) {
+    for (size_t& index : part.indexes) index = known_indexes[index];
+    decision.parts.push_back(std::move(part));
+  }
+  // Everything remembered in one place, or nothing to fan out with no ER: plain forward.
+  if (decision.unknown.empty() && decision.parts.size() == 1) {
+    return Forward(decision.parts[0].target);
+  }
+  if (decision.parts.empty() && table.er_targets.empty()) return Forward(table.base);
+  decision.keys = std::move(texts);
+  return decision;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> TargetForAccount(const Pubkey& account, const Snapshot& snapshot,
+                                             const RoutingTable& table) {
+  std::optional<AccountState> state = snapshot.FindDelegation(account);
+  if (!state) return table.base;
+  return TargetForValidator(account, state->validator, table);
+}
+
+absl::StatusOr<std::string> TargetForValidator(const Pubkey& account, const Pubkey& validator,
+                                               const RoutingTable& table) {
+  if (validator.IsZero()) {
+    if (table.default_er.empty()) {
+      return MakeRpcStatus(
+          RpcErrorKind::kNoRoute,
+          fmt::format("account {} is delegated to any ER, and no default ER is configured",
+                      account.ToBase58()));
+    }
+    return table.default_er;
+  }
+  auto it = table.er_by_identity.find(validator);
+  if (it == table.er_by_identity.end()) {
+    return MakeRpcStatus(RpcErrorKind::kNoRoute,
+                         fmt::format("account {} is delegated to validator {}, which has no "
+                                     "configured ER",
+                                     account.ToBase58(), validator.ToBase58()));
+  }
+  return it->second;
+}
+
+RouteDecision RouteByWritable(const std::vector<Pubkey>& writable, DelegateOfFn delegate_of,
+                              const RoutingTable& table) {
+  std::string er_target;
+  std::optional<Pubkey> undelegated_example;
+  std::optional<Pubkey> delegated_example;
+  for (size_t i = 0; i < writable.size(); ++i) {
+    const Pubkey& key = writable[i];
+    std::optional<Pubkey> validator = delegate_of(i);
+    if (!validator) {
+      if (!undelegated_example) undelegated_example = key;
+      continue;
+    }
+    absl::StatusOr<std::string> target = TargetForValidator(key, *validator, table);
+    if (!target.ok()) return Error(target.status());
+    if (er_target.empty()) {
+      er_target = *target;
+      delegated_example = key;
+    } else if (er_target != *target) {
+      return Error(InvalidParams(
+          fmt::format("transaction writes accounts delegated to two ERs ({} on {}, {} on {})",
+                      delegated_example->ToBase58(), er_target, key.ToBase58(), *target)));
+    }
+  }
+  if (!er_target.empty() && undelegated_example) {
+    return Error(InvalidParams(
+        fmt::format("transaction writes both delegated ({} on {}) and undelegated ({}) accounts",
+                    delegated_example->ToBase58(), er_target, undelegated_example->ToBase58())));
+  }
+  return Forward(er_target.empty() ? table.base : er_target);
+}
+
+std::optional<std::string> TargetForMethod(std::string_view method, const RoutingTable& table) {
+  const MethodRule* best = nullptr;
+  size_t best_length = 0;
+  bool best_exact = false;
+  for (const MethodRule& rule : table.method_rules) {
+    std::string_view pattern = rule.pattern;
+    if (!pattern.empty() && pattern.back() == '*') {
+      pattern.remove_suffix(1);
+      if (method.substr(0, pattern.size()) == pattern && !best_exact &&
+          (best == nullptr || pattern.size() > best_length)) {
+        best = &rule;
+        best_length = pattern.size();
+      }
+    } else if (pattern == method) {
+      best = &rule;
+      best_exact = true;
+    }
+  }
+  if (best != nullptr) return best->target;
+  if (ClassifyMethod(method) == RoutingClass::kUnknown && !table.forward_unknown_methods) {
+    return std::nullopt;
+  }
+  return table.base;
+}
+
+RouteDecision DecideRoute(const RpcCall& call, const Snapshot& snapshot, const RoutingTable& table,
+                          LookupTableFn lookup_tables, SignatureTargetFn remembered) {
+  if (!call.error.ok()) return Error(call.error);
+  const RoutingClass routing = ClassifyMethod(call.method);
+  if (routing == RoutingClass::kBaseOnly || routing == RoutingClass::kUnknown) {
+    std::optional<std::string> target = TargetForMethod(call.method, table);
+    if (!target) {
+      return Error(MakeRpcStatus(RpcErrorKind::kMethodNotFound,
+                                 fmt::format("Method not found: {}", call.method)));
+    }
+    return Forward(*std::move(target));
+  }
+  if (routing == RoutingClass::kRouter) {
+    RouteDecision decision;
+    decision.kind = RouteKind::kRouterMethod;
+    return decision;
+  }
+  absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
+  if (!params.ok()) return Error(params.status());
+  switch (routing) {
+    case RoutingClass::kOneAccount:
+      return DecideOneAccount(call, *params, snapshot, table);
+    case RoutingClass::kAccountList:
+      return DecideAccountList(*params, snapshot, table);
+    case RoutingClass::kTransaction:
+      return DecideTransaction(*params, snapshot, table, lookup_tables);
+    case RoutingClass::kSignature:
+      return DecideSignatures(call, *params, table, remembered);
+    default:
+      break;
+  }
+  return Forward(table.base);
+}
+
+}  // namespace switchyard

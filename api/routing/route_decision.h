@@ -1,0 +1,110 @@
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "api/jsonrpc/jsonrpc.h"
+#include "common/pubkey.h"
+#include "engine/snapshot.h"
+
+namespace switchyard {
+
+// A method rule: `pattern` is a method name, or a prefix when it ends in '*'. The longest
+// matching pattern wins; an exact name beats any prefix.
+struct MethodRule {
+  std::string pattern;
+  std::string target;
+};
+
+// The targets the router knows and how methods map onto them. Built once from the config;
+// immutable afterwards, so any thread may read it.
+struct RoutingTable {
+  std::string base = "base";
+  // ER validator identity → target name.
+  absl::flat_hash_map<Pubkey, std::string> er_by_identity;
+  // The ER for accounts delegated with an all-zero authority ("any ER"); empty: none.
+  std::string default_er;
+  // Every ER target, in config order (asked about unknown signatures).
+  std::vector<std::string> er_targets;
+  // Overrides for base-layer and unknown methods (for example "getAsset*" → "indexer").
+  std::vector<MethodRule> method_rules;
+  // Unknown methods without a rule: false answers -32601, true forwards them to base.
+  bool forward_unknown_methods = false;
+  size_t max_accounts = 100;    // getMultipleAccounts
+  size_t max_signatures = 256;  // getSignatureStatuses
+};
+
+enum class RouteKind {
+  kForward,           // send the original bytes to `target`
+  kSplitAccounts,     // getMultipleAccounts: one request per part, merge in order
+  kSignatures,        // known signatures per target; unknown ones to base and every ER
+  kRouterMethod,      // answered by the router itself
+  kNeedLookupTables,  // fetch `missing_tables` from base, then decide again
+  kError,             // answer `error`
+};
+
+// A subset of a key list that goes to one target; `indexes` into the request's list.
+struct RoutePart {
+  std::string target;
+  std::vector<size_t> indexes;
+};
+
+// Where one request goes. A value type.
+struct RouteDecision {
+  RouteKind kind = RouteKind::kError;
+  std::string target;  // kForward
+  // kSplitAccounts, kSignatures (known signatures); getMultipleAccounts forwarded to one
+  // target has one part.
+  std::vector<RoutePart> parts;
+  std::vector<size_t> unknown;    // kSignatures: indexes nobody remembers
+  std::vector<std::string> keys;  // getMultipleAccounts, kSignatures: the request's list
+  std::vector<Pubkey> missing_tables;
+  absl::Status error;
+  // Single-account reads: the account, and whether the snapshot calls it delegated.
+  std::optional<Pubkey> account;
+  bool delegated = false;
+  // Transactions: the id to remember with the target.
+  std::optional<Signature> signature;
+  // Transactions decided in limbo: the accounts they write, whose state may be stale. The
+  // router decides again from their delegation records on base before it forwards.
+  std::vector<Pubkey> writable_in_doubt;
+};
+
+// The target for `account`: its ER when delegated (an all-zero authority → the default
+// ER), else base. Fails with a -32004 status naming the validator when it has no ER.
+absl::StatusOr<std::string> TargetForAccount(const Pubkey& account, const Snapshot& snapshot,
+                                             const RoutingTable& table);
+
+// The target for an account delegated to `validator`: its ER (an all-zero validator → the
+// default ER). Fails with a -32004 status naming the validator when it has no ER.
+absl::StatusOr<std::string> TargetForValidator(const Pubkey& account, const Pubkey& validator,
+                                               const RoutingTable& table);
+
+// The validator each writable account of a transaction is delegated to (nullopt: none).
+using DelegateOfFn = absl::FunctionRef<std::optional<Pubkey>(size_t index)>;
+// Where a transaction that writes `writable` goes: base when none of them is delegated, the
+// one ER that all of them are delegated to, else an error (two ERs, or delegated and
+// undelegated accounts together).
+RouteDecision RouteByWritable(const std::vector<Pubkey>& writable, DelegateOfFn delegate_of,
+                              const RoutingTable& table);
+
+// The target for a method that is not routed by account (base unless a rule says otherwise),
+// or nullopt for an unknown method that is not forwarded.
+std::optional<std::string> TargetForMethod(std::string_view method, const RoutingTable& table);
+
+// Addresses of a lookup table, or nullptr when not cached.
+using LookupTableFn = absl::FunctionRef<const std::vector<Pubkey>*(const Pubkey& table)>;
+// Where the router sent a signature, or nullopt.
+using SignatureTargetFn = absl::FunctionRef<std::optional<std::string>(const Signature&)>;
+
+// The pure routing decision for one valid call (DESIGN.md §5). No I/O; thread-safe.
+RouteDecision DecideRoute(const RpcCall& call, const Snapshot& snapshot, const RoutingTable& table,
+                          LookupTableFn lookup_tables, SignatureTargetFn remembered);
+
+}  // namespace switchyard

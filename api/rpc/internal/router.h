@@ -1,0 +1,135 @@
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "api/routing/consistency_gate.h"
+#include "api/rpc/router.h"
+#include "api/jsonrpc/rpc_merge.h"
+#include "solana/delegation.h"
+
+namespace switchyard {
+
+// The request pipeline of one worker: parse, gate, route, forward, merge. Lives on the
+// worker's thread; see RouterContext for what it shares.
+class Router : public RequestHandler {
+ public:
+  Router(boost::asio::io_context& io_context, RouterContext* context,
+         std::unique_ptr<UpstreamSet> upstreams);
+  ~Router() override;
+
+  void Handle(HttpRequest request, Done done) override;
+  void Shutdown() override;
+  std::vector<std::pair<std::string, std::string>> LocalAnswerHeaders() override;
+
+ private:
+  struct Exchange;
+  struct AccountList;
+  // A call's answer, with where it came from and how it ended (for the metrics).
+  using Answer = std::function<void(std::string answer, CallOutcome outcome)>;
+  using Gathered = std::function<void(std::vector<absl::StatusOr<UpstreamAnswer>>)>;
+  // The ER target each account's delegation record names (nullopt: no record, or no ER).
+  using RecordTargets = std::function<void(std::vector<std::optional<std::string>>)>;
+  // Each account's delegation record on base (nullopt: none), or why base could not say.
+  using Records = std::function<void(absl::StatusOr<std::vector<std::optional<DelegationRecord>>>)>;
+
+  void Dispatch(std::shared_ptr<Exchange> exchange);
+  void Finish(const std::shared_ptr<Exchange>& exchange, absl::Duration now);
+  void Execute(std::shared_ptr<Exchange> exchange, size_t index, int round);
+  void Forward(const std::string& target, const RpcCall& call, std::shared_ptr<Exchange> exchange,
+               Answer done);
+  void SplitAccounts(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
+                     size_t index, Answer done);
+  void Signatures(const RouteDecision& decision, std::shared_ptr<Exchange> exchange, size_t index,
+                  Answer done);
+  // Keeps gate_timer_ set for the gate's earliest deadline.
+  void ArmGateTimer();
+  void FetchLookupTables(const std::vector<Pubkey>& tables, std::function<void()> then);
+  // Whether owner verification applies: always in limbo, else as configured (single-account
+  // reads or getMultipleAccounts).
+  bool VerifiesOwner(const Exchange& exchange, bool account_list) const;
+  // getAccountInfo with owner verification: base showing the delegation program as owner → the
+  // account's ER (found through its delegation record); an ER answering "not found" for a
+  // delegated account → base.
+  void ForwardVerified(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
+                       size_t index, Answer done);
+  // getBalance and getTokenAccountBalance, whose answers show no owner: the call and a
+  // zero-length getAccountInfo probe of the account go to the target together; the probe's
+  // owner decides as in ForwardVerified.
+  void ForwardProbed(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
+                     size_t index, Answer done);
+  // The decision of ForwardVerified and ForwardProbed, from the account's `value` as the
+  // target showed it (nullopt: unknown): answers `answer`, or re-sends the call elsewhere.
+  void RerouteByOwner(std::shared_ptr<Exchange> exchange, size_t index, const Pubkey& account,
+                      bool delegated, const std::optional<std::string>& value, std::string answer,
+                      CallOutcome outcome, Answer done);
+  // Reads the delegation record of each account from base: one getMultipleAccounts of the
+  // record PDAs.
+  void ReadRecords(const std::vector<Pubkey>& accounts, Records done);
+  // The ER of each account as its delegation record on base names it.
+  void FindRecordTargets(const std::vector<Pubkey>& accounts, RecordTargets done);
+  // A transaction decided in limbo: routed by the delegation records of the accounts it
+  // writes as base has them now, not by the state, which may be stale.
+  void ForwardTransactionByRecords(RouteDecision decision, std::shared_ptr<Exchange> exchange,
+                                   size_t index, Answer done);
+  // getMultipleAccounts forwarded whole, with owner verification of each element.
+  void ForwardAccountListVerified(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
+                                  size_t index, Answer done);
+  // Owner verification of a merged getMultipleAccounts answer (`key_targets[i]`: where key i
+  // went): base elements owned by the delegation program are re-asked of the ERs their records
+  // name, null ER elements of base, and the answers spliced in. Answers `original` (when not
+  // empty) if nothing was re-asked; a re-ask that fails is the answer.
+  void VerifyAccountList(std::shared_ptr<Exchange> exchange, size_t index,
+                         std::vector<std::string> keys, std::vector<std::string> key_targets,
+                         AccountList list, std::string original, CallOutcome outcome, Answer done);
+  void RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  // Sends each (target, body) and hands back the parsed answers in the same order.
+  void Gather(std::vector<std::pair<std::string, std::string>> requests, RetryPolicy policy,
+              Gathered done);
+  // An outcome of an answer the router made itself.
+  static CallOutcome AtRouter(RpcOutcome outcome) {
+    return CallOutcome{RpcCallMetrics::kRouterTarget, outcome};
+  }
+
+  boost::asio::io_context& io_context_;
+  RouterContext* context_;
+  const RouterOptions& options_;
+  ApiMetrics* metrics_;
+  RpcCallMetrics* calls_;
+  std::unique_ptr<UpstreamSet> upstreams_;
+  std::shared_ptr<ConsistencyGate> gate_;
+  boost::asio::steady_timer gate_timer_;
+  std::optional<absl::Duration> gate_timer_at_;  // the deadline gate_timer_ is set for
+  uint64_t listener_id_ = 0;
+};
+
+// One HTTP request in flight: its calls, the snapshot they are routed against and the
+// answers as they arrive.
+struct Router::Exchange {
+  RpcBody body;
+  Done done;
+  std::shared_ptr<const Snapshot> snapshot;
+  std::vector<std::string> answers;
+  size_t remaining = 0;
+  absl::Duration start;
+};
+
+// The elements of a getMultipleAccounts answer, merged in the order of the keys, before they
+// are written out.
+struct Router::AccountList {
+  std::string context;  // raw JSON
+  bool context_from_base = false;
+  std::vector<std::string> values;  // raw JSON per key
+  // `{"jsonrpc":"2.0","result":{"context":...,"value":[...]},"id":...}` for `call`.
+  std::string Render(const RpcCall& call) const;
+};
+
+}  // namespace switchyard

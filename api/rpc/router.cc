@@ -1,0 +1,483 @@
+#include "api/rpc/router.h"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+
+#include "absl/strings/numbers.h"
+#include "api/rpc/internal/router.h"
+#include "fmt/format.h"
+#include "solana/rpc_methods.h"
+
+namespace switchyard {
+
+namespace asio = boost::asio;
+
+namespace {
+
+HttpResponse JsonResponse(unsigned status, std::string body, Slot applied_slot) {
+  HttpResponse response;
+  response.status = status;
+  response.body = std::move(body);
+  response.headers.emplace_back("X-Delegation-Slot", std::to_string(applied_slot));
+  return response;
+}
+
+RetryPolicy PolicyFor(std::string_view method) {
+  if (method == "sendTransaction") return RetryPolicy::kOtherEndpointOnly;
+  if (method == "requestAirdrop") return RetryPolicy::kNever;
+  return RetryPolicy::kSafe;
+}
+
+absl::Status UpstreamFailure(const std::string& target, const absl::Status& status) {
+  return MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("upstream {} failed: {}", target,
+                                                            std::string(status.message())));
+}
+
+// The per-call series for this routing: label values from the method catalogue, the exact
+// method names of the routing rules and the upstream groups. The series each method can reach
+// are registered now, so they are on /metrics before their first call; anything else is
+// registered at its first call.
+std::unique_ptr<RpcCallMetrics> MakeCallMetrics(const RouterOptions& options,
+                                                MetricsRegistry* registry) {
+  const RoutingTable& routing = options.routing;
+  std::vector<std::string> methods;
+  for (const RpcMethod& method : KnownMethods()) methods.emplace_back(method.name);
+  for (const MethodRule& rule : routing.method_rules) {
+    if (!rule.pattern.empty() && rule.pattern.back() != '*') methods.push_back(rule.pattern);
+  }
+  std::vector<std::string> upstreams;
+  for (const UpstreamTarget& target : options.upstreams) upstreams.push_back(target.name);
+  auto calls = std::make_unique<RpcCallMetrics>(registry, methods, upstreams);
+
+  std::vector<int> account_targets = {calls->TargetId(routing.base)};
+  for (const std::string& er : routing.er_targets) account_targets.push_back(calls->TargetId(er));
+  if (!routing.default_er.empty()) account_targets.push_back(calls->TargetId(routing.default_er));
+  for (size_t m = 0; m < calls->method_count(); ++m) {
+    const int method = static_cast<int>(m);
+    const std::string& name = calls->MethodName(method);
+    const bool other = name == RpcCallMetrics::kOtherMethod;
+    calls->Preregister(method, RpcCallMetrics::kRouterTarget, RpcOutcome::kRouterError);
+    calls->Preregister(method, RpcCallMetrics::kRouterTarget, RpcOutcome::kRejected);
+    std::vector<int> targets;
+    switch (other ? RoutingClass::kUnknown : ClassifyMethod(name)) {
+      case RoutingClass::kOneAccount:
+      case RoutingClass::kTransaction:
+        targets = account_targets;
+        break;
+      case RoutingClass::kAccountList:
+        targets = account_targets;
+        targets.push_back(RpcCallMetrics::kSplitTarget);
+        break;
+      case RoutingClass::kSignature:
+        targets = account_targets;
+        targets.push_back(RpcCallMetrics::kSplitTarget);
+        targets.push_back(RpcCallMetrics::kFanoutTarget);
+        break;
+      case RoutingClass::kRouter:
+        calls->Preregister(method, RpcCallMetrics::kRouterTarget, RpcOutcome::kOk);
+        if (name == "getBlockhashForAccounts") targets = account_targets;
+        break;
+      case RoutingClass::kBaseOnly:
+      case RoutingClass::kUnknown:
+        if (!other) {
+          if (std::optional<std::string> target = TargetForMethod(name, routing)) {
+            targets.push_back(calls->TargetId(*target));
+          }
+          break;
+        }
+        if (routing.forward_unknown_methods) targets.push_back(calls->TargetId(routing.base));
+        for (const MethodRule& rule : routing.method_rules) {
+          if (!rule.pattern.empty() && rule.pattern.back() == '*') {
+            targets.push_back(calls->TargetId(rule.target));
+          }
+        }
+        break;
+    }
+    for (int target : targets) {
+      for (RpcOutcome outcome :
+           {RpcOutcome::kOk, RpcOutcome::kRpcError, RpcOutcome::kUpstreamFailure}) {
+        calls->Preregister(method, target, outcome);
+      }
+    }
+  }
+  return calls;
+}
+
+}  // namespace
+
+RouterContext::RouterContext(RouterOptions options, SnapshotHolder* snapshots, const Clock* clock,
+                             ApiMetrics* metrics)
+    : options_(std::move(options)),
+      snapshots_(snapshots),
+      clock_(clock),
+      metrics_(metrics),
+      signatures_(options_.signature_memory_size),
+      lookup_tables_(options_.lookup_table_cache_size, options_.lookup_table_ttl, clock) {}
+
+RouterContext::~RouterContext() = default;
+
+absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptions options,
+                                                                     SnapshotHolder* snapshots,
+                                                                     const Clock* clock,
+                                                                     ApiMetrics* metrics) {
+  RoutingTable& routing = options.routing;
+  for (const ErRoute& er : options.ers) {
+    routing.er_by_identity[er.identity] = er.target;
+    if (std::find(routing.er_targets.begin(), routing.er_targets.end(), er.target) ==
+        routing.er_targets.end()) {
+      routing.er_targets.push_back(er.target);
+    }
+  }
+  bool needs_tls = false;
+  auto has_upstream = [&](const std::string& name) {
+    for (const UpstreamTarget& target : options.upstreams) {
+      if (target.name == name) return true;
+    }
+    return false;
+  };
+  for (const UpstreamTarget& target : options.upstreams) {
+    if (target.name == "router" || target.name == "split" || target.name == "fanout") {
+      return absl::InvalidArgumentError(fmt::format(
+          "upstreams.{}: the name is reserved: the metrics label calls with it", target.name));
+    }
+    for (const UpstreamEndpoint& endpoint : target.endpoints) {
+      absl::StatusOr<ParsedUrl> url = ParseUpstreamUrl(endpoint.url);
+      if (!url.ok()) {
+        return absl::InvalidArgumentError(
+            fmt::format("upstreams.{}: {}", target.name, std::string(url.status().message())));
+      }
+      needs_tls |= url->tls;
+    }
+    if (target.endpoints.empty()) {
+      return absl::InvalidArgumentError(fmt::format("upstreams.{}: no endpoints", target.name));
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> named = {{"routing.base", routing.base}};
+  if (!routing.default_er.empty()) named.emplace_back("routing.default_er", routing.default_er);
+  for (const std::string& er : routing.er_targets) named.emplace_back("ers.target", er);
+  for (const MethodRule& rule : routing.method_rules) {
+    named.emplace_back(fmt::format("routing.methods.{}", rule.pattern), rule.target);
+  }
+  for (const auto& [key, name] : named) {
+    if (!has_upstream(name)) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: no upstream named \"{}\" is configured", key, name));
+    }
+  }
+  std::unique_ptr<RouterContext> context(
+      new RouterContext(std::move(options), snapshots, clock, metrics));
+  context->call_metrics_ = MakeCallMetrics(context->options_, &metrics->registry);
+  for (const UpstreamTarget& target : context->options_.upstreams) {
+    metrics->ForUpstream(target.name);
+  }
+  if (needs_tls) context->tls_ = MakeClientTlsContext(context->options_.upstream.verify_tls);
+  return context;
+}
+
+RequestHandlerFactory RouterContext::HandlerFactory() {
+  return [this](asio::io_context& io_context) -> std::unique_ptr<RequestHandler> {
+    absl::StatusOr<std::unique_ptr<UpstreamSet>> upstreams = UpstreamSet::Create(
+        io_context, options_.upstreams, options_.upstream, tls_.get(), metrics_);
+    // Create() checked every URL, so this cannot fail; an empty set answers errors.
+    if (!upstreams.ok()) upstreams = std::make_unique<UpstreamSet>();
+    return std::make_unique<Router>(io_context, this, *std::move(upstreams));
+  };
+}
+
+Router::Router(asio::io_context& io_context, RouterContext* context,
+               std::unique_ptr<UpstreamSet> upstreams)
+    : io_context_(io_context),
+      context_(context),
+      options_(context->options()),
+      metrics_(context->metrics()),
+      calls_(context->call_metrics()),
+      upstreams_(std::move(upstreams)),
+      gate_(std::make_shared<ConsistencyGate>(options_.max_gate_waiters)),
+      gate_timer_(io_context) {
+  listener_id_ = context_->snapshots()->AddListener(
+      [&io_context, weak = std::weak_ptr<ConsistencyGate>(gate_)](
+          const std::shared_ptr<const Snapshot>& snapshot) {
+        asio::post(io_context, [weak, slot = snapshot->applied_slot()] {
+          if (auto gate = weak.lock()) gate->OnApplied(slot);
+        });
+      });
+}
+
+Router::~Router() { context_->snapshots()->RemoveListener(listener_id_); }
+
+void Router::Shutdown() {
+  gate_timer_.cancel();
+  gate_->Shutdown();
+  upstreams_->Shutdown();
+}
+
+std::vector<std::pair<std::string, std::string>> Router::LocalAnswerHeaders() {
+  std::shared_ptr<const Snapshot> snapshot = context_->snapshots()->Current();
+  return {{"X-Delegation-Slot", std::to_string(snapshot ? snapshot->applied_slot() : 0)}};
+}
+
+void Router::Handle(HttpRequest request, Done done) {
+  std::shared_ptr<const Snapshot> snapshot = context_->snapshots()->Current();
+  const Slot applied = snapshot ? snapshot->applied_slot() : 0;
+  if (request.method != "POST") {
+    done(JsonResponse(
+        405, RpcErrorResponse("null", MakeRpcStatus(RpcErrorKind::kInvalidRequest, "use POST")),
+        applied));
+    return;
+  }
+  const absl::Duration start = context_->clock()->Monotonic();
+  absl::StatusOr<RpcBody> body = ParseRpcBody(request.body, options_.codec);
+  if (!body.ok()) {
+    metrics_->rpc_errors.Increment();
+    calls_->Record(calls_->MethodId(RpcCallMetrics::kOtherMethod),
+                   AtRouter(RpcOutcome::kRouterError), context_->clock()->Monotonic() - start);
+    done(JsonResponse(200, RpcErrorResponse("null", body.status()), applied));
+    return;
+  }
+  Slot min_slot = 0;
+  if (std::optional<std::string_view> header = request.Header("X-Min-Slot")) {
+    if (!absl::SimpleAtoi(std::string(*header), &min_slot)) {
+      const absl::Duration latency = context_->clock()->Monotonic() - start;
+      for (const RpcCall& call : body->calls) {
+        metrics_->rpc_errors.Increment();
+        calls_->Record(calls_->MethodId(call.method), AtRouter(RpcOutcome::kRouterError), latency);
+      }
+      done(JsonResponse(400,
+                        RpcErrorResponse("null", MakeRpcStatus(RpcErrorKind::kInvalidRequest,
+                                                               "X-Min-Slot is not a slot")),
+                        applied));
+      return;
+    }
+  }
+  for (const RpcCall& call : body->calls) {
+    if (call.min_context_slot) min_slot = std::max(min_slot, *call.min_context_slot);
+  }
+  auto exchange = std::make_shared<Exchange>();
+  exchange->body = *std::move(body);
+  exchange->done = std::move(done);
+  exchange->start = start;
+  metrics_->rpc_calls.Increment(exchange->body.calls.size());
+  if (min_slot <= applied) {
+    Dispatch(std::move(exchange));
+    return;
+  }
+  metrics_->gate_waits.Increment();
+  const absl::Duration now = context_->clock()->Monotonic();
+  gate_->Wait(applied, min_slot, now, now + options_.max_gate_wait, [this, exchange](bool reached) {
+    if (reached) {
+      Dispatch(exchange);
+      return;
+    }
+    metrics_->gate_rejections.Increment();
+    std::shared_ptr<const Snapshot> now = context_->snapshots()->Current();
+    const Slot slot = now ? now->applied_slot() : 0;
+    const absl::Duration latency = context_->clock()->Monotonic() - exchange->start;
+    std::vector<std::string> answers;
+    for (const RpcCall& call : exchange->body.calls) {
+      calls_->Record(calls_->MethodId(call.method), AtRouter(RpcOutcome::kRejected), latency);
+      if (call.is_notification()) continue;
+      answers.push_back(RpcErrorResponse(call.id_or_null(), MinContextSlotStatus(slot)));
+    }
+    std::string body = exchange->body.batch ? JoinBatch(answers)
+                       : answers.empty()    ? std::string()
+                                            : answers[0];
+    exchange->done(JsonResponse(412, std::move(body), slot));
+  });
+  ArmGateTimer();
+}
+
+void Router::ArmGateTimer() {
+  const std::optional<absl::Duration> next = gate_->NextDeadline();
+  if (!next || (gate_timer_at_ && *gate_timer_at_ <= *next)) return;
+  gate_timer_at_ = next;
+  gate_timer_.expires_after(ToChrono(*next - context_->clock()->Monotonic()));
+  gate_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;  // cancelled: the router is shutting down
+    gate_timer_at_.reset();
+    gate_->Expire(context_->clock()->Monotonic());
+    ArmGateTimer();
+  });
+}
+
+void Router::Dispatch(std::shared_ptr<Exchange> exchange) {
+  exchange->snapshot = context_->snapshots()->Current();
+  if (!exchange->snapshot) {
+    exchange->snapshot =
+        std::make_shared<const Snapshot>(AccountMap(), 0, StateDigest(), std::nullopt, 0);
+  }
+  const size_t n = exchange->body.calls.size();
+  exchange->answers.resize(n);
+  exchange->remaining = n;
+  for (size_t i = 0; i < n; ++i) Execute(exchange, i, 0);
+}
+
+void Router::Finish(const std::shared_ptr<Exchange>& exchange, absl::Duration now) {
+  std::vector<std::string> answers;
+  for (size_t i = 0; i < exchange->answers.size(); ++i) {
+    if (exchange->body.calls[i].is_notification()) continue;
+    answers.push_back(std::move(exchange->answers[i]));
+  }
+  const Slot applied = exchange->snapshot->applied_slot();
+  metrics_->rpc_latency_seconds.Observe(absl::ToDoubleSeconds(now - exchange->start));
+  if (answers.empty()) {
+    HttpResponse response = JsonResponse(204, std::string(), applied);
+    exchange->done(std::move(response));
+    return;
+  }
+  exchange->done(JsonResponse(
+      200, exchange->body.batch ? JoinBatch(answers) : std::move(answers[0]), applied));
+}
+
+void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round) {
+  const RpcCall& call = exchange->body.calls[index];
+  Answer done = [this, exchange, index, method = calls_->MethodId(call.method)](
+                    std::string answer, CallOutcome outcome) {
+    exchange->answers[index] = std::move(answer);
+    if (outcome.outcome == RpcOutcome::kRouterError ||
+        outcome.outcome == RpcOutcome::kUpstreamFailure) {
+      metrics_->rpc_errors.Increment();
+    }
+    const absl::Duration now = context_->clock()->Monotonic();
+    calls_->Record(method, outcome, now - exchange->start);
+    if (--exchange->remaining == 0) Finish(exchange, now);
+  };
+  std::vector<LookupTableAddresses> held;
+  RouteDecision decision = DecideRoute(
+      call, *exchange->snapshot, options_.routing,
+      [&](const Pubkey& table) -> const std::vector<Pubkey>* {
+        LookupTableAddresses addresses = context_->lookup_tables().Find(table);
+        if (!addresses) return nullptr;
+        held.push_back(addresses);
+        return addresses.get();
+      },
+      [&](const Signature& signature) { return context_->signatures().Find(signature); });
+  switch (decision.kind) {
+    case RouteKind::kError:
+      done(RpcErrorResponse(call.id_or_null(), decision.error), AtRouter(RpcOutcome::kRouterError));
+      return;
+    case RouteKind::kForward:
+      if (!decision.writable_in_doubt.empty()) {
+        ForwardTransactionByRecords(std::move(decision), exchange, index, std::move(done));
+        return;
+      }
+      if (decision.signature) {
+        context_->signatures().Remember(*decision.signature, decision.target);
+      }
+      if (decision.account && VerifiesOwner(*exchange, /*account_list=*/false)) {
+        if (call.method == "getAccountInfo") {
+          ForwardVerified(decision, exchange, index, std::move(done));
+          return;
+        }
+        if (call.method == "getBalance" || call.method == "getTokenAccountBalance") {
+          ForwardProbed(decision, exchange, index, std::move(done));
+          return;
+        }
+      }
+      if (!decision.parts.empty() && call.method == "getMultipleAccounts" &&
+          VerifiesOwner(*exchange, /*account_list=*/true)) {
+        ForwardAccountListVerified(decision, exchange, index, std::move(done));
+        return;
+      }
+      Forward(decision.target, call, exchange, std::move(done));
+      return;
+    case RouteKind::kSplitAccounts:
+      metrics_->rpc_split_accounts.Increment();
+      SplitAccounts(decision, exchange, index, std::move(done));
+      return;
+    case RouteKind::kSignatures:
+      metrics_->rpc_signature_fanouts.Increment();
+      Signatures(decision, exchange, index, std::move(done));
+      return;
+    case RouteKind::kRouterMethod:
+      RouterMethod(exchange, index, std::move(done));
+      return;
+    case RouteKind::kNeedLookupTables:
+      if (round > 0) {
+        done(RpcErrorResponse(
+                 call.id_or_null(),
+                 MakeRpcStatus(RpcErrorKind::kInvalidParams,
+                               fmt::format("address lookup table {} could not be loaded from base",
+                                           decision.missing_tables[0].ToBase58()))),
+             AtRouter(RpcOutcome::kRouterError));
+        return;
+      }
+      FetchLookupTables(decision.missing_tables,
+                        [this, exchange, index] { Execute(exchange, index, 1); });
+      return;
+  }
+}
+
+void Router::Forward(const std::string& target, const RpcCall& call,
+                     std::shared_ptr<Exchange> exchange, Answer done) {
+  UpstreamPool* pool = upstreams_->Find(target);
+  if (pool == nullptr) {
+    done(RpcErrorResponse(
+             call.id_or_null(),
+             MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("no upstream named {}", target))),
+         AtRouter(RpcOutcome::kRouterError));
+    return;
+  }
+  pool->Send(
+      ForwardBody(call), PolicyFor(call.method),
+      [this, exchange, &call, target, target_id = calls_->TargetId(target),
+       done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
+        if (!response.ok()) {
+          done(RpcErrorResponse(call.id_or_null(), UpstreamFailure(target, response.status())),
+               CallOutcome{target_id, RpcOutcome::kUpstreamFailure});
+          return;
+        }
+        bool is_error = false;
+        absl::StatusOr<std::string> answer = AnswerFromUpstream(response->body, call, &is_error);
+        if (!answer.ok()) {
+          done(RpcErrorResponse(
+                   call.id_or_null(),
+                   MakeRpcStatus(RpcErrorKind::kInternal,
+                                 fmt::format("upstream {} answered HTTP {} without a JSON-RPC "
+                                             "answer",
+                                             target, response->status))),
+               CallOutcome{target_id, RpcOutcome::kUpstreamFailure});
+          return;
+        }
+        done(*std::move(answer),
+             CallOutcome{target_id, is_error ? RpcOutcome::kRpcError : RpcOutcome::kOk});
+      });
+}
+
+void Router::Gather(std::vector<std::pair<std::string, std::string>> requests, RetryPolicy policy,
+                    Gathered done) {
+  struct State {
+    std::vector<absl::StatusOr<UpstreamAnswer>> answers;
+    size_t remaining = 0;
+    Gathered done;
+  };
+  auto state = std::make_shared<State>();
+  state->answers.assign(requests.size(), absl::UnknownError("not sent"));
+  state->remaining = requests.size();
+  state->done = std::move(done);
+  if (requests.empty()) {
+    state->done({});
+    return;
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto finish = [state, i](absl::StatusOr<UpstreamAnswer> answer) {
+      state->answers[i] = std::move(answer);
+      if (--state->remaining == 0) state->done(std::move(state->answers));
+    };
+    const std::string target = requests[i].first;
+    UpstreamPool* pool = upstreams_->Find(target);
+    if (pool == nullptr) {
+      finish(MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("no upstream named {}", target)));
+      continue;
+    }
+    pool->Send(std::move(requests[i].second), policy,
+               [finish, target](absl::StatusOr<UpstreamResponse> response) {
+                 if (!response.ok()) {
+                   finish(UpstreamFailure(target, response.status()));
+                   return;
+                 }
+                 finish(ParseUpstreamAnswer(response->body));
+               });
+  }
+}
+
+}  // namespace switchyard

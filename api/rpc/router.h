@@ -1,0 +1,104 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "api/metrics/api_metrics.h"
+#include "api/net/http_server.h"
+#include "api/jsonrpc/jsonrpc.h"
+#include "api/routing/lookup_table_cache.h"
+#include "api/routing/route_decision.h"
+#include "api/routing/signature_memory.h"
+#include "api/upstream/upstream.h"
+#include "common/clock.h"
+#include "common/pubkey.h"
+#include "engine/snapshot.h"
+
+namespace boost::asio::ssl {
+class context;
+}
+
+namespace switchyard {
+
+// An ER as getRoutes describes it, and the target its requests go to.
+struct ErRoute {
+  Pubkey identity;
+  std::string target;  // the UpstreamTarget name
+  std::string fqdn;
+  uint64_t base_fee = 0;
+  uint64_t block_time_ms = 50;
+  std::string country_code;
+};
+
+struct RouterOptions {
+  RpcCodecOptions codec;
+  // Where requests go. RouterContext::Create fills er_by_identity and er_targets from
+  // `ers`; set base, default_er, method_rules and the limits here.
+  RoutingTable routing;
+  std::vector<ErRoute> ers;
+  std::vector<UpstreamTarget> upstreams;  // base, every ER target and every other group
+  UpstreamOptions upstream;
+  // getIdentity.
+  Pubkey identity;
+  std::string fqdn;
+  size_t signature_memory_size = 100'000;
+  size_t lookup_table_cache_size = 10'000;
+  absl::Duration lookup_table_ttl = absl::Seconds(60);
+  // consistency.max_wait_ms
+  absl::Duration max_gate_wait = absl::Milliseconds(500);
+  size_t max_gate_waiters = 10'000;  // per worker; more are answered 412 at once
+  // Owner verification (DESIGN.md §5) is always on in limbo. Outside limbo, verify_owner turns
+  // it on for the single-account reads (getAccountInfo, getBalance, getTokenAccountBalance) and
+  // verify_owner_multiple for getMultipleAccounts.
+  bool verify_owner = true;
+  bool verify_owner_multiple = false;
+};
+
+class Router;
+
+// What the workers' routers share: options, the snapshot holder, the signature memory, the
+// lookup-table cache and the TLS context. Owned by the app; outlives the HttpServer.
+class RouterContext {
+ public:
+  // Fills routing.er_by_identity and routing.er_targets from `ers`, checks that every target
+  // the routing names has an upstream and that no upstream takes a name the metrics use for
+  // something else ("router", "split", "fanout"), and registers the per-call series on the
+  // metrics' registry. InvalidArgument names the bad key.
+  static absl::StatusOr<std::unique_ptr<RouterContext>> Create(RouterOptions options,
+                                                               SnapshotHolder* snapshots,
+                                                               const Clock* clock,
+                                                               ApiMetrics* metrics);
+
+  // For HttpServer: one Router per worker.
+  RequestHandlerFactory HandlerFactory();
+
+  const RouterOptions& options() const { return options_; }
+  SignatureMemory& signatures() { return signatures_; }
+  LookupTableCache& lookup_tables() { return lookup_tables_; }
+  SnapshotHolder* snapshots() const { return snapshots_; }
+  ApiMetrics* metrics() const { return metrics_; }
+  RpcCallMetrics* call_metrics() const { return call_metrics_.get(); }
+  const Clock* clock() const { return clock_; }
+  boost::asio::ssl::context* tls() const { return tls_.get(); }
+  ~RouterContext();
+
+ private:
+  RouterContext(RouterOptions options, SnapshotHolder* snapshots, const Clock* clock,
+                ApiMetrics* metrics);
+
+  RouterOptions options_;
+  SnapshotHolder* snapshots_;
+  const Clock* clock_;
+  ApiMetrics* metrics_;
+  std::unique_ptr<RpcCallMetrics> call_metrics_;
+  SignatureMemory signatures_;
+  LookupTableCache lookup_tables_;
+  std::unique_ptr<boost::asio::ssl::context> tls_;
+};
+
+}  // namespace switchyard

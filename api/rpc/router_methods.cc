@@ -1,0 +1,334 @@
+// The parts of the Router that fan a call out and merge the answers, and the methods the
+// router answers itself.
+#include "api/rpc/internal/router.h"
+#include "api/jsonrpc/rpc_params.h"
+#include "fmt/format.h"
+#include "solana/base64.h"
+
+namespace switchyard {
+namespace {
+
+std::string ErrorAnswer(const RpcCall& call, const absl::Status& status) {
+  return RpcErrorResponse(call.id_or_null(), status);
+}
+
+// The answer for an upstream's JSON-RPC error, under the call's id.
+std::string UpstreamErrorAnswer(const RpcCall& call, const UpstreamAnswer& answer) {
+  return UpstreamErrorResponse(call.id_or_null(), answer);
+}
+
+std::string JoinRaw(const std::vector<std::string>& values) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out += values[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+void Router::SplitAccounts(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
+                           size_t index, Answer done) {
+  const RpcCall& call = exchange->body.calls[index];
+  std::vector<std::pair<std::string, std::string>> requests;
+  for (const RoutePart& part : decision.parts) {
+    absl::StatusOr<std::string> params = ParamsWithList(call, decision.keys, part.indexes);
+    if (!params.ok()) {
+      done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
+      return;
+    }
+    requests.emplace_back(part.target, SubRequest(call.method, *params));
+  }
+  const bool verify = VerifiesOwner(*exchange, /*account_list=*/true);
+  Gather(std::move(requests), RetryPolicy::kSafe,
+         [this, exchange, index, &call, parts = decision.parts, count = decision.keys.size(),
+          keys = verify ? decision.keys : std::vector<std::string>(), verify,
+          done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) mutable {
+           AccountList merged;
+           merged.values.assign(count, "null");
+           for (size_t p = 0; p < parts.size(); ++p) {
+             if (!answers[p].ok()) {
+               done(ErrorAnswer(call, answers[p].status()),
+                    CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure});
+               return;
+             }
+             if (answers[p]->is_error()) {
+               done(UpstreamErrorAnswer(call, *answers[p]),
+                    CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kRpcError});
+               return;
+             }
+             absl::StatusOr<ContextList> list = ParseContextList(answers[p]->result);
+             if (!list.ok() || list->values.size() != parts[p].indexes.size()) {
+               done(ErrorAnswer(call, MakeRpcStatus(RpcErrorKind::kInternal,
+                                                    fmt::format("upstream {} answered a list of "
+                                                                "the wrong shape",
+                                                                parts[p].target))),
+                    CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure});
+               return;
+             }
+             // context.slot is the base layer's when base has a part (ER slots differ).
+             const bool on_base = parts[p].target == options_.routing.base;
+             if (merged.context.empty() || on_base) {
+               merged.context = list->context;
+               merged.context_from_base = on_base;
+             }
+             for (size_t k = 0; k < parts[p].indexes.size(); ++k) {
+               merged.values[parts[p].indexes[k]] = std::move(list->values[k]);
+             }
+           }
+           const CallOutcome ok{RpcCallMetrics::kSplitTarget, RpcOutcome::kOk};
+           if (!verify) return done(merged.Render(call), ok);
+           std::vector<std::string> key_targets(count);
+           for (const RoutePart& part : parts) {
+             for (size_t i : part.indexes) key_targets[i] = part.target;
+           }
+           VerifyAccountList(exchange, index, std::move(keys), std::move(key_targets),
+                             std::move(merged), std::string(), ok, std::move(done));
+         });
+}
+
+void Router::Signatures(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
+                        size_t index, Answer done) {
+  const RpcCall& call = exchange->body.calls[index];
+  std::vector<std::string> everyone = {options_.routing.base};
+  for (const std::string& er : options_.routing.er_targets) everyone.push_back(er);
+  const bool single = call.method == "getTransaction";
+
+  std::vector<std::pair<std::string, std::string>> requests;
+  std::vector<const std::vector<size_t>*> groups;
+  for (const RoutePart& part : decision.parts) {
+    absl::StatusOr<std::string> params = ParamsWithList(call, decision.keys, part.indexes);
+    if (!params.ok()) {
+      done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
+      return;
+    }
+    requests.emplace_back(part.target, SubRequest(call.method, *params));
+  }
+  const size_t known_parts = requests.size();
+  if (!decision.unknown.empty()) {
+    std::string body;
+    if (single) {
+      body = SubRequest(call.method, call.params);
+    } else {
+      absl::StatusOr<std::string> params = ParamsWithList(call, decision.keys, decision.unknown);
+      if (!params.ok()) {
+        done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
+        return;
+      }
+      body = SubRequest(call.method, *params);
+    }
+    for (const std::string& target : everyone) requests.emplace_back(target, body);
+  }
+  std::vector<std::string> targets;
+  for (const auto& request : requests) targets.push_back(request.first);
+  // Signatures nobody remembers are asked of everyone; else the known ones are split.
+  const int label =
+      decision.unknown.empty() ? RpcCallMetrics::kSplitTarget : RpcCallMetrics::kFanoutTarget;
+  Gather(
+      std::move(requests), RetryPolicy::kSafe,
+      [this, exchange, &call, single, known_parts, targets, label, parts = decision.parts,
+       unknown = decision.unknown, count = decision.keys.size(),
+       done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
+        if (single) {
+          // First non-null transaction in the order base, ERs; else base's answer.
+          const absl::StatusOr<UpstreamAnswer>* fallback = nullptr;
+          for (const auto& answer : answers) {
+            if (!answer.ok()) continue;
+            if (!fallback) fallback = &answer;
+            if (!answer->is_error() && !IsJsonNull(answer->result)) {
+              done(RpcResultResponse(call.id_or_null(), answer->result),
+                   CallOutcome{label, RpcOutcome::kOk});
+              return;
+            }
+          }
+          if (fallback == nullptr) {
+            done(ErrorAnswer(call, answers[0].status()),
+                 CallOutcome{label, RpcOutcome::kUpstreamFailure});
+          } else if ((*fallback)->is_error()) {
+            done(UpstreamErrorAnswer(call, **fallback), CallOutcome{label, RpcOutcome::kRpcError});
+          } else {
+            done(RpcResultResponse(call.id_or_null(), (*fallback)->result),
+                 CallOutcome{label, RpcOutcome::kOk});
+          }
+          return;
+        }
+        std::vector<std::string> values(count, "null");
+        std::string context;
+        bool any = false;
+        for (size_t a = 0; a < answers.size(); ++a) {
+          if (!answers[a].ok() || answers[a]->is_error()) continue;
+          absl::StatusOr<ContextList> list = ParseContextList(answers[a]->result);
+          const std::vector<size_t>& indexes = a < known_parts ? parts[a].indexes : unknown;
+          if (!list.ok() || list->values.size() != indexes.size()) continue;
+          any = true;
+          if (context.empty() || targets[a] == options_.routing.base) context = list->context;
+          for (size_t k = 0; k < indexes.size(); ++k) {
+            std::string& slot = values[indexes[k]];
+            if (IsJsonNull(slot)) slot = std::move(list->values[k]);
+          }
+        }
+        if (!any) {
+          for (const auto& answer : answers) {
+            if (answer.ok() && answer->is_error()) {
+              done(UpstreamErrorAnswer(call, *answer), CallOutcome{label, RpcOutcome::kRpcError});
+              return;
+            }
+          }
+          done(ErrorAnswer(call, answers[0].status()),
+               CallOutcome{label, RpcOutcome::kUpstreamFailure});
+          return;
+        }
+        done(RpcResultResponse(call.id_or_null(), fmt::format(R"({{"context":{},"value":[{}]}})",
+                                                              context, JoinRaw(values))),
+             CallOutcome{label, RpcOutcome::kOk});
+      });
+}
+
+void Router::FetchLookupTables(const std::vector<Pubkey>& tables, std::function<void()> then) {
+  std::vector<std::pair<std::string, std::string>> requests;
+  for (const Pubkey& table : tables) {
+    metrics_->lookup_table_fetches.Increment();
+    requests.emplace_back(
+        options_.routing.base,
+        SubRequest("getAccountInfo",
+                   fmt::format(R"(["{}",{{"encoding":"base64"}}])", table.ToBase58())));
+  }
+  Gather(
+      std::move(requests), RetryPolicy::kSafe,
+      [this, tables, then = std::move(then)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
+        for (size_t i = 0; i < answers.size(); ++i) {
+          if (!answers[i].ok() || answers[i]->is_error()) continue;
+          absl::StatusOr<std::string> value = JsonMember(answers[i]->result, "value");
+          if (!value.ok() || IsJsonNull(*value)) continue;
+          absl::StatusOr<std::string> data = JsonMember(*value, "data");
+          if (!data.ok()) continue;
+          absl::StatusOr<std::string> text = FirstString(*data);
+          if (!text.ok()) continue;
+          absl::StatusOr<std::string> bytes = Base64Decode(*text);
+          if (!bytes.ok()) continue;
+          absl::StatusOr<std::vector<Pubkey>> addresses = DecodeLookupTableAccount(
+              std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
+          if (!addresses.ok()) continue;
+          context_->lookup_tables().Insert(tables[i], *std::move(addresses));
+        }
+        then();
+      });
+}
+
+void Router::RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
+  const RpcCall& call = exchange->body.calls[index];
+  const Snapshot& snapshot = *exchange->snapshot;
+  auto fqdn_of = [&](const std::string& target) -> std::string {
+    for (const ErRoute& er : options_.ers) {
+      if (er.target == target) return er.fqdn;
+    }
+    return {};
+  };
+  if (call.method == "getIdentity") {
+    // MagicBlock's router answers the identity and fqdn of an ER validator (the SDK's
+    // getClosestValidator, whose identity clients delegate to). `router.identity` overrides
+    // it; without one, the default ER's (else the first configured ER's).
+    Pubkey identity = options_.identity;
+    std::string fqdn = options_.fqdn;
+    if (identity.IsZero() && !options_.ers.empty()) {
+      const ErRoute* chosen = &options_.ers.front();
+      for (const ErRoute& er : options_.ers) {
+        if (er.target == options_.routing.default_er) {
+          chosen = &er;
+          break;
+        }
+      }
+      identity = chosen->identity;
+      fqdn = chosen->fqdn;
+    }
+    done(RpcResultResponse(call.id_or_null(), fmt::format(R"({{"identity":"{}","fqdn":{}}})",
+                                                          identity.ToBase58(), JsonQuote(fqdn))),
+         AtRouter(RpcOutcome::kOk));
+    return;
+  }
+  if (call.method == "getRoutes") {
+    std::vector<std::string> routes;
+    for (const ErRoute& er : options_.ers) {
+      routes.push_back(fmt::format(
+          R"({{"identity":"{}","fqdn":{},"baseFee":{},"blockTimeMs":{},"countryCode":{}}})",
+          er.identity.ToBase58(), JsonQuote(er.fqdn), er.base_fee, er.block_time_ms,
+          JsonQuote(er.country_code)));
+    }
+    done(RpcResultResponse(call.id_or_null(), fmt::format("[{}]", JoinRaw(routes))),
+         AtRouter(RpcOutcome::kOk));
+    return;
+  }
+  absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
+  if (!params.ok()) {
+    done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
+    return;
+  }
+  const CallOutcome router_error = AtRouter(RpcOutcome::kRouterError);
+  auto bad_key = [&](const std::string& text) {
+    return ErrorAnswer(
+        call, MakeRpcStatus(RpcErrorKind::kInvalidParams,
+                            fmt::format("Invalid params: invalid public key {}", JsonQuote(text))));
+  };
+  if (call.method == "getDelegationStatus") {
+    absl::StatusOr<std::string> text = params->String(0);
+    if (!text.ok()) return done(ErrorAnswer(call, text.status()), router_error);
+    absl::StatusOr<Pubkey> key = Pubkey::FromBase58(*text);
+    if (!key.ok()) return done(bad_key(*text), router_error);
+    std::optional<AccountState> state = snapshot.FindDelegation(*key);
+    if (!state) {
+      done(RpcResultResponse(call.id_or_null(), R"({"isDelegated":false})"),
+           AtRouter(RpcOutcome::kOk));
+      return;
+    }
+    std::string fqdn;
+    if (absl::StatusOr<std::string> target = TargetForAccount(*key, snapshot, options_.routing);
+        target.ok()) {
+      fqdn = fqdn_of(*target);
+    }
+    done(RpcResultResponse(
+             call.id_or_null(),
+             fmt::format(
+                 R"({{"isDelegated":true,{}"delegationRecord":{{"authority":"{}","owner":"{}",)"
+                 R"("delegationSlot":{},"lamports":{}}}}})",
+                 fqdn.empty() ? "" : fmt::format("\"fqdn\":{},", JsonQuote(fqdn)),
+                 state->validator.ToBase58(), state->owner_program.ToBase58(),
+                 state->delegation_slot, state->lamports)),
+         AtRouter(RpcOutcome::kOk));
+    return;
+  }
+  // getBlockhashForAccounts [[pubkeys]]: the blockhash of the ER they are delegated to.
+  absl::StatusOr<std::vector<std::string>> keys =
+      params->StringList(0, options_.routing.max_accounts);
+  if (!keys.ok()) return done(ErrorAnswer(call, keys.status()), router_error);
+  std::string target = options_.routing.base;
+  for (const std::string& text : *keys) {
+    absl::StatusOr<Pubkey> key = Pubkey::FromBase58(text);
+    if (!key.ok()) return done(bad_key(text), router_error);
+    absl::StatusOr<std::string> account_target = TargetForAccount(*key, snapshot, options_.routing);
+    if (account_target.ok() && *account_target != options_.routing.base) {
+      target = *account_target;
+      break;
+    }
+  }
+  Gather(
+      {{target, SubRequest("getLatestBlockhash", "[]")}}, RetryPolicy::kSafe,
+      [exchange, &call, target_id = calls_->TargetId(target),
+       done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
+        const CallOutcome failed{target_id, RpcOutcome::kUpstreamFailure};
+        if (!answers[0].ok()) return done(ErrorAnswer(call, answers[0].status()), failed);
+        if (answers[0]->is_error()) {
+          return done(UpstreamErrorAnswer(call, *answers[0]),
+                      CallOutcome{target_id, RpcOutcome::kRpcError});
+        }
+        absl::StatusOr<std::string> value = JsonMember(answers[0]->result, "value");
+        if (!value.ok()) {
+          return done(ErrorAnswer(call, MakeRpcStatus(RpcErrorKind::kInternal,
+                                                      "upstream answered no blockhash")),
+                      failed);
+        }
+        done(RpcResultResponse(call.id_or_null(), *value), CallOutcome{target_id, RpcOutcome::kOk});
+      });
+}
+
+}  // namespace switchyard

@@ -1,0 +1,413 @@
+// Owner verification (DESIGN.md §5): a base answer showing the delegation program as owner is
+// re-asked of the account's ER; an ER that does not have an account the state calls delegated
+// is re-asked of base.
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "api/rpc/internal/router.h"
+#include "api/jsonrpc/rpc_params.h"
+#include "fmt/format.h"
+#include "solana/base64.h"
+#include "solana/delegation.h"
+
+namespace switchyard {
+namespace {
+
+// The `value` of the result of an upstream answer, or nullopt when it has none.
+std::optional<std::string> ResultValue(const absl::StatusOr<UpstreamAnswer>& answer) {
+  if (!answer.ok() || answer->is_error()) return std::nullopt;
+  absl::StatusOr<std::string> value = JsonMember(answer->result, "value");
+  if (!value.ok()) return std::nullopt;
+  return *std::move(value);
+}
+
+bool OwnedByDelegationProgram(std::string_view value) {
+  // Most values do not mention the program at all; those need no parsing.
+  if (value.find(kDelegationProgramId) == std::string_view::npos || IsJsonNull(value)) {
+    return false;
+  }
+  absl::StatusOr<std::string> owner = JsonMember(value, "owner");
+  return owner.ok() && *owner == fmt::format("\"{}\"", kDelegationProgramId);
+}
+
+// The delegation record in an account value with base64 data; nullopt when it is none.
+std::optional<DelegationRecord> RecordOf(std::string_view value) {
+  if (IsJsonNull(value)) return std::nullopt;
+  absl::StatusOr<std::string> data = JsonMember(value, "data");
+  absl::StatusOr<std::string> text = data.ok() ? FirstString(*data) : data.status();
+  absl::StatusOr<std::string> bytes = text.ok() ? Base64Decode(*text) : text.status();
+  if (!bytes.ok()) return std::nullopt;
+  absl::StatusOr<DelegationRecord> record = DecodeDelegationRecord(
+      std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
+  if (!record.ok()) return std::nullopt;
+  return *record;
+}
+
+VerifiedRead ReadOf(std::string_view method) {
+  if (method == "getBalance") return VerifiedRead::kGetBalance;
+  if (method == "getTokenAccountBalance") return VerifiedRead::kGetTokenAccountBalance;
+  if (method == "getMultipleAccounts") return VerifiedRead::kGetMultipleAccounts;
+  return VerifiedRead::kGetAccountInfo;
+}
+
+// The zero-length getAccountInfo probe of `account`, at the call's commitment.
+std::string ProbeRequest(const RpcCall& call, const Pubkey& account) {
+  std::string commitment;
+  if (absl::StatusOr<RpcParams> params = ParseRpcParams(call.params); params.ok()) {
+    if (std::optional<std::string> level = params->ConfigString(1, "commitment")) {
+      commitment = fmt::format(R"(,"commitment":{})", JsonQuote(*level));
+    }
+  }
+  return SubRequest(
+      "getAccountInfo",
+      fmt::format(R"(["{}",{{"encoding":"base64","dataSlice":{{"offset":0,"length":0}}{}}}])",
+                  account.ToBase58(), commitment));
+}
+
+}  // namespace
+
+std::string Router::AccountList::Render(const RpcCall& call) const {
+  return RpcResultResponse(call.id_or_null(), fmt::format(R"({{"context":{},"value":[{}]}})",
+                                                          context, absl::StrJoin(values, ",")));
+}
+
+bool Router::VerifiesOwner(const Exchange& exchange, bool account_list) const {
+  if (exchange.snapshot->limbo_since()) return true;
+  return account_list ? options_.verify_owner_multiple : options_.verify_owner;
+}
+
+void Router::ReadRecords(const std::vector<Pubkey>& accounts, Records done) {
+  std::vector<std::string> pdas;
+  std::vector<size_t> all;
+  for (const Pubkey& account : accounts) {
+    all.push_back(pdas.size());
+    pdas.push_back(DelegationRecordPda(account).ToBase58());
+  }
+  const std::string params =
+      fmt::format(R"([{},{{"encoding":"base64"}}])", JsonStringArray(pdas, all));
+  Gather({{options_.routing.base, SubRequest("getMultipleAccounts", params)}}, RetryPolicy::kSafe,
+         [count = accounts.size(),
+          done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
+           if (!answers[0].ok()) return done(answers[0].status());
+           if (answers[0]->is_error()) {
+             return done(
+                 absl::UnavailableError("base answered the delegation records' read "
+                                        "with an error"));
+           }
+           absl::StatusOr<ContextList> list = ParseContextList(answers[0]->result);
+           if (!list.ok() || list->values.size() != count) {
+             return done(
+                 absl::DataLossError("base answered the delegation records' read with a "
+                                     "list of the wrong shape"));
+           }
+           std::vector<std::optional<DelegationRecord>> records(count);
+           for (size_t i = 0; i < count; ++i) records[i] = RecordOf(list->values[i]);
+           done(std::move(records));
+         });
+}
+
+void Router::FindRecordTargets(const std::vector<Pubkey>& accounts, RecordTargets done) {
+  ReadRecords(accounts, [this, accounts, done = std::move(done)](
+                            absl::StatusOr<std::vector<std::optional<DelegationRecord>>> records) {
+    std::vector<std::optional<std::string>> targets(accounts.size());
+    if (records.ok()) {
+      for (size_t i = 0; i < accounts.size(); ++i) {
+        if (!(*records)[i]) continue;
+        // A validator without a configured ER leaves the account where it was asked.
+        absl::StatusOr<std::string> target =
+            TargetForValidator(accounts[i], (*records)[i]->authority, options_.routing);
+        if (target.ok()) targets[i] = *std::move(target);
+      }
+    }
+    done(std::move(targets));
+  });
+}
+
+void Router::ForwardTransactionByRecords(RouteDecision decision, std::shared_ptr<Exchange> exchange,
+                                         size_t index, Answer done) {
+  metrics_->limbo_transaction_checks.Increment();
+  std::vector<Pubkey> writable = decision.writable_in_doubt;
+  ReadRecords(writable, [this, exchange, index, writable, decision = std::move(decision),
+                         done = std::move(done)](
+                            absl::StatusOr<std::vector<std::optional<DelegationRecord>>> records) {
+    const RpcCall& call = exchange->body.calls[index];
+    if (!records.ok()) {
+      // Base could not say: the transaction cannot be placed safely.
+      return done(RpcErrorResponse(
+                      call.id_or_null(),
+                      MakeRpcStatus(RpcErrorKind::kInternal,
+                                    fmt::format("the delegation state is being repaired and the "
+                                                "delegation records could not be read from "
+                                                "base: {}",
+                                                std::string(records.status().message())))),
+                  AtRouter(RpcOutcome::kUpstreamFailure));
+    }
+    RouteDecision routed = RouteByWritable(
+        writable,
+        [&](size_t i) -> std::optional<Pubkey> {
+          if (!(*records)[i]) return std::nullopt;
+          return (*records)[i]->authority;
+        },
+        options_.routing);
+    if (routed.kind == RouteKind::kError) {
+      return done(RpcErrorResponse(call.id_or_null(), routed.error),
+                  AtRouter(RpcOutcome::kRouterError));
+    }
+    if (routed.target != decision.target) metrics_->limbo_transaction_reroutes.Increment();
+    if (decision.signature) context_->signatures().Remember(*decision.signature, routed.target);
+    Forward(routed.target, call, exchange, std::move(done));
+  });
+}
+
+void Router::ForwardVerified(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
+                             size_t index, Answer done) {
+  const Pubkey account = *decision.account;
+  const bool delegated = decision.delegated;
+  Forward(decision.target, exchange->body.calls[index], exchange,
+          [this, exchange, index, account, delegated, done = std::move(done)](
+              std::string answer, CallOutcome outcome) mutable {
+            // An answer that cannot call for a re-route needs no parsing: from base, one that
+            // does not mention the delegation program; from the ER, one without a null value.
+            if (answer.find(delegated ? "null" : kDelegationProgramId) == std::string::npos) {
+              return done(std::move(answer), outcome);
+            }
+            std::optional<std::string> value = ResultValue(ParseUpstreamAnswer(answer));
+            RerouteByOwner(exchange, index, account, delegated, value, std::move(answer), outcome,
+                           std::move(done));
+          });
+}
+
+void Router::ForwardProbed(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
+                           size_t index, Answer done) {
+  // Both answers are awaited; whichever comes second decides. One worker thread: no lock.
+  struct Join {
+    std::optional<std::pair<std::string, CallOutcome>> answer;
+    std::optional<std::optional<std::string>> value;  // the account as the probe showed it
+    Answer done;
+  };
+  auto join = std::make_shared<Join>();
+  join->done = std::move(done);
+  const RpcCall& call = exchange->body.calls[index];
+  auto decide = [this, exchange, index, join, account = *decision.account,
+                 delegated = decision.delegated] {
+    if (!join->answer || !join->value) return;
+    RerouteByOwner(exchange, index, account, delegated, *join->value,
+                   std::move(join->answer->first), join->answer->second, std::move(join->done));
+  };
+  Forward(decision.target, call, exchange, [join, decide](std::string answer, CallOutcome outcome) {
+    join->answer.emplace(std::move(answer), outcome);
+    decide();
+  });
+  Gather({{decision.target, ProbeRequest(call, *decision.account)}}, RetryPolicy::kSafe,
+         [join, decide](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
+           join->value = ResultValue(answers[0]);
+           decide();
+         });
+}
+
+void Router::RerouteByOwner(std::shared_ptr<Exchange> exchange, size_t index, const Pubkey& account,
+                            bool delegated, const std::optional<std::string>& value,
+                            std::string answer, CallOutcome outcome, Answer done) {
+  const RpcCall& call = exchange->body.calls[index];
+  const VerifiedRead read = ReadOf(call.method);
+  if (!value) return done(std::move(answer), outcome);
+  if (delegated && IsJsonNull(*value)) {
+    // The ER does not have it: the state is behind; base knows the account.
+    metrics_->owner_reroutes.Increment();
+    metrics_->OwnerReroutes(read, /*to_er=*/false).Increment();
+    Forward(options_.routing.base, call, exchange, std::move(done));
+    return;
+  }
+  if (delegated || !OwnedByDelegationProgram(*value)) return done(std::move(answer), outcome);
+  // Base says delegated, the state does not know yet: find the ER by the record.
+  FindRecordTargets(
+      {account}, [this, exchange, index, read, answer = std::move(answer), outcome,
+                  done = std::move(done)](std::vector<std::optional<std::string>> targets) mutable {
+        if (!targets[0]) return done(std::move(answer), outcome);
+        metrics_->owner_reroutes.Increment();
+        metrics_->OwnerReroutes(read, /*to_er=*/true).Increment();
+        Forward(*targets[0], exchange->body.calls[index], exchange, std::move(done));
+      });
+}
+
+void Router::ForwardAccountListVerified(const RouteDecision& decision,
+                                        std::shared_ptr<Exchange> exchange, size_t index,
+                                        Answer done) {
+  Forward(decision.target, exchange->body.calls[index], exchange,
+          [this, exchange, index, keys = decision.keys, target = decision.target,
+           done = std::move(done)](std::string answer, CallOutcome outcome) mutable {
+            const bool on_base = target == options_.routing.base;
+            // Nothing to verify: base shows no account owned by the delegation program, or an
+            // ER answered no null.
+            if (outcome.outcome != RpcOutcome::kOk ||
+                answer.find(on_base ? kDelegationProgramId : "null") == std::string::npos) {
+              return done(std::move(answer), outcome);
+            }
+            absl::StatusOr<UpstreamAnswer> parsed = ParseUpstreamAnswer(answer);
+            absl::StatusOr<ContextList> list = parsed.ok() && !parsed->is_error()
+                                                   ? ParseContextList(parsed->result)
+                                                   : absl::InternalError("no result");
+            if (!list.ok() || list->values.size() != keys.size()) {
+              return done(std::move(answer), outcome);
+            }
+            AccountList merged;
+            merged.context = std::move(list->context);
+            merged.context_from_base = on_base;
+            merged.values = std::move(list->values);
+            std::vector<std::string> key_targets(keys.size(), target);
+            VerifyAccountList(exchange, index, std::move(keys), std::move(key_targets),
+                              std::move(merged), std::move(answer), outcome, std::move(done));
+          });
+}
+
+void Router::VerifyAccountList(std::shared_ptr<Exchange> exchange, size_t index,
+                               std::vector<std::string> keys, std::vector<std::string> key_targets,
+                               AccountList list, std::string original, CallOutcome outcome,
+                               Answer done) {
+  const std::string& base = options_.routing.base;
+  std::vector<size_t> to_er;    // base showed the delegation program as owner
+  std::vector<size_t> to_base;  // an ER did not have an account the state calls delegated
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (key_targets[i] == base) {
+      if (OwnedByDelegationProgram(list.values[i])) to_er.push_back(i);
+    } else if (IsJsonNull(list.values[i])) {
+      to_base.push_back(i);
+    }
+  }
+  const RpcCall& call = exchange->body.calls[index];
+  if (to_er.empty() && to_base.empty()) {
+    done(original.empty() ? list.Render(call) : std::move(original), outcome);
+    return;
+  }
+  // The re-asks run in parallel: base for `to_base`; the records of `to_er`, then their ERs.
+  // Every answer is spliced into `list` in place of the element it replaces.
+  struct Pending {
+    std::vector<std::string> keys;
+    AccountList list;
+    std::string original;
+    CallOutcome outcome;
+    Answer done;
+    int branches = 0;
+    size_t rerouted = 0;
+    bool answered = false;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->keys = std::move(keys);
+  pending->list = std::move(list);
+  pending->original = std::move(original);
+  pending->outcome = outcome;
+  pending->done = std::move(done);
+  pending->branches = (to_er.empty() ? 0 : 1) + (to_base.empty() ? 0 : 1);
+
+  auto branch_done = [this, exchange, index, pending] {
+    if (--pending->branches > 0 || pending->answered) return;
+    pending->answered = true;
+    const RpcCall& call = exchange->body.calls[index];
+    if (pending->rerouted == 0 && !pending->original.empty()) {
+      pending->done(std::move(pending->original), pending->outcome);
+      return;
+    }
+    pending->done(pending->list.Render(call),
+                  pending->rerouted == 0
+                      ? pending->outcome
+                      : CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kOk});
+  };
+  // Asks each part's target for its keys and splices the values in; the first failure is the
+  // answer.
+  auto reask = [this, exchange, index, pending, branch_done](std::vector<RoutePart> parts) {
+    const RpcCall& call = exchange->body.calls[index];
+    std::vector<std::pair<std::string, std::string>> requests;
+    for (const RoutePart& part : parts) {
+      absl::StatusOr<std::string> params = ParamsWithList(call, pending->keys, part.indexes);
+      if (!params.ok()) {
+        if (!pending->answered) {
+          pending->answered = true;
+          pending->done(RpcErrorResponse(call.id_or_null(), params.status()),
+                        AtRouter(RpcOutcome::kRouterError));
+        }
+        return;
+      }
+      requests.emplace_back(part.target, SubRequest("getMultipleAccounts", *params));
+    }
+    Gather(std::move(requests), RetryPolicy::kSafe,
+           [this, exchange, index, pending, branch_done,
+            parts = std::move(parts)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
+             const RpcCall& call = exchange->body.calls[index];
+             const std::string& base = options_.routing.base;
+             for (size_t p = 0; p < parts.size() && !pending->answered; ++p) {
+               const CallOutcome failed{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure};
+               if (!answers[p].ok()) {
+                 pending->answered = true;
+                 pending->done(RpcErrorResponse(call.id_or_null(), answers[p].status()), failed);
+                 return;
+               }
+               if (answers[p]->is_error()) {
+                 pending->answered = true;
+                 pending->done(UpstreamErrorResponse(call.id_or_null(), *answers[p]),
+                               CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kRpcError});
+                 return;
+               }
+               absl::StatusOr<ContextList> list = ParseContextList(answers[p]->result);
+               if (!list.ok() || list->values.size() != parts[p].indexes.size()) {
+                 pending->answered = true;
+                 pending->done(
+                     RpcErrorResponse(call.id_or_null(),
+                                      MakeRpcStatus(RpcErrorKind::kInternal,
+                                                    fmt::format("upstream {} answered a list of "
+                                                                "the wrong shape",
+                                                                parts[p].target))),
+                     failed);
+                 return;
+               }
+               const bool to_base = parts[p].target == base;
+               if (to_base && !pending->list.context_from_base) {
+                 pending->list.context = std::move(list->context);
+                 pending->list.context_from_base = true;
+               }
+               for (size_t k = 0; k < parts[p].indexes.size(); ++k) {
+                 pending->list.values[parts[p].indexes[k]] = std::move(list->values[k]);
+               }
+               const size_t n = parts[p].indexes.size();
+               pending->rerouted += n;
+               metrics_->owner_reroutes.Increment(n);
+               metrics_->OwnerReroutes(VerifiedRead::kGetMultipleAccounts, !to_base).Increment(n);
+             }
+             branch_done();
+           });
+  };
+
+  if (!to_base.empty()) reask({RoutePart{base, std::move(to_base)}});
+  if (!to_er.empty()) {
+    std::vector<Pubkey> accounts;
+    std::vector<size_t> asked;
+    for (size_t i : to_er) {
+      absl::StatusOr<Pubkey> key = Pubkey::FromBase58(pending->keys[i]);
+      if (!key.ok()) continue;
+      accounts.push_back(*key);
+      asked.push_back(i);
+    }
+    FindRecordTargets(accounts, [reask, branch_done, asked = std::move(asked)](
+                                    std::vector<std::optional<std::string>> targets) {
+      std::vector<RoutePart> parts;
+      for (size_t k = 0; k < targets.size(); ++k) {
+        if (!targets[k]) continue;  // no record or no ER for it: base's answer stands
+        auto it = std::find_if(parts.begin(), parts.end(),
+                               [&](const RoutePart& part) { return part.target == *targets[k]; });
+        if (it == parts.end()) {
+          parts.push_back(RoutePart{*targets[k], {}});
+          it = parts.end() - 1;
+        }
+        it->indexes.push_back(asked[k]);
+      }
+      if (parts.empty()) return branch_done();
+      reask(std::move(parts));
+    });
+  }
+}
+
+}  // namespace switchyard

@@ -1,0 +1,1 @@
+#include "api/rpc/internal/router.h"

@@ -1,0 +1,5 @@
+#include <boost/asio/io_context.hpp>
+
+#include "absl/status/status.h"
+
+int Decide() { return 0; }

@@ -1,0 +1,1 @@
+#include <boost/asio/io_context.hpp>

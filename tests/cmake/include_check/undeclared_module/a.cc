@@ -1,0 +1,1 @@
+#include "api/net/http_server.h"
