@@ -6,7 +6,7 @@
 #
 # Declares the static library `switchyard_<module>` (alias `switchyard::<module>`) and a
 # layering check that runs before it compiles: an #include of a project module or of a
-# third-party library that DESIGN.md §2 does not allow for this module fails the build.
+# third-party library that docs/architecture.md §3 does not allow for this module fails the build.
 set(SWITCHYARD_INCLUDE_CHECK ${CMAKE_CURRENT_LIST_DIR}/check_includes.cmake)
 
 function(switchyard_module)
