@@ -7,7 +7,7 @@
 #
 # Declares the static library `switchyard_<module>` (alias `switchyard::<module>`; a `/` in
 # the name becomes `_`: switchyard::api_routing) and a layering check that runs before it
-# compiles: an #include that docs/architecture.md §2 does not allow for this module fails the
+# compiles: an #include that docs/architecture.md §3 does not allow for this module fails the
 # build (cmake/check_includes.cmake says what is checked).
 set(SWITCHYARD_INCLUDE_CHECK ${CMAKE_CURRENT_LIST_DIR}/check_includes.cmake)
 

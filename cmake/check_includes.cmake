@@ -6,7 +6,7 @@ cmake_minimum_required(VERSION 3.25)
 #  - a third-party family that is not in ALLOWED_THIRD_PARTY, or a header of no known family
 #    (neither the standard library, POSIX, nor a family below),
 # and when ALLOWED_THIRD_PARTY names a family that no file of the module includes.
-# The layering itself is docs/architecture.md §2.
+# The layering itself is docs/architecture.md §3.
 set(project_modules common solana engine storage ingest app localnet api)
 set(api_submodules metrics jsonrpc routing net upstream rpc pubsub admin)
 # Third-party include families: name -> regex of include paths.
@@ -103,6 +103,6 @@ foreach(family IN LISTS allowed_third_party)
   endif()
 endforeach()
 if(violations)
-  message(FATAL_ERROR "Include layering violations (docs/architecture.md §2):\n${violations}")
+  message(FATAL_ERROR "Include layering violations (docs/architecture.md §3):\n${violations}")
 endif()
 file(TOUCH ${STAMP})

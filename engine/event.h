@@ -9,7 +9,7 @@
 
 namespace switchyard {
 
-// The kinds of record in the delegation event log (DESIGN.md §3). The numeric values are
+// The kinds of record in the delegation event log (docs/architecture.md §5). The numeric values are
 // part of the on-log format.
 enum class EventKind : uint8_t {
   kDelegated = 1,

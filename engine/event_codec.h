@@ -9,7 +9,7 @@
 
 namespace switchyard {
 
-// The binary record of one event on the log (DESIGN.md §3):
+// The binary record of one event on the log (docs/architecture.md §5):
 //
 //   u8 version (= kEventFormatVersion) | u8 kind | fields, little-endian | u32 CRC32C
 //

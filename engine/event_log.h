@@ -26,7 +26,7 @@ struct OutgoingRecord {
 
 // The records that put `event` on a log of `partition_count` partitions: account events once,
 // keyed by their account; SlotSealed, StreamGap and Resynced once per partition, since every
-// partition must carry the watermarks and stream markers (DESIGN.md §3).
+// partition must carry the watermarks and stream markers (docs/architecture.md §5).
 std::vector<OutgoingRecord> ToLogRecords(const Event& event, int32_t partition_count);
 
 // A record read from the log; the views are valid during the callback only.

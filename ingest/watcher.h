@@ -72,7 +72,7 @@ struct WatcherMetrics {
   Gauge& last_sealed_slot;
 };
 
-// Watches the base layer and writes delegation events (DESIGN.md §3) through an
+// Watches the base layer and writes delegation events (docs/architecture.md §5) through an
 // EventLogWriter: a backfill at start, then programSubscribe (records), logsSubscribe +
 // getTransaction (Delegate and Undelegate instructions; undelegations are only seen there),
 // slotSubscribe (SlotSealed once every event up to the slot is acknowledged), periodic

@@ -5,7 +5,7 @@
 
 namespace switchyard {
 
-// How the router decides where a JSON-RPC method goes (DESIGN.md §5).
+// How the router decides where a JSON-RPC method goes (docs/architecture.md §9).
 enum class RoutingClass {
   kOneAccount,   // by the one pubkey in params[0]: its ER when delegated, else base
   kAccountList,  // split a pubkey list by target, merge in order

@@ -14,7 +14,7 @@
 
 namespace switchyard {
 
-// How the router treats a pubsub method (DESIGN.md §5 for pubsub; see pubsub_router.h).
+// How the router treats a pubsub method (docs/architecture.md §12; see pubsub_router.h).
 enum class PubsubRouting {
   kAccount,      // by the account's delegation, following its changes
   kSignature,    // by the router's signature memory, else base and every ER

@@ -22,7 +22,7 @@ struct UpstreamTargetMetrics {
   Counter* errors = nullptr;    // attempts that failed or answered a non-2xx HTTP status
 };
 
-// The reads owner verification (DESIGN.md §5) may send to another target.
+// The reads owner verification (docs/architecture.md §10) may send to another target.
 enum class VerifiedRead : uint8_t {
   kGetAccountInfo,
   kGetBalance,

@@ -103,7 +103,7 @@ using LookupTableFn = absl::FunctionRef<const std::vector<Pubkey>*(const Pubkey&
 // Where the router sent a signature, or nullopt.
 using SignatureTargetFn = absl::FunctionRef<std::optional<std::string>(const Signature&)>;
 
-// The pure routing decision for one valid call (DESIGN.md §5). No I/O; thread-safe.
+// The pure routing decision for one valid call (docs/architecture.md §9). No I/O; thread-safe.
 RouteDecision DecideRoute(const RpcCall& call, const Snapshot& snapshot, const RoutingTable& table,
                           LookupTableFn lookup_tables, SignatureTargetFn remembered);
 

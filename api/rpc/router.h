@@ -52,9 +52,9 @@ struct RouterOptions {
   // consistency.max_wait_ms
   absl::Duration max_gate_wait = absl::Milliseconds(500);
   size_t max_gate_waiters = 10'000;  // per worker; more are answered 412 at once
-  // Owner verification (DESIGN.md §5) is always on in limbo. Outside limbo, verify_owner turns
-  // it on for the single-account reads (getAccountInfo, getBalance, getTokenAccountBalance) and
-  // verify_owner_multiple for getMultipleAccounts.
+  // Owner verification (docs/architecture.md §10) is always on in limbo. Outside limbo,
+  // verify_owner turns it on for the single-account reads (getAccountInfo, getBalance,
+  // getTokenAccountBalance) and verify_owner_multiple for getMultipleAccounts.
   bool verify_owner = true;
   bool verify_owner_multiple = false;
 };

@@ -1,6 +1,6 @@
-// Owner verification (DESIGN.md §5): a base answer showing the delegation program as owner is
-// re-asked of the account's ER; an ER that does not have an account the state calls delegated
-// is re-asked of base.
+// Owner verification (docs/architecture.md §10): a base answer showing the delegation program
+// as owner is re-asked of the account's ER; an ER that does not have an account the state calls
+// delegated is re-asked of base.
 #include <algorithm>
 #include <memory>
 #include <optional>

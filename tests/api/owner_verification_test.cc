@@ -1,8 +1,9 @@
-// Owner verification (DESIGN.md §5) of getBalance, getTokenAccountBalance, getAccountInfo and
-// getMultipleAccounts, over real sockets, with the router in front of a localnet base layer
-// and two localnet ERs. The router's state is a hand-built snapshot, so it can miss a
-// delegation that base already shows (ingest has not seen it yet) or keep one that the ER does
-// not have. The ERs here do not clone from base, so that an ER can lack an account base has.
+// Owner verification (docs/architecture.md §10) of getBalance, getTokenAccountBalance,
+// getAccountInfo and getMultipleAccounts, over real sockets, with the router in front of a
+// localnet base layer and two localnet ERs. The router's state is a hand-built snapshot, so it
+// can miss a delegation that base already shows (ingest has not seen it yet) or keep one that
+// the ER does not have. The ERs here do not clone from base, so that an ER can lack an account
+// base has.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
