@@ -3,6 +3,7 @@
 #include <array>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 
 namespace switchyard {
@@ -60,17 +61,30 @@ std::string Base58Encode(std::span<const uint8_t> bytes) {
   return text;
 }
 
-absl::Status Base58DecodeExact(std::string_view text, std::span<uint8_t> out) {
-  // A value of n bytes needs at most ceil(n * log(256)/log(58)) + n characters.
+namespace {
+
+// Decodes `text` into at most `out.size()` bytes at the front of `out` and returns how many:
+// the one decoder behind Base58DecodeExact and Base58DecodeBytes. The work is bounded by
+// `out.size()`, not by the input.
+absl::StatusOr<size_t> DecodeInto(std::string_view text, std::span<uint8_t> out) {
+  const size_t max_bytes = out.size();
   if (text.empty()) return absl::InvalidArgumentError("base58: empty string");
-  if (text.size() > out.size() * 2 + 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "base58: ", text.size(), " characters is too long for ", out.size(), " bytes"));
-  }
   size_t ones = 0;
   while (ones < text.size() && text[ones] == '1') ++ones;
-
-  std::vector<uint32_t> limbs((out.size() + 3) / 4 + 1, 0);
+  if (ones > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("base58: decodes to more than ", max_bytes,
+                                                   " bytes"));
+  }
+  // Every character after the leading ones adds at least log256(58) > 0.73 bytes, so a text
+  // this long cannot fit; rejecting it early bounds the work below.
+  if ((text.size() - ones) * 73 > (max_bytes - ones) * 100 + 100) {
+    return absl::InvalidArgumentError(absl::StrCat("base58: ", text.size(),
+                                                   " characters decode to more than ", max_bytes,
+                                                   " bytes"));
+  }
+  // The value as little-endian 32-bit limbs; `used` limbs are non-zero so far.
+  absl::InlinedVector<uint32_t, 18> limbs((max_bytes + 3) / 4 + 1, 0);
+  size_t used = 0;
   for (size_t pos = ones; pos < text.size();) {
     const size_t group = std::min<size_t>(5, text.size() - pos);
     uint32_t chunk = 0;
@@ -84,28 +98,50 @@ absl::Status Base58DecodeExact(std::string_view text, std::span<uint8_t> out) {
       chunk = chunk * 58 + static_cast<uint32_t>(digit);
     }
     uint64_t carry = chunk;
-    for (auto& limb : limbs) {
-      const uint64_t value = static_cast<uint64_t>(limb) * kPow58[group] + carry;
-      limb = static_cast<uint32_t>(value);
+    for (size_t i = 0; i < used; ++i) {
+      const uint64_t value = static_cast<uint64_t>(limbs[i]) * kPow58[group] + carry;
+      limbs[i] = static_cast<uint32_t>(value);
       carry = value >> 32;
     }
     if (carry != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("base58: value does not fit in ", out.size(), " bytes"));
+      if (used == limbs.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("base58: decodes to more than ", max_bytes, " bytes"));
+      }
+      limbs[used++] = static_cast<uint32_t>(carry);
     }
   }
-
-  // Count the significant bytes of the number.
-  size_t significant = limbs.size() * 4;
+  size_t significant = used * 4;
   auto byte_at = [&](size_t i) { return static_cast<uint8_t>(limbs[i / 4] >> (8 * (i % 4))); };
   while (significant > 0 && byte_at(significant - 1) == 0) --significant;
-  if (ones + significant != out.size()) {
+  if (ones + significant > max_bytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("base58: decodes to ", ones + significant, " bytes, expected ", out.size()));
+        absl::StrCat("base58: decodes to more than ", max_bytes, " bytes"));
   }
   for (size_t i = 0; i < ones; ++i) out[i] = 0;
   for (size_t i = 0; i < significant; ++i) out[ones + i] = byte_at(significant - 1 - i);
+  return ones + significant;
+}
+
+}  // namespace
+
+absl::Status Base58DecodeExact(std::string_view text, std::span<uint8_t> out) {
+  absl::StatusOr<size_t> size = DecodeInto(text, out);
+  if (!size.ok()) return size.status();
+  if (*size != out.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("base58: decodes to ", *size, " bytes, expected ", out.size()));
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Base58DecodeBytes(std::string_view text, size_t max_bytes) {
+  std::string out(max_bytes, '\0');
+  absl::StatusOr<size_t> size =
+      DecodeInto(text, std::span(reinterpret_cast<uint8_t*>(out.data()), out.size()));
+  if (!size.ok()) return size.status();
+  out.resize(*size);
+  return out;
 }
 
 }  // namespace switchyard

@@ -4,10 +4,10 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "common/base58.h"
 #include "common/status.h"
 #include "fmt/format.h"
 #include "solana/base64.h"
-#include "solana/internal/base58_bytes.h"
 
 namespace switchyard {
 namespace {
@@ -294,7 +294,7 @@ absl::StatusOr<Transaction> DecodeTransactionText(std::string_view text,
         return Invalid(fmt::format("base58 transaction is {} characters, more than {}", text.size(),
                                    kMaxBase58TransactionSize));
       }
-      wire = solana_internal::Base58DecodeBytes(text, kMaxTransactionSize);
+      wire = Base58DecodeBytes(text, kMaxTransactionSize);
       break;
   }
   if (!wire.ok()) {

@@ -23,14 +23,6 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
-namespace {
-
-std::string ErrorBody(int code, std::string_view message) {
-  return fmt::format(R"({{"jsonrpc":"2.0","error":{{"code":{},"message":"{}"}},"id":null}})", code,
-                     message);
-}
-
-}  // namespace
 
 std::optional<std::string_view> HttpRequest::Header(std::string_view name) const {
   for (const auto& [key, value] : headers) {
@@ -178,15 +170,15 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     read_timer_.cancel();
     if (ec == http::error::body_limit) {
       metrics_->http_body_too_large.Increment();
-      QueueLocal(413, ErrorBody(-32600, fmt::format("request body exceeds the limit of {} bytes",
-                                                    options_.max_body_bytes)));
+      QueueLocal(413, fmt::format("request body exceeds the limit of {} bytes",
+                                  options_.max_body_bytes));
     } else if (ec == http::error::header_limit) {
       metrics_->http_bad_requests.Increment();
-      QueueLocal(431, ErrorBody(-32600, "request headers too large"));
+      QueueLocal(431, "request headers too large");
     } else if (ec != http::error::end_of_stream && ec != asio::error::eof &&
                ec != asio::error::operation_aborted && !closed_) {
       metrics_->http_bad_requests.Increment();
-      QueueLocal(400, ErrorBody(-32600, "malformed HTTP request"));
+      QueueLocal(400, "malformed HTTP request");
     } else {
       read_closed_ = true;
       if (queue_.empty() && !writing_) Close();
@@ -212,14 +204,15 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   }
 
   // Queues an answer the server makes itself, after which the connection closes.
-  void QueueLocal(unsigned status, std::string body) {
+  void QueueLocal(unsigned status, std::string_view reason) {
     read_closed_ = true;
+    HttpResponse answer = handler_->LocalAnswer(status, reason);
     auto& pending = queue_.emplace_back();
     pending.keep_alive = false;
     pending.response.emplace(static_cast<http::status>(status), 11);
-    pending.response->set(http::field::content_type, "application/json");
-    for (auto& [name, value] : handler_->LocalAnswerHeaders()) pending.response->set(name, value);
-    pending.response->body() = std::move(body);
+    pending.response->set(http::field::content_type, answer.content_type);
+    for (auto& [name, value] : answer.headers) pending.response->set(name, value);
+    pending.response->body() = std::move(answer.body);
     pending.response->keep_alive(false);
     pending.response->prepare_payload();
     WriteNext();

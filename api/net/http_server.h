@@ -63,8 +63,16 @@ class RequestHandler {
   // Called once on the worker's thread when the server stops: cancel every I/O the handler
   // started, so that the worker runs out of work. Pending `done` calls may still follow.
   virtual void Shutdown() {}
-  // Headers for the answers the server makes itself (413, 400, 431).
-  virtual std::vector<std::pair<std::string, std::string>> LocalAnswerHeaders() { return {}; }
+  // The answer to a request the server refuses itself before it reaches Handle: `status` 413
+  // (body too large), 431 (headers too large) or 400 (malformed HTTP), `reason` in words. The
+  // server sets the status and closes the connection after it. By default a plain-text body.
+  virtual HttpResponse LocalAnswer(unsigned status, std::string_view reason) {
+    HttpResponse response;
+    response.status = status;
+    response.body = std::string(reason);
+    response.content_type = "text/plain";
+    return response;
+  }
 };
 
 // Builds the handler of each worker, on the thread that calls Start(), with that worker's

@@ -211,9 +211,11 @@ void Router::Shutdown() {
   upstreams_->Shutdown();
 }
 
-std::vector<std::pair<std::string, std::string>> Router::LocalAnswerHeaders() {
+HttpResponse Router::LocalAnswer(unsigned status, std::string_view reason) {
   std::shared_ptr<const Snapshot> snapshot = context_->snapshots()->Current();
-  return {{"X-Delegation-Slot", std::to_string(snapshot ? snapshot->applied_slot() : 0)}};
+  return JsonResponse(status,
+                      RpcErrorResponse("null", MakeRpcStatus(RpcErrorKind::kInvalidRequest, reason)),
+                      snapshot ? snapshot->applied_slot() : 0);
 }
 
 void Router::Handle(HttpRequest request, Done done) {

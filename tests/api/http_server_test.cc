@@ -59,6 +59,9 @@ TEST_F(HttpServerTest, BodyOverTheLimitGets413) {
   ClientResponse response = client.Post(std::string(2000, ' ') + kGetSlot);
   EXPECT_EQ(response.status, 413u);
   EXPECT_NE(response.body.find("exceeds the limit of 1024 bytes"), std::string::npos);
+  // The router writes the server's refusal as a JSON-RPC error from the one error table.
+  EXPECT_NE(response.body.find(R"("error":{"code":-32600,)"), std::string::npos) << response.body;
+  EXPECT_EQ(response.headers["Content-Type"], "application/json");
   EXPECT_EQ(response.headers["X-Delegation-Slot"], "100");
   EXPECT_EQ(metrics_.http_body_too_large.value(), 1u);
   EXPECT_EQ(base_.received_count(), 0u);

@@ -99,3 +99,27 @@ TEST(Base58Test, RandomRoundTrips) {
 
 }  // namespace
 }  // namespace switchyard
+
+namespace switchyard {
+namespace {
+
+TEST(Base58BytesTest, DecodesAnyLengthUpToTheBound) {
+  for (size_t size : {1u, 2u, 31u, 64u, 200u, 1232u}) {
+    std::string bytes(size, '\0');
+    for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 37 + size) % 256);
+    bytes[0] = 0;  // a leading zero byte is a leading '1'
+    const std::string text =
+        Base58Encode(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    EXPECT_EQ(text[0], '1');
+    absl::StatusOr<std::string> decoded = Base58DecodeBytes(text, 1232);
+    ASSERT_TRUE(decoded.ok()) << size << ": " << decoded.status();
+    EXPECT_EQ(*decoded, bytes) << size;
+    EXPECT_FALSE(Base58DecodeBytes(text, size - 1).ok()) << size;
+  }
+  EXPECT_FALSE(Base58DecodeBytes("", 10).ok());
+  EXPECT_FALSE(Base58DecodeBytes("0", 10).ok());
+  EXPECT_FALSE(Base58DecodeBytes(std::string(5000, 'z'), 1232).ok());
+}
+
+}  // namespace
+}  // namespace switchyard

@@ -28,7 +28,8 @@ class Router : public RequestHandler {
 
   void Handle(HttpRequest request, Done done) override;
   void Shutdown() override;
-  std::vector<std::pair<std::string, std::string>> LocalAnswerHeaders() override;
+  // A JSON-RPC invalid-request error naming `reason`, with X-Delegation-Slot.
+  HttpResponse LocalAnswer(unsigned status, std::string_view reason) override;
 
  private:
   struct Exchange;
