@@ -49,7 +49,7 @@ using ClientList = std::vector<std::shared_ptr<PubsubClient>>;
 constexpr size_t kBaselineBatch = 100;
 constexpr size_t kBaselinesInFlight = 4;  // per shard
 
-// A JSON-RPC error object from an upstream, as a Status of the matching kind.
+// A JSON-RPC error object from an upstream, as a Status (rpc_errors.h decides the kind).
 absl::Status StatusFromUpstreamError(std::string_view raw) {
   simdjson::dom::parser parser;
   simdjson::dom::element error;
@@ -59,11 +59,7 @@ absl::Status StatusFromUpstreamError(std::string_view raw) {
     if (error["code"].get_int64().get(code) != simdjson::SUCCESS) code = -32603;
     if (error["message"].get_string().get(message) != simdjson::SUCCESS) message = "upstream error";
   }
-  RpcErrorKind kind = RpcErrorKind::kInternal;
-  if (code == -32602) kind = RpcErrorKind::kInvalidParams;
-  if (code == -32601) kind = RpcErrorKind::kMethodNotFound;
-  if (code == -32600) kind = RpcErrorKind::kInvalidRequest;
-  return MakeRpcStatus(kind, message);
+  return RpcStatusFromUpstreamError(code, message);
 }
 
 }  // namespace
