@@ -5,6 +5,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "fmt/format.h"
 
 namespace switchyard {
 namespace {
@@ -93,7 +94,7 @@ absl::StatusOr<size_t> DecodeInto(std::string_view text, std::span<uint8_t> out)
       const int digit = c < 128 ? kDigits[c] : -1;
       if (digit < 0) {
         return absl::InvalidArgumentError(
-            absl::StrCat("base58: invalid character at position ", pos));
+            fmt::format("base58: invalid character 0x{:02x} at position {}", c, pos));
       }
       chunk = chunk * 58 + static_cast<uint32_t>(digit);
     }

@@ -17,19 +17,24 @@ struct RpcErrorEntry {
   int code;
   std::string_view message;
   absl::StatusCode status_code;
+  // An upstream's error with this code says the call it was given is wrong, which is the
+  // client's own call: it reaches the client with this kind (else as kInternal).
+  bool passes_from_upstream;
 };
 
 // The one table.
 constexpr auto kRpcErrors = std::to_array<RpcErrorEntry>({
-    {RpcErrorKind::kParseError, -32700, "Parse error", absl::StatusCode::kDataLoss},
-    {RpcErrorKind::kInvalidRequest, -32600, "Invalid request", absl::StatusCode::kAborted},
-    {RpcErrorKind::kMethodNotFound, -32601, "Method not found", absl::StatusCode::kUnimplemented},
-    {RpcErrorKind::kInvalidParams, -32602, "Invalid params", absl::StatusCode::kInvalidArgument},
-    {RpcErrorKind::kInternal, -32603, "Internal error", absl::StatusCode::kInternal},
+    {RpcErrorKind::kParseError, -32700, "Parse error", absl::StatusCode::kDataLoss, false},
+    {RpcErrorKind::kInvalidRequest, -32600, "Invalid request", absl::StatusCode::kAborted, true},
+    {RpcErrorKind::kMethodNotFound, -32601, "Method not found", absl::StatusCode::kUnimplemented,
+     true},
+    {RpcErrorKind::kInvalidParams, -32602, "Invalid params", absl::StatusCode::kInvalidArgument,
+     true},
+    {RpcErrorKind::kInternal, -32603, "Internal error", absl::StatusCode::kInternal, false},
     {RpcErrorKind::kMinContextSlot, -32016, "Minimum context slot has not been reached",
-     absl::StatusCode::kOutOfRange},
+     absl::StatusCode::kOutOfRange, false},
     {RpcErrorKind::kNoRoute, -32004, "No route for the account",
-     absl::StatusCode::kFailedPrecondition},
+     absl::StatusCode::kFailedPrecondition, false},
 });
 
 const RpcErrorEntry& EntryFor(RpcErrorKind kind) {
@@ -75,6 +80,13 @@ RpcError RpcErrorFromStatus(const absl::Status& status) {
     error.data_json = std::string(*data);
   }
   return error;
+}
+
+absl::Status RpcStatusFromUpstreamError(int64_t code, std::string_view message) {
+  for (const RpcErrorEntry& entry : kRpcErrors) {
+    if (entry.code == code && entry.passes_from_upstream) return MakeRpcStatus(entry.kind, message);
+  }
+  return MakeRpcStatus(RpcErrorKind::kInternal, message);
 }
 
 absl::Status MinContextSlotStatus(uint64_t context_slot) {

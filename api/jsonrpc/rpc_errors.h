@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,6 +38,12 @@ absl::Status MakeRpcStatus(RpcErrorKind kind, std::string_view message, std::str
 // its kind; any other maps by its code (InvalidArgument → -32602, Unimplemented → -32601,
 // OutOfRange → -32016, FailedPrecondition → -32004, everything else → -32603).
 RpcError RpcErrorFromStatus(const absl::Status& status);
+
+// The Status for a JSON-RPC error an upstream answered a forwarded call with (`code` and
+// `message` of its error object). The codes that say the call itself was wrong (-32600,
+// -32601, -32602) keep their kind, since the call was the client's; any other code is an
+// upstream failure (kInternal). The message is the upstream's.
+absl::Status RpcStatusFromUpstreamError(int64_t code, std::string_view message);
 
 // The error -32016 with data.contextSlot, as Solana answers an unmet minContextSlot.
 absl::Status MinContextSlotStatus(uint64_t context_slot);

@@ -81,9 +81,9 @@ class PubsubShard;
 // Subscriptions are identified by their method and params (the key): every client that asks
 // for the same key shares one router subscription, one id and one upstream subscription (as
 // Solana's own server shares identical subscriptions). Keys are spread over shards by hash,
-// one shard per pubsub thread; a shard owns its upstream connections (one per target), its
-// subscriptions and their state, so a notification is handled on one thread without locks
-// and written to each client by one post to that client's thread.
+// one shard per pubsub thread (PubsubShard, pubsub_shard.h); a shard owns its upstream connections
+// (one per target), its subscriptions and their state, so a notification is handled on one thread
+// without locks and written to each client by one post to that client's thread.
 //
 // accountSubscribe follows the account: subscribed on the chain the current snapshot routes
 // the account to; when a new snapshot routes it elsewhere, the shard subscribes on the new

@@ -48,8 +48,8 @@ struct PubsubUpstreamOptions {
 
 // One WebSocket connection to a pubsub upstream (one target: base or an ER, whose endpoints
 // it tries in turn), with JSON-RPC calls matched to their answers, notifications handed to the
-// listener, and reconnection with backoff after a loss. Owned (shared) by one PubsubShard and
-// used only on that shard's io_context thread; every callback runs there.
+// listener, and reconnection with backoff after a loss. Owned (shared) by the PubsubLinks of one
+// PubsubShard and used only on that shard's io_context thread; every callback runs there.
 class PubsubUpstream : public std::enable_shared_from_this<PubsubUpstream> {
  public:
   class Listener {

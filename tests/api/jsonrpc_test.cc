@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "api/jsonrpc/rpc_errors.h"
+
 namespace switchyard {
 namespace {
 
@@ -156,6 +158,20 @@ TEST(RpcErrorTableTest, ErrorResponseIsWellFormed) {
             R"(not been reached","data":{"contextSlot":9}},"id":"a"})");
   EXPECT_EQ(RpcErrorResponse("null", MakeRpcStatus(RpcErrorKind::kInvalidParams, "a\"b")),
             R"({"jsonrpc":"2.0","error":{"code":-32602,"message":"a\"b"},"id":null})");
+}
+
+TEST(RpcErrorTableTest, AnUpstreamErrorAboutTheCallKeepsItsCodeAnyOtherIsInternal) {
+  for (int code : {-32600, -32601, -32602}) {
+    RpcError error = RpcErrorFromStatus(RpcStatusFromUpstreamError(code, "upstream says no"));
+    EXPECT_EQ(error.code, code);
+    EXPECT_EQ(error.message, "upstream says no");
+  }
+  for (int code : {-32700, -32603, -32016, -32004, -32000, 7}) {
+    RpcError error = RpcErrorFromStatus(RpcStatusFromUpstreamError(code, "upstream says no"));
+    EXPECT_EQ(error.code, -32603) << code;
+    EXPECT_EQ(error.message, "upstream says no") << code;
+  }
+  EXPECT_EQ(RpcErrorFromStatus(RpcStatusFromUpstreamError(-32602, "")).message, "Invalid params");
 }
 
 }  // namespace
