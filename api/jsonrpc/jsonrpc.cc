@@ -10,6 +10,7 @@ namespace {
 
 namespace od = simdjson::ondemand;
 using api_internal::RawJson;
+using api_internal::ThreadParser;
 using api_internal::TrimRight;
 
 std::string_view TokenOf(od::value& value) { return value.raw_json_token(); }
@@ -104,9 +105,8 @@ absl::Status InvalidRequest(std::string_view why) {
 std::optional<uint64_t> FindMinContextSlot(const std::string& params) {
   if (params.find("minContextSlot") == std::string::npos) return std::nullopt;
   simdjson::padded_string padded(params);
-  od::parser parser;
   od::document doc;
-  if (parser.iterate(padded).get(doc)) return std::nullopt;
+  if (ThreadParser().iterate(padded).get(doc)) return std::nullopt;
   auto from_object = [](od::object object) -> std::optional<uint64_t> {
     uint64_t slot;
     if (object.find_field_unordered("minContextSlot").get_uint64().get(slot)) return std::nullopt;
@@ -134,10 +134,9 @@ RpcCall ParseCall(std::string raw) {
   RpcCall call;
   simdjson::padded_string padded(raw);
   call.raw = std::move(raw);
-  od::parser parser;
   od::document doc;
   od::object object;
-  if (parser.iterate(padded).get(doc) || doc.get_object().get(object)) {
+  if (ThreadParser().iterate(padded).get(doc) || doc.get_object().get(object)) {
     call.error = InvalidRequest("not an object");
     return call;
   }
@@ -200,7 +199,7 @@ absl::Status ParseError(std::string_view why) {
 
 absl::StatusOr<RpcBody> ParseRpcBody(std::string_view body, const RpcCodecOptions& options) {
   simdjson::padded_string padded(body);
-  od::parser parser;
+  od::parser& parser = ThreadParser();
   od::document doc;
   if (auto e = parser.iterate(padded).get(doc)) return ParseError(simdjson::error_message(e));
 
@@ -249,13 +248,16 @@ absl::StatusOr<RpcBody> ParseRpcBody(std::string_view body, const RpcCodecOption
     return InvalidRequest(
         fmt::format("batch of {} requests exceeds the limit of {}", count, options.max_batch_size));
   }
-  result.calls.reserve(count);
+  // Each element's text first: ParseCall uses this thread's parser, which the array holds.
+  std::vector<std::string> raws;
+  raws.reserve(count);
   for (auto element : array) {
     od::value value;
-    std::string raw;
+    std::string& raw = raws.emplace_back();
     if (element.get(value) || RawJson(value, &raw)) return ParseError("invalid JSON");
-    result.calls.push_back(ParseCall(std::move(raw)));
   }
+  result.calls.reserve(count);
+  for (std::string& raw : raws) result.calls.push_back(ParseCall(std::move(raw)));
   return result;
 }
 

@@ -20,6 +20,14 @@ inline std::string_view Trim(std::string_view s) {
   return s;
 }
 
+// The On-Demand parser of this thread, reused by every parse of the codec so that its buffers
+// are allocated once per worker, not per request. One document at a time: a parse must be
+// finished before the next one starts on the same thread (no parse inside another's loop).
+inline simdjson::ondemand::parser& ThreadParser() {
+  thread_local simdjson::ondemand::parser parser;
+  return parser;
+}
+
 // Copies the raw JSON text of an On-Demand value (an object, an array or a scalar) into
 // `out`, consuming the value.
 template <typename V>

@@ -12,6 +12,7 @@ namespace {
 
 namespace od = simdjson::ondemand;
 using api_internal::RawJson;
+using api_internal::ThreadParser;
 using api_internal::Trim;
 
 absl::Status Malformed(std::string_view what) {
@@ -37,7 +38,7 @@ bool IsPlainId(std::string_view id) {
 
 absl::StatusOr<UpstreamAnswer> ParseUpstreamAnswer(std::string_view body) {
   simdjson::padded_string padded(body);
-  od::parser parser;
+  od::parser& parser = ThreadParser();
   od::document doc;
   od::object object;
   if (parser.iterate(padded).get(doc) || doc.get_object().get(object)) {
@@ -119,7 +120,7 @@ absl::StatusOr<std::string> ParamsWithList(const RpcCall& call,
 
 absl::StatusOr<ContextList> ParseContextList(std::string_view result_json) {
   simdjson::padded_string padded(result_json);
-  od::parser parser;
+  od::parser& parser = ThreadParser();
   od::document doc;
   od::object object;
   if (parser.iterate(padded).get(doc) || doc.get_object().get(object)) {

@@ -11,6 +11,7 @@ namespace {
 
 namespace od = simdjson::ondemand;
 using api_internal::RawJson;
+using api_internal::ThreadParser;
 
 absl::Status InvalidParams(std::string_view why) {
   return MakeRpcStatus(RpcErrorKind::kInvalidParams, fmt::format("Invalid params: {}", why));
@@ -22,7 +23,7 @@ absl::StatusOr<RpcParams> ParseRpcParams(std::string_view params_json) {
   RpcParams params;
   if (params_json.empty()) return params;
   simdjson::padded_string padded(params_json);
-  od::parser parser;
+  od::parser& parser = ThreadParser();
   od::document doc;
   od::array array;
   if (parser.iterate(padded).get(doc) || doc.get_array().get(array)) {
@@ -40,7 +41,7 @@ absl::StatusOr<RpcParams> ParseRpcParams(std::string_view params_json) {
 absl::StatusOr<std::string> RpcParams::String(size_t i) const {
   if (i >= elements.size()) return InvalidParams(fmt::format("missing parameter {}", i));
   simdjson::padded_string padded(elements[i]);
-  od::parser parser;
+  od::parser& parser = ThreadParser();
   od::document doc;
   std::string_view text;
   if (parser.iterate(padded).get(doc) || doc.get_string().get(text)) {
@@ -52,7 +53,7 @@ absl::StatusOr<std::string> RpcParams::String(size_t i) const {
 absl::StatusOr<std::vector<std::string>> RpcParams::StringList(size_t i, size_t max) const {
   if (i >= elements.size()) return InvalidParams(fmt::format("missing parameter {}", i));
   simdjson::padded_string padded(elements[i]);
-  od::parser parser;
+  od::parser& parser = ThreadParser();
   od::document doc;
   od::array array;
   if (parser.iterate(padded).get(doc) || doc.get_array().get(array)) {
@@ -75,7 +76,7 @@ absl::StatusOr<std::vector<std::string>> RpcParams::StringList(size_t i, size_t 
 std::optional<std::string> RpcParams::ConfigString(size_t i, std::string_view key) const {
   if (i >= elements.size()) return std::nullopt;
   simdjson::padded_string padded(elements[i]);
-  od::parser parser;
+  od::parser& parser = ThreadParser();
   od::document doc;
   od::object object;
   if (parser.iterate(padded).get(doc) || doc.get_object().get(object)) return std::nullopt;
