@@ -28,25 +28,32 @@ inline simdjson::ondemand::parser& ThreadParser() {
   return parser;
 }
 
-// Copies the raw JSON text of an On-Demand value (an object, an array or a scalar) into
-// `out`, consuming the value.
+// The raw JSON text of an On-Demand value (an object, an array or a scalar), as a view into
+// the buffer being parsed; consumes the value.
 template <typename V>
-simdjson::error_code RawJson(V& value, std::string* out) {
+simdjson::error_code RawJsonView(V& value, std::string_view* out) {
   namespace od = simdjson::ondemand;
   od::json_type type;
   if (auto e = value.type().get(type)) return e;
-  std::string_view raw;
   if (type == od::json_type::object) {
     od::object object;
     if (auto e = value.get_object().get(object)) return e;
-    if (auto e = object.raw_json().get(raw)) return e;
-  } else if (type == od::json_type::array) {
+    return object.raw_json().get(*out);
+  }
+  if (type == od::json_type::array) {
     od::array array;
     if (auto e = value.get_array().get(array)) return e;
-    if (auto e = array.raw_json().get(raw)) return e;
-  } else {
-    raw = TrimRight(value.raw_json_token());
+    return array.raw_json().get(*out);
   }
+  *out = TrimRight(value.raw_json_token());
+  return simdjson::SUCCESS;
+}
+
+// Copies the raw JSON text of an On-Demand value into `out`, consuming the value.
+template <typename V>
+simdjson::error_code RawJson(V& value, std::string* out) {
+  std::string_view raw;
+  if (auto e = RawJsonView(value, &raw)) return e;
   out->assign(raw);
   return simdjson::SUCCESS;
 }

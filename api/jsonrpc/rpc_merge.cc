@@ -2,6 +2,10 @@
 
 #include <simdjson.h>
 
+#include <cstring>
+#include <iterator>
+
+#include "absl/strings/numbers.h"
 #include "api/jsonrpc/raw_json.h"
 #include "api/jsonrpc/rpc_errors.h"
 #include "api/jsonrpc/rpc_params.h"
@@ -13,6 +17,7 @@ namespace {
 namespace od = simdjson::ondemand;
 using api_internal::RawJson;
 using api_internal::ThreadParser;
+using api_internal::RawJsonView;
 using api_internal::Trim;
 
 absl::Status Malformed(std::string_view what) {
@@ -34,6 +39,32 @@ bool IsPlainId(std::string_view id) {
   return true;
 }
 
+// Reads the members of a JSON-RPC answer object into `answer` (raw JSON of id, result, error).
+simdjson::error_code ReadAnswer(od::object& object, UpstreamAnswer* answer) {
+  for (auto field : object) {
+    std::string_view key;
+    od::value value;
+    if (auto e = field.unescaped_key().get(key)) return e;
+    if (auto e = field.value().get(value)) return e;
+    std::string* out = nullptr;
+    if (key == "id") {
+      out = &answer->id;
+    } else if (key == "result") {
+      out = &answer->result;
+    } else if (key == "error") {
+      out = &answer->error;
+    } else {
+      continue;
+    }
+    if (auto e = RawJson(value, out)) return e;
+  }
+  return simdjson::SUCCESS;
+}
+
+bool IsAnswer(const UpstreamAnswer& answer) {
+  return answer.result.empty() != answer.error.empty();
+}
+
 }  // namespace
 
 absl::StatusOr<UpstreamAnswer> ParseUpstreamAnswer(std::string_view body) {
@@ -45,27 +76,8 @@ absl::StatusOr<UpstreamAnswer> ParseUpstreamAnswer(std::string_view body) {
     return Malformed("something that is not a JSON-RPC answer");
   }
   UpstreamAnswer answer;
-  for (auto field : object) {
-    std::string_view key;
-    od::value value;
-    if (field.unescaped_key().get(key) || field.value().get(value)) {
-      return Malformed("malformed JSON");
-    }
-    std::string* out = nullptr;
-    if (key == "id") {
-      out = &answer.id;
-    } else if (key == "result") {
-      out = &answer.result;
-    } else if (key == "error") {
-      out = &answer.error;
-    } else {
-      continue;
-    }
-    if (RawJson(value, out)) return Malformed("malformed JSON");
-  }
-  if (answer.result.empty() == answer.error.empty()) {
-    return Malformed("neither a result nor an error");
-  }
+  if (ReadAnswer(object, &answer)) return Malformed("malformed JSON");
+  if (!IsAnswer(answer)) return Malformed("neither a result nor an error");
   return answer;
 }
 
@@ -76,12 +88,12 @@ absl::StatusOr<std::string> AnswerFromUpstream(std::string_view body, const RpcC
   if (is_error != nullptr) *is_error = answer->is_error();
   const std::string_view id = call.id_or_null();
   if (answer->id == id) return std::string(Trim(body));
-  if (answer->is_error()) return UpstreamErrorResponse(id, *answer);
+  if (answer->is_error()) return UpstreamErrorResponse(id, answer->error);
   return RpcResultResponse(id, answer->result);
 }
 
-std::string UpstreamErrorResponse(std::string_view id_json, const UpstreamAnswer& answer) {
-  return fmt::format(R"({{"jsonrpc":"2.0","error":{},"id":{}}})", answer.error, id_json);
+std::string UpstreamErrorResponse(std::string_view id_json, std::string_view error_json) {
+  return fmt::format(R"({{"jsonrpc":"2.0","error":{},"id":{}}})", error_json, id_json);
 }
 
 std::string ForwardBody(const RpcCall& call) {
@@ -95,27 +107,155 @@ std::string SubRequest(std::string_view method, std::string_view params_json) {
                      params_json);
 }
 
-std::string JsonStringArray(const std::vector<std::string>& items,
-                            const std::vector<size_t>& indexes) {
-  std::string out = "[";
-  for (size_t i = 0; i < indexes.size(); ++i) {
+std::string PartParams(const std::vector<std::string>& items, const std::vector<size_t>& indexes,
+                       std::string_view params_after_list) {
+  size_t size = 4 + params_after_list.size();
+  for (size_t i : indexes) size += items[i].size() + 3;
+  std::string out;
+  out.reserve(size);
+  out += "[[";
+  for (size_t k = 0; k < indexes.size(); ++k) {
+    if (k > 0) out.push_back(',');
+    out.push_back('"');
+    out += items[indexes[k]];
+    out.push_back('"');
+  }
+  out.push_back(']');
+  out += params_after_list;
+  out.push_back(']');
+  return out;
+}
+
+absl::StatusOr<ListAnswer> ListAnswer::Parse(std::string_view body) {
+  ListAnswer answer;
+  answer.text_ = std::make_unique<char[]>(body.size() + simdjson::SIMDJSON_PADDING);
+  std::memcpy(answer.text_.get(), body.data(), body.size());
+  od::parser& parser = ThreadParser();
+  od::document doc;
+  od::object object;
+  if (parser.iterate(answer.text_.get(), body.size(), body.size() + simdjson::SIMDJSON_PADDING)
+          .get(doc) ||
+      doc.get_object().get(object)) {
+    return Malformed("something that is not a JSON-RPC answer");
+  }
+  bool has_result = false;
+  for (auto field : object) {
+    std::string_view key;
+    od::value value;
+    if (field.unescaped_key().get(key) || field.value().get(value)) {
+      return Malformed("malformed JSON");
+    }
+    if (key == "error") {
+      if (RawJsonView(value, &answer.error_)) return Malformed("malformed JSON");
+      continue;
+    }
+    if (key != "result") continue;
+    has_result = true;
+    od::json_type type;
+    if (value.type().get(type)) return Malformed("malformed JSON");
+    if (type != od::json_type::object) continue;  // not a list: skipped
+    od::object result;
+    if (value.get_object().get(result)) return Malformed("malformed JSON");
+    bool has_value = false;
+    for (auto member : result) {
+      std::string_view name;
+      od::value item;
+      if (member.unescaped_key().get(name) || member.value().get(item)) {
+        return Malformed("malformed JSON");
+      }
+      if (name == "context") {
+        if (RawJsonView(item, &answer.context_)) return Malformed("malformed JSON");
+      } else if (name == "value") {
+        if (item.type().get(type)) return Malformed("malformed JSON");
+        if (type != od::json_type::array) continue;
+        od::array array;
+        if (item.get_array().get(array)) return Malformed("malformed JSON");
+        for (auto element : array) {
+          od::value account;
+          std::string_view raw;
+          if (element.get(account) || RawJsonView(account, &raw)) {
+            return Malformed("malformed JSON");
+          }
+          answer.values_.push_back(raw);
+        }
+        has_value = true;
+      }
+    }
+    answer.is_list_ = has_value && !answer.context_.empty();
+  }
+  if (has_result == !answer.error_.empty()) return Malformed("neither a result nor an error");
+  return answer;
+}
+
+std::string ContextListResponse(std::string_view id_json, std::string_view context,
+                                const std::vector<std::string_view>& values) {
+  constexpr std::string_view kHead = R"({"jsonrpc":"2.0","result":{"context":)";
+  constexpr std::string_view kValue = R"(,"value":[)";
+  constexpr std::string_view kTail = R"(]},"id":)";
+  size_t size = kHead.size() + context.size() + kValue.size() + kTail.size() + id_json.size() + 1;
+  for (std::string_view value : values) size += value.size() + 1;
+  std::string out;
+  out.reserve(size);
+  out += kHead;
+  out += context;
+  out += kValue;
+  for (size_t i = 0; i < values.size(); ++i) {
     if (i > 0) out.push_back(',');
-    out += JsonQuote(items[indexes[i]]);
+    out += values[i];
+  }
+  out += kTail;
+  out += id_json;
+  out.push_back('}');
+  return out;
+}
+
+std::string UpstreamBatchBody(const std::vector<RpcCall>& calls,
+                              const std::vector<size_t>& indexes) {
+  std::string out = "[";
+  for (size_t k = 0; k < indexes.size(); ++k) {
+    const RpcCall& call = calls[indexes[k]];
+    if (k > 0) out.push_back(',');
+    fmt::format_to(std::back_inserter(out), R"({{"jsonrpc":"2.0","id":{},"method":{})", k,
+                   JsonQuote(call.method));
+    if (!call.params.empty()) {
+      out += R"(,"params":)";
+      out += call.params;
+    }
+    out.push_back('}');
   }
   out.push_back(']');
   return out;
 }
 
-absl::StatusOr<std::string> ParamsWithList(const RpcCall& call,
-                                           const std::vector<std::string>& items,
-                                           const std::vector<size_t>& indexes) {
-  absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
-  if (!params.ok()) return params.status();
-  if (params->elements.empty()) {
-    return MakeRpcStatus(RpcErrorKind::kInvalidParams, "Invalid params: missing parameter 0");
+absl::StatusOr<std::vector<std::optional<UpstreamAnswer>>> ParseUpstreamBatchAnswer(
+    std::string_view body, size_t count) {
+  simdjson::padded_string padded(body);
+  od::parser& parser = ThreadParser();
+  od::document doc;
+  od::array array;
+  if (parser.iterate(padded).get(doc) || doc.get_array().get(array)) {
+    return Malformed("something that is not a JSON-RPC batch answer");
   }
-  params->elements[0] = JsonStringArray(items, indexes);
-  return JoinParams(params->elements);
+  std::vector<std::optional<UpstreamAnswer>> answers(count);
+  for (auto element : array) {
+    od::value value;
+    od::json_type type;
+    if (element.get(value) || value.type().get(type)) return Malformed("malformed JSON");
+    if (type != od::json_type::object) continue;
+    od::object object;
+    UpstreamAnswer answer;
+    if (value.get_object().get(object) || ReadAnswer(object, &answer)) {
+      return Malformed("malformed JSON");
+    }
+    uint64_t id = 0;
+    if (!IsAnswer(answer) || answer.id.empty() || answer.id.front() < '0' ||
+        answer.id.front() > '9' || !absl::SimpleAtoi(answer.id, &id) || id >= count ||
+        answers[id]) {
+      continue;
+    }
+    answers[id] = std::move(answer);
+  }
+  return answers;
 }
 
 absl::StatusOr<ContextList> ParseContextList(std::string_view result_json) {

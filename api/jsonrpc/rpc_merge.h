@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,8 +31,8 @@ absl::StatusOr<UpstreamAnswer> ParseUpstreamAnswer(std::string_view body);
 absl::StatusOr<std::string> AnswerFromUpstream(std::string_view body, const RpcCall& call,
                                                bool* is_error = nullptr);
 
-// An upstream's JSON-RPC error object under the id `id_json` (raw JSON).
-std::string UpstreamErrorResponse(std::string_view id_json, const UpstreamAnswer& answer);
+// An upstream's JSON-RPC error object (raw) under the id `id_json` (raw JSON).
+std::string UpstreamErrorResponse(std::string_view id_json, std::string_view error_json);
 
 // The body to forward for `call`: its original bytes, unless its id is of a kind upstreams
 // do not echo faithfully (anything but a u64 or a plain string), then the same request with
@@ -40,17 +42,61 @@ std::string ForwardBody(const RpcCall& call);
 // A request for a sub-part: `{"jsonrpc":"2.0","id":1,"method":<method>,"params":<params>}`.
 std::string SubRequest(std::string_view method, std::string_view params_json);
 
-// A JSON array of string literals.
-std::string JsonStringArray(const std::vector<std::string>& items,
-                            const std::vector<size_t>& indexes);
+// The params of a sub-request for part of a key or signature list: `[["k1","k2",…]`, then
+// `params_after_list` (the request's other params as the client wrote them, each with a
+// leading comma), then `]`. The items are base58 text (checked by the routing decision, or
+// made by the router), which needs no escaping.
+std::string PartParams(const std::vector<std::string>& items, const std::vector<size_t>& indexes,
+                       std::string_view params_after_list);
 
-// The call's params with element 0 replaced by the listed items (a sub-request for part of a
-// key or signature list); the other elements, such as the config, as the client wrote them.
-absl::StatusOr<std::string> ParamsWithList(const RpcCall& call,
-                                           const std::vector<std::string>& items,
-                                           const std::vector<size_t>& indexes);
+// An upstream's answer to a list read (getMultipleAccounts, getSignatureStatuses) taken apart
+// without copying: `context` and each of `values` view the raw JSON text of the answer, which
+// this object owns. Move-only; a move keeps the views valid.
+class ListAnswer {
+ public:
+  // Fails with Internal (-32603) when `body` is not a JSON-RPC answer object. A result that
+  // is not `{"context":...,"value":[...]}` parses, with is_list() false.
+  static absl::StatusOr<ListAnswer> Parse(std::string_view body);
 
-// `{"context":...,"value":[...]}` results: their context (raw) and value elements (raw).
+  ListAnswer(ListAnswer&&) = default;
+  ListAnswer& operator=(ListAnswer&&) = default;
+
+  bool is_error() const { return !error_.empty(); }
+  std::string_view error() const { return error_; }  // raw error object; empty for a result
+  bool is_list() const { return is_list_; }
+  std::string_view context() const { return context_; }                    // raw
+  const std::vector<std::string_view>& values() const { return values_; }  // raw, in order
+
+ private:
+  ListAnswer() = default;
+
+  std::unique_ptr<char[]> text_;  // the body, with simdjson's padding after it
+  std::string_view error_;
+  std::string_view context_;
+  std::vector<std::string_view> values_;
+  bool is_list_ = false;
+};
+
+// `{"jsonrpc":"2.0","result":{"context":<context>,"value":[<values>]},"id":<id_json>}`: the
+// raw texts spliced in as they are, in one allocation.
+std::string ContextListResponse(std::string_view id_json, std::string_view context,
+                                const std::vector<std::string_view>& values);
+
+// The body of an upstream JSON-RPC batch of `calls[indexes[k]]` for each k, with id k in place
+// of the client's id: `[{"jsonrpc":"2.0","id":0,"method":…,"params":…},…]`.
+std::string UpstreamBatchBody(const std::vector<RpcCall>& calls,
+                              const std::vector<size_t>& indexes);
+
+// An upstream's answer to a batch made by UpstreamBatchBody of `count` calls: element k is the
+// answer with id k, or nullopt when there is none (an id that is missing, not one of those
+// sent, or not a number; the first of repeated ids counts). Fails with Internal (-32603) when
+// the body is not a JSON array: an upstream that does not take batches answers one error
+// object, or something that is not JSON-RPC at all.
+absl::StatusOr<std::vector<std::optional<UpstreamAnswer>>> ParseUpstreamBatchAnswer(
+    std::string_view body, size_t count);
+
+// `{"context":...,"value":[...]}` results as copies: their context (raw) and value elements
+// (raw). For callers that keep the parts; the request pipeline uses ListAnswer.
 struct ContextList {
   std::string context;
   std::vector<std::string> values;

@@ -43,6 +43,16 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
           "switchyard_api_upstream_stale_retries_total",
           "Reads sent again at once on a new connection: a kept-alive one had been closed by the "
           "upstream while idle (not counted as failures)")),
+      upstream_batches(r.AddCounter(
+          "switchyard_api_upstream_batches_total",
+          "JSON-RPC batches sent to upstreams: the plain forwards of one client batch to one "
+          "target, sent together")),
+      upstream_batch_calls(r.AddCounter("switchyard_api_upstream_batch_calls_total",
+                                        "Calls sent to upstreams inside JSON-RPC batches")),
+      upstream_batch_fallbacks(r.AddCounter(
+          "switchyard_api_upstream_batch_fallbacks_total",
+          "Calls of upstream batches sent again one by one: the upstream rejected the batch "
+          "(HTTP error, an answer that is not an array) or its answer lacked their ids")),
       gate_waits(r.AddCounter("switchyard_api_gate_waits_total",
                               "Calls that waited for the applied slot to reach their minimum")),
       gate_rejections(r.AddCounter("switchyard_api_gate_rejections_total",

@@ -60,6 +60,9 @@ struct ApiMetrics {
   Counter& upstream_failures;  // connection errors and timeouts
   Counter& upstream_retries;
   Counter& upstream_stale_retries;      // reads sent again at once: a kept connection was closed
+  Counter& upstream_batches;            // JSON-RPC batches the router sent to an upstream
+  Counter& upstream_batch_calls;        // ... the calls in them
+  Counter& upstream_batch_fallbacks;    // ... calls sent again alone: the answer lacked them
   Counter& gate_waits;                  // calls that waited for the applied slot
   Counter& gate_rejections;             // answered 412
   Counter& owner_reroutes;              // owner verification re-asked another target (all reads)

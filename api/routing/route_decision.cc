@@ -67,18 +67,31 @@ std::vector<RoutePart> GroupByTarget(const std::vector<std::string>& targets) {
   return parts;
 }
 
+// The params after element 0, each with a leading comma.
+std::string ParamsAfterList(const RpcParams& params) {
+  std::string out;
+  for (size_t i = 1; i < params.elements.size(); ++i) {
+    out.push_back(',');
+    out += params.elements[i];
+  }
+  return out;
+}
+
 RouteDecision DecideAccountList(const RpcParams& params, const Snapshot& snapshot,
                                 const RoutingTable& table) {
   absl::StatusOr<std::vector<std::string>> keys = params.StringList(0, table.max_accounts);
   if (!keys.ok()) return Error(keys.status());
   std::vector<std::string> targets;
+  std::vector<Pubkey> accounts;
   targets.reserve(keys->size());
+  accounts.reserve(keys->size());
   for (const std::string& text : *keys) {
     absl::StatusOr<Pubkey> key = ParsePubkey(text);
     if (!key.ok()) return Error(key.status());
     absl::StatusOr<std::string> target = TargetForAccount(*key, snapshot, table);
     if (!target.ok()) return Error(target.status());
     targets.push_back(*std::move(target));
+    accounts.push_back(*key);
   }
   std::vector<RoutePart> parts = GroupByTarget(targets);
   RouteDecision decision;
@@ -90,6 +103,8 @@ RouteDecision DecideAccountList(const RpcParams& params, const Snapshot& snapsho
   }
   decision.parts = std::move(parts);
   decision.keys = *std::move(keys);
+  decision.accounts = std::move(accounts);
+  decision.params_after_list = ParamsAfterList(params);
   return decision;
 }
 
@@ -203,6 +218,7 @@ RouteDecision DecideSignatures(const RpcCall& call, const RpcParams& params,
   }
   if (decision.parts.empty() && table.er_targets.empty()) return Forward(table.base);
   decision.keys = std::move(texts);
+  decision.params_after_list = ParamsAfterList(params);
   return decision;
 }
 
@@ -290,6 +306,51 @@ std::optional<std::string> TargetForMethod(std::string_view method, const Routin
     return std::nullopt;
   }
   return table.base;
+}
+
+ForwardMode ForwardModeOf(const RpcCall& call, const RouteDecision& decision,
+                          OwnerVerification verify) {
+  if (!decision.writable_in_doubt.empty()) return ForwardMode::kByRecords;
+  if (decision.account && verify.single_reads) {
+    if (call.method == "getAccountInfo") return ForwardMode::kVerifyOwner;
+    if (call.method == "getBalance" || call.method == "getTokenAccountBalance") {
+      return ForwardMode::kProbeOwner;
+    }
+  }
+  if (!decision.parts.empty() && call.method == "getMultipleAccounts" && verify.account_lists) {
+    return ForwardMode::kVerifyAccountList;
+  }
+  return ForwardMode::kPlain;
+}
+
+bool IsSafeToRepeat(std::string_view method) {
+  return method != "sendTransaction" && method != "requestAirdrop";
+}
+
+std::vector<UpstreamBatch> PlanUpstreamBatches(const RpcBody& body,
+                                               const std::vector<RouteDecision>& decisions,
+                                               OwnerVerification verify) {
+  std::vector<UpstreamBatch> batches;
+  if (!body.batch) return batches;
+  for (size_t i = 0; i < body.calls.size(); ++i) {
+    const RpcCall& call = body.calls[i];
+    const RouteDecision& decision = decisions[i];
+    if (decision.kind != RouteKind::kForward || !call.id || decision.signature ||
+        !IsSafeToRepeat(call.method) ||
+        ForwardModeOf(call, decision, verify) != ForwardMode::kPlain) {
+      continue;
+    }
+    auto it = std::find_if(batches.begin(), batches.end(), [&](const UpstreamBatch& batch) {
+      return batch.target == decision.target;
+    });
+    if (it == batches.end()) {
+      batches.push_back(UpstreamBatch{decision.target, {}});
+      it = batches.end() - 1;
+    }
+    it->calls.push_back(i);
+  }
+  std::erase_if(batches, [](const UpstreamBatch& batch) { return batch.calls.size() < 2; });
+  return batches;
 }
 
 RouteDecision DecideRoute(const RpcCall& call, const Snapshot& snapshot, const RoutingTable& table,

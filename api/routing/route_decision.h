@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -64,6 +65,11 @@ struct RouteDecision {
   std::vector<RoutePart> parts;
   std::vector<size_t> unknown;    // kSignatures: indexes nobody remembers
   std::vector<std::string> keys;  // getMultipleAccounts, kSignatures: the request's list
+  // getMultipleAccounts: each of `keys` decoded, in the same order.
+  std::vector<Pubkey> accounts;
+  // getMultipleAccounts, kSignatures: the params after the list as the client wrote them,
+  // each with a leading comma (`,{"encoding":"base64"}`), for PartParams.
+  std::string params_after_list;
   std::vector<Pubkey> missing_tables;
   absl::Status error;
   // Single-account reads: the account, and whether the snapshot calls it delegated.
@@ -75,6 +81,43 @@ struct RouteDecision {
   // router decides again from their delegation records on base before it forwards.
   std::vector<Pubkey> writable_in_doubt;
 };
+
+// How the router carries out a kForward decision.
+enum class ForwardMode {
+  kPlain,              // the call to `target`; the upstream's answer is the answer
+  kVerifyOwner,        // getAccountInfo: the answer's owner may send the call elsewhere
+  kProbeOwner,         // getBalance, getTokenAccountBalance: beside a zero-length probe
+  kVerifyAccountList,  // getMultipleAccounts to one target: each element's owner is checked
+  kByRecords,          // a transaction in limbo: placed by its delegation records on base
+};
+
+// Which owner verification (DESIGN.md §5) applies to a request.
+struct OwnerVerification {
+  bool single_reads = false;   // getAccountInfo, getBalance, getTokenAccountBalance
+  bool account_lists = false;  // getMultipleAccounts
+};
+
+// The mode of a kForward decision for `call`.
+ForwardMode ForwardModeOf(const RpcCall& call, const RouteDecision& decision,
+                          OwnerVerification verify);
+
+// Whether an upstream may be asked `method` again after an attempt whose outcome is unknown:
+// everything but sendTransaction and requestAirdrop, which act on the chain.
+bool IsSafeToRepeat(std::string_view method);
+
+// Calls of one client batch that go to `target` together, as one upstream JSON-RPC batch.
+struct UpstreamBatch {
+  std::string target;
+  std::vector<size_t> calls;  // indexes into the body's calls, in request order
+};
+
+// The upstream batches of a client batch (`decisions[i]` is the decision for call i): the calls
+// whose decision is a plain forward (ForwardMode::kPlain) of a call with an id that is safe to
+// repeat and is not a transaction, grouped by target in first-seen order. A target with only
+// one such call gets no batch: that call is forwarded alone. Empty when `body` is not a batch.
+std::vector<UpstreamBatch> PlanUpstreamBatches(const RpcBody& body,
+                                               const std::vector<RouteDecision>& decisions,
+                                               OwnerVerification verify);
 
 // The target for `account`: its ER when delegated (an all-zero authority → the default
 // ER), else base. Fails with a -32004 status naming the validator when it has no ER.

@@ -7,6 +7,7 @@
 #include "api/rpc/internal/router.h"
 #include "fmt/format.h"
 #include "solana/rpc_methods.h"
+#include "spdlog/spdlog.h"
 
 namespace switchyard {
 
@@ -24,7 +25,7 @@ HttpResponse JsonResponse(unsigned status, std::string body, Slot applied_slot) 
 
 RetryPolicy PolicyFor(std::string_view method) {
   if (method == "sendTransaction") return RetryPolicy::kOtherEndpointOnly;
-  if (method == "requestAirdrop") return RetryPolicy::kNever;
+  if (!IsSafeToRepeat(method)) return RetryPolicy::kNever;
   return RetryPolicy::kSafe;
 }
 
@@ -309,8 +310,19 @@ void Router::Dispatch(std::shared_ptr<Exchange> exchange) {
   }
   const size_t n = exchange->body.calls.size();
   exchange->answers.resize(n);
+  exchange->decisions.resize(n);
   exchange->remaining = n;
-  for (size_t i = 0; i < n; ++i) Execute(exchange, i, 0);
+  for (size_t i = 0; i < n; ++i) Decide(*exchange, i);
+  std::vector<UpstreamBatch> batches =
+      PlanUpstreamBatches(exchange->body, exchange->decisions, VerificationOf(*exchange));
+  std::vector<bool> batched(n, false);
+  for (const UpstreamBatch& batch : batches) {
+    for (size_t i : batch.calls) batched[i] = true;
+  }
+  for (UpstreamBatch& batch : batches) ForwardBatch(exchange, std::move(batch));
+  for (size_t i = 0; i < n; ++i) {
+    if (!batched[i]) Execute(exchange, i, 0);
+  }
 }
 
 void Router::Finish(const std::shared_ptr<Exchange>& exchange, absl::Duration now) {
@@ -330,10 +342,9 @@ void Router::Finish(const std::shared_ptr<Exchange>& exchange, absl::Duration no
       200, exchange->body.batch ? JoinBatch(answers) : std::move(answers[0]), applied));
 }
 
-void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round) {
-  const RpcCall& call = exchange->body.calls[index];
-  Answer done = [this, exchange, index, method = calls_->MethodId(call.method)](
-                    std::string answer, CallOutcome outcome) {
+Router::Answer Router::AnswerTo(const std::shared_ptr<Exchange>& exchange, size_t index) {
+  return [this, exchange, index, method = calls_->MethodId(exchange->body.calls[index].method)](
+             std::string answer, CallOutcome outcome) {
     exchange->answers[index] = std::move(answer);
     if (outcome.outcome == RpcOutcome::kRouterError ||
         outcome.outcome == RpcOutcome::kUpstreamFailure) {
@@ -343,9 +354,12 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
     calls_->Record(method, outcome, now - exchange->start);
     if (--exchange->remaining == 0) Finish(exchange, now);
   };
+}
+
+void Router::Decide(Exchange& exchange, size_t index) {
   std::vector<LookupTableAddresses> held;
-  RouteDecision decision = DecideRoute(
-      call, *exchange->snapshot, options_.routing,
+  exchange.decisions[index] = DecideRoute(
+      exchange.body.calls[index], *exchange.snapshot, options_.routing,
       [&](const Pubkey& table) -> const std::vector<Pubkey>* {
         LookupTableAddresses addresses = context_->lookup_tables().Find(table);
         if (!addresses) return nullptr;
@@ -353,42 +367,47 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
         return addresses.get();
       },
       [&](const Signature& signature) { return context_->signatures().Find(signature); });
+}
+
+void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round) {
+  const RpcCall& call = exchange->body.calls[index];
+  const RouteDecision& decision = exchange->decisions[index];
+  Answer done = AnswerTo(exchange, index);
   switch (decision.kind) {
     case RouteKind::kError:
       done(RpcErrorResponse(call.id_or_null(), decision.error), AtRouter(RpcOutcome::kRouterError));
       return;
-    case RouteKind::kForward:
-      if (!decision.writable_in_doubt.empty()) {
-        ForwardTransactionByRecords(std::move(decision), exchange, index, std::move(done));
-        return;
-      }
-      if (decision.signature) {
+    case RouteKind::kForward: {
+      const ForwardMode mode = ForwardModeOf(call, decision, VerificationOf(*exchange));
+      if (decision.signature && mode != ForwardMode::kByRecords) {
         context_->signatures().Remember(*decision.signature, decision.target);
       }
-      if (decision.account && VerifiesOwner(*exchange, /*account_list=*/false)) {
-        if (call.method == "getAccountInfo") {
-          ForwardVerified(decision, exchange, index, std::move(done));
+      switch (mode) {
+        case ForwardMode::kByRecords:
+          ForwardTransactionByRecords(exchange, index, std::move(done));
           return;
-        }
-        if (call.method == "getBalance" || call.method == "getTokenAccountBalance") {
-          ForwardProbed(decision, exchange, index, std::move(done));
+        case ForwardMode::kVerifyOwner:
+          ForwardVerified(exchange, index, std::move(done));
           return;
-        }
+        case ForwardMode::kProbeOwner:
+          ForwardProbed(exchange, index, std::move(done));
+          return;
+        case ForwardMode::kVerifyAccountList:
+          ForwardAccountListVerified(exchange, index, std::move(done));
+          return;
+        case ForwardMode::kPlain:
+          Forward(decision.target, call, exchange, std::move(done));
+          return;
       }
-      if (!decision.parts.empty() && call.method == "getMultipleAccounts" &&
-          VerifiesOwner(*exchange, /*account_list=*/true)) {
-        ForwardAccountListVerified(decision, exchange, index, std::move(done));
-        return;
-      }
-      Forward(decision.target, call, exchange, std::move(done));
       return;
+    }
     case RouteKind::kSplitAccounts:
       metrics_->rpc_split_accounts.Increment();
-      SplitAccounts(decision, exchange, index, std::move(done));
+      SplitAccounts(exchange, index, std::move(done));
       return;
     case RouteKind::kSignatures:
       metrics_->rpc_signature_fanouts.Increment();
-      Signatures(decision, exchange, index, std::move(done));
+      Signatures(exchange, index, std::move(done));
       return;
     case RouteKind::kRouterMethod:
       RouterMethod(exchange, index, std::move(done));
@@ -403,8 +422,10 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
              AtRouter(RpcOutcome::kRouterError));
         return;
       }
-      FetchLookupTables(decision.missing_tables,
-                        [this, exchange, index] { Execute(exchange, index, 1); });
+      FetchLookupTables(decision.missing_tables, [this, exchange, index] {
+        Decide(*exchange, index);
+        Execute(exchange, index, 1);
+      });
       return;
   }
 }
@@ -445,15 +466,112 @@ void Router::Forward(const std::string& target, const RpcCall& call,
       });
 }
 
+void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batch) {
+  UpstreamPool* pool = upstreams_->Find(batch.target);
+  if (pool == nullptr) {
+    for (size_t i : batch.calls) {
+      Forward(batch.target, exchange->body.calls[i], exchange, AnswerTo(exchange, i));
+    }
+    return;
+  }
+  metrics_->upstream_batches.Increment();
+  metrics_->upstream_batch_calls.Increment(batch.calls.size());
+  std::string body = UpstreamBatchBody(exchange->body.calls, batch.calls);
+  pool->Send(
+      std::move(body), RetryPolicy::kSafe,
+      [this, exchange, batch = std::move(batch)](absl::StatusOr<UpstreamResponse> response) {
+        const int target_id = calls_->TargetId(batch.target);
+        if (!response.ok()) {
+          const absl::Status failure = UpstreamFailure(batch.target, response.status());
+          for (size_t i : batch.calls) {
+            AnswerTo(exchange, i)(RpcErrorResponse(exchange->body.calls[i].id_or_null(), failure),
+                                  CallOutcome{target_id, RpcOutcome::kUpstreamFailure});
+          }
+          return;
+        }
+        absl::StatusOr<std::vector<std::optional<UpstreamAnswer>>> answers =
+            response->status == 200
+                ? ParseUpstreamBatchAnswer(response->body, batch.calls.size())
+                : absl::UnavailableError(fmt::format("HTTP {}", response->status));
+        std::vector<size_t> alone;
+        for (size_t k = 0; k < batch.calls.size(); ++k) {
+          const size_t i = batch.calls[k];
+          if (!answers.ok() || !(*answers)[k]) {
+            alone.push_back(i);
+            continue;
+          }
+          const UpstreamAnswer& answer = *(*answers)[k];
+          const std::string_view id = exchange->body.calls[i].id_or_null();
+          if (answer.is_error()) {
+            AnswerTo(exchange, i)(UpstreamErrorResponse(id, answer.error),
+                                  CallOutcome{target_id, RpcOutcome::kRpcError});
+          } else {
+            AnswerTo(exchange, i)(RpcResultResponse(id, answer.result),
+                                  CallOutcome{target_id, RpcOutcome::kOk});
+          }
+        }
+        if (alone.empty()) return;
+        metrics_->upstream_batch_fallbacks.Increment(alone.size());
+        if (batch_fallbacks_logged_.insert(batch.target).second) {
+          spdlog::warn(
+              "upstream {} did not answer every call of a JSON-RPC batch ({}); such calls are "
+              "sent again one by one (switchyard_api_upstream_batch_fallbacks_total; logged once "
+              "per upstream and worker)",
+              batch.target,
+              answers.ok() ? fmt::format("{} of {} calls missing", alone.size(), batch.calls.size())
+                           : std::string(answers.status().message()));
+        }
+        for (size_t i : alone) {
+          Forward(batch.target, exchange->body.calls[i], exchange, AnswerTo(exchange, i));
+        }
+      });
+}
+
 void Router::Gather(std::vector<std::pair<std::string, std::string>> requests, RetryPolicy policy,
                     Gathered done) {
+  GatherResponses(
+      std::move(requests), policy,
+      [done = std::move(done)](std::vector<absl::StatusOr<UpstreamResponse>> responses) {
+        std::vector<absl::StatusOr<UpstreamAnswer>> answers;
+        answers.reserve(responses.size());
+        for (absl::StatusOr<UpstreamResponse>& response : responses) {
+          if (!response.ok()) {
+            answers.push_back(response.status());
+          } else {
+            answers.push_back(ParseUpstreamAnswer(response->body));
+          }
+        }
+        done(std::move(answers));
+      });
+}
+
+void Router::GatherLists(std::vector<std::pair<std::string, std::string>> requests,
+                         RetryPolicy policy, GatheredLists done) {
+  GatherResponses(
+      std::move(requests), policy,
+      [done = std::move(done)](std::vector<absl::StatusOr<UpstreamResponse>> responses) {
+        std::vector<absl::StatusOr<ListAnswer>> answers;
+        answers.reserve(responses.size());
+        for (absl::StatusOr<UpstreamResponse>& response : responses) {
+          if (!response.ok()) {
+            answers.push_back(response.status());
+          } else {
+            answers.push_back(ListAnswer::Parse(response->body));
+          }
+        }
+        done(std::move(answers));
+      });
+}
+
+void Router::GatherResponses(std::vector<std::pair<std::string, std::string>> requests,
+                             RetryPolicy policy, GatheredResponses done) {
   struct State {
-    std::vector<absl::StatusOr<UpstreamAnswer>> answers;
+    std::vector<absl::StatusOr<UpstreamResponse>> responses;
     size_t remaining = 0;
-    Gathered done;
+    GatheredResponses done;
   };
   auto state = std::make_shared<State>();
-  state->answers.assign(requests.size(), absl::UnknownError("not sent"));
+  state->responses.assign(requests.size(), absl::UnknownError("not sent"));
   state->remaining = requests.size();
   state->done = std::move(done);
   if (requests.empty()) {
@@ -461,9 +579,9 @@ void Router::Gather(std::vector<std::pair<std::string, std::string>> requests, R
     return;
   }
   for (size_t i = 0; i < requests.size(); ++i) {
-    auto finish = [state, i](absl::StatusOr<UpstreamAnswer> answer) {
-      state->answers[i] = std::move(answer);
-      if (--state->remaining == 0) state->done(std::move(state->answers));
+    auto finish = [state, i](absl::StatusOr<UpstreamResponse> response) {
+      state->responses[i] = std::move(response);
+      if (--state->remaining == 0) state->done(std::move(state->responses));
     };
     const std::string target = requests[i].first;
     UpstreamPool* pool = upstreams_->Find(target);
@@ -477,7 +595,7 @@ void Router::Gather(std::vector<std::pair<std::string, std::string>> requests, R
                    finish(UpstreamFailure(target, response.status()));
                    return;
                  }
-                 finish(ParseUpstreamAnswer(response->body));
+                 finish(std::move(response));
                });
   }
 }

@@ -13,8 +13,8 @@ std::string ErrorAnswer(const RpcCall& call, const absl::Status& status) {
 }
 
 // The answer for an upstream's JSON-RPC error, under the call's id.
-std::string UpstreamErrorAnswer(const RpcCall& call, const UpstreamAnswer& answer) {
-  return UpstreamErrorResponse(call.id_or_null(), answer);
+std::string UpstreamErrorAnswer(const RpcCall& call, std::string_view error_json) {
+  return UpstreamErrorResponse(call.id_or_null(), error_json);
 }
 
 std::string JoinRaw(const std::vector<std::string>& values) {
@@ -26,98 +26,91 @@ std::string JoinRaw(const std::vector<std::string>& values) {
   return out;
 }
 
-}  // namespace
-
-void Router::SplitAccounts(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
-                           size_t index, Answer done) {
-  const RpcCall& call = exchange->body.calls[index];
-  std::vector<std::pair<std::string, std::string>> requests;
-  for (const RoutePart& part : decision.parts) {
-    absl::StatusOr<std::string> params = ParamsWithList(call, decision.keys, part.indexes);
-    if (!params.ok()) {
-      done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
-      return;
-    }
-    requests.emplace_back(part.target, SubRequest(call.method, *params));
-  }
-  const bool verify = VerifiesOwner(*exchange, /*account_list=*/true);
-  Gather(std::move(requests), RetryPolicy::kSafe,
-         [this, exchange, index, &call, parts = decision.parts, count = decision.keys.size(),
-          keys = verify ? decision.keys : std::vector<std::string>(), verify,
-          done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) mutable {
-           AccountList merged;
-           merged.values.assign(count, "null");
-           for (size_t p = 0; p < parts.size(); ++p) {
-             if (!answers[p].ok()) {
-               done(ErrorAnswer(call, answers[p].status()),
-                    CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure});
-               return;
-             }
-             if (answers[p]->is_error()) {
-               done(UpstreamErrorAnswer(call, *answers[p]),
-                    CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kRpcError});
-               return;
-             }
-             absl::StatusOr<ContextList> list = ParseContextList(answers[p]->result);
-             if (!list.ok() || list->values.size() != parts[p].indexes.size()) {
-               done(ErrorAnswer(call, MakeRpcStatus(RpcErrorKind::kInternal,
-                                                    fmt::format("upstream {} answered a list of "
-                                                                "the wrong shape",
-                                                                parts[p].target))),
-                    CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure});
-               return;
-             }
-             // context.slot is the base layer's when base has a part (ER slots differ).
-             const bool on_base = parts[p].target == options_.routing.base;
-             if (merged.context.empty() || on_base) {
-               merged.context = list->context;
-               merged.context_from_base = on_base;
-             }
-             for (size_t k = 0; k < parts[p].indexes.size(); ++k) {
-               merged.values[parts[p].indexes[k]] = std::move(list->values[k]);
-             }
-           }
-           const CallOutcome ok{RpcCallMetrics::kSplitTarget, RpcOutcome::kOk};
-           if (!verify) return done(merged.Render(call), ok);
-           std::vector<std::string> key_targets(count);
-           for (const RoutePart& part : parts) {
-             for (size_t i : part.indexes) key_targets[i] = part.target;
-           }
-           VerifyAccountList(exchange, index, std::move(keys), std::move(key_targets),
-                             std::move(merged), std::string(), ok, std::move(done));
-         });
+// A sub-request of `method` for the listed items of a decision's key or signature list.
+std::string PartRequest(std::string_view method, const RouteDecision& decision,
+                        const std::vector<size_t>& indexes) {
+  return SubRequest(method, PartParams(decision.keys, indexes, decision.params_after_list));
 }
 
-void Router::Signatures(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
-                        size_t index, Answer done) {
+}  // namespace
+
+void Router::SplitAccounts(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
   const RpcCall& call = exchange->body.calls[index];
+  const RouteDecision& decision = exchange->decisions[index];
+  std::vector<std::pair<std::string, std::string>> requests;
+  requests.reserve(decision.parts.size());
+  for (const RoutePart& part : decision.parts) {
+    requests.emplace_back(part.target, PartRequest(call.method, decision, part.indexes));
+  }
+  const bool verify = VerifiesOwner(*exchange, /*account_list=*/true);
+  GatherLists(
+      std::move(requests), RetryPolicy::kSafe,
+      [this, exchange, index, verify,
+       done = std::move(done)](std::vector<absl::StatusOr<ListAnswer>> answers) mutable {
+        const RpcCall& call = exchange->body.calls[index];
+        const RouteDecision& decision = exchange->decisions[index];
+        const std::vector<RoutePart>& parts = decision.parts;
+        AccountList merged;
+        merged.values.assign(decision.keys.size(), "null");
+        merged.sources.reserve(parts.size());
+        for (size_t p = 0; p < parts.size(); ++p) {
+          if (!answers[p].ok()) {
+            done(ErrorAnswer(call, answers[p].status()),
+                 CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure});
+            return;
+          }
+          const ListAnswer& list = *answers[p];
+          if (list.is_error()) {
+            done(UpstreamErrorAnswer(call, list.error()),
+                 CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kRpcError});
+            return;
+          }
+          if (!list.is_list() || list.values().size() != parts[p].indexes.size()) {
+            done(ErrorAnswer(call, MakeRpcStatus(RpcErrorKind::kInternal,
+                                                 fmt::format("upstream {} answered a list of "
+                                                             "the wrong shape",
+                                                             parts[p].target))),
+                 CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure});
+            return;
+          }
+          // context.slot is the base layer's when base has a part (ER slots differ).
+          const bool on_base = parts[p].target == options_.routing.base;
+          if (merged.context.empty() || on_base) {
+            merged.context = list.context();
+            merged.context_from_base = on_base;
+          }
+          for (size_t k = 0; k < parts[p].indexes.size(); ++k) {
+            merged.values[parts[p].indexes[k]] = list.values()[k];
+          }
+          // The views stay valid: a ListAnswer owns its text, and moving it does not move it.
+          merged.sources.push_back(*std::move(answers[p]));
+        }
+        const CallOutcome ok{RpcCallMetrics::kSplitTarget, RpcOutcome::kOk};
+        if (!verify) return done(merged.Render(call), ok);
+        std::vector<std::string> key_targets(decision.keys.size());
+        for (const RoutePart& part : parts) {
+          for (size_t i : part.indexes) key_targets[i] = part.target;
+        }
+        VerifyAccountList(exchange, index, std::move(key_targets), std::move(merged), std::string(),
+                          ok, std::move(done));
+      });
+}
+
+void Router::Signatures(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
+  const RpcCall& call = exchange->body.calls[index];
+  const RouteDecision& decision = exchange->decisions[index];
   std::vector<std::string> everyone = {options_.routing.base};
   for (const std::string& er : options_.routing.er_targets) everyone.push_back(er);
   const bool single = call.method == "getTransaction";
 
   std::vector<std::pair<std::string, std::string>> requests;
-  std::vector<const std::vector<size_t>*> groups;
   for (const RoutePart& part : decision.parts) {
-    absl::StatusOr<std::string> params = ParamsWithList(call, decision.keys, part.indexes);
-    if (!params.ok()) {
-      done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
-      return;
-    }
-    requests.emplace_back(part.target, SubRequest(call.method, *params));
+    requests.emplace_back(part.target, PartRequest(call.method, decision, part.indexes));
   }
   const size_t known_parts = requests.size();
   if (!decision.unknown.empty()) {
-    std::string body;
-    if (single) {
-      body = SubRequest(call.method, call.params);
-    } else {
-      absl::StatusOr<std::string> params = ParamsWithList(call, decision.keys, decision.unknown);
-      if (!params.ok()) {
-        done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
-        return;
-      }
-      body = SubRequest(call.method, *params);
-    }
+    const std::string body = single ? SubRequest(call.method, call.params)
+                                    : PartRequest(call.method, decision, decision.unknown);
     for (const std::string& target : everyone) requests.emplace_back(target, body);
   }
   std::vector<std::string> targets;
@@ -125,64 +118,77 @@ void Router::Signatures(const RouteDecision& decision, std::shared_ptr<Exchange>
   // Signatures nobody remembers are asked of everyone; else the known ones are split.
   const int label =
       decision.unknown.empty() ? RpcCallMetrics::kSplitTarget : RpcCallMetrics::kFanoutTarget;
-  Gather(
-      std::move(requests), RetryPolicy::kSafe,
-      [this, exchange, &call, single, known_parts, targets, label, parts = decision.parts,
-       unknown = decision.unknown, count = decision.keys.size(),
-       done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
-        if (single) {
-          // First non-null transaction in the order base, ERs; else base's answer.
-          const absl::StatusOr<UpstreamAnswer>* fallback = nullptr;
-          for (const auto& answer : answers) {
-            if (!answer.ok()) continue;
-            if (!fallback) fallback = &answer;
-            if (!answer->is_error() && !IsJsonNull(answer->result)) {
-              done(RpcResultResponse(call.id_or_null(), answer->result),
-                   CallOutcome{label, RpcOutcome::kOk});
-              return;
-            }
-          }
-          if (fallback == nullptr) {
-            done(ErrorAnswer(call, answers[0].status()),
-                 CallOutcome{label, RpcOutcome::kUpstreamFailure});
-          } else if ((*fallback)->is_error()) {
-            done(UpstreamErrorAnswer(call, **fallback), CallOutcome{label, RpcOutcome::kRpcError});
-          } else {
-            done(RpcResultResponse(call.id_or_null(), (*fallback)->result),
-                 CallOutcome{label, RpcOutcome::kOk});
-          }
-          return;
-        }
-        std::vector<std::string> values(count, "null");
-        std::string context;
-        bool any = false;
-        for (size_t a = 0; a < answers.size(); ++a) {
-          if (!answers[a].ok() || answers[a]->is_error()) continue;
-          absl::StatusOr<ContextList> list = ParseContextList(answers[a]->result);
-          const std::vector<size_t>& indexes = a < known_parts ? parts[a].indexes : unknown;
-          if (!list.ok() || list->values.size() != indexes.size()) continue;
-          any = true;
-          if (context.empty() || targets[a] == options_.routing.base) context = list->context;
-          for (size_t k = 0; k < indexes.size(); ++k) {
-            std::string& slot = values[indexes[k]];
-            if (IsJsonNull(slot)) slot = std::move(list->values[k]);
-          }
-        }
-        if (!any) {
-          for (const auto& answer : answers) {
-            if (answer.ok() && answer->is_error()) {
-              done(UpstreamErrorAnswer(call, *answer), CallOutcome{label, RpcOutcome::kRpcError});
-              return;
-            }
-          }
-          done(ErrorAnswer(call, answers[0].status()),
-               CallOutcome{label, RpcOutcome::kUpstreamFailure});
-          return;
-        }
-        done(RpcResultResponse(call.id_or_null(), fmt::format(R"({{"context":{},"value":[{}]}})",
-                                                              context, JoinRaw(values))),
-             CallOutcome{label, RpcOutcome::kOk});
-      });
+  if (single) {
+    Gather(std::move(requests), RetryPolicy::kSafe,
+           [exchange, index, label,
+            done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
+             const RpcCall& call = exchange->body.calls[index];
+             // First non-null transaction in the order base, ERs; else base's answer.
+             const absl::StatusOr<UpstreamAnswer>* fallback = nullptr;
+             for (const auto& answer : answers) {
+               if (!answer.ok()) continue;
+               if (!fallback) fallback = &answer;
+               if (!answer->is_error() && !IsJsonNull(answer->result)) {
+                 done(RpcResultResponse(call.id_or_null(), answer->result),
+                      CallOutcome{label, RpcOutcome::kOk});
+                 return;
+               }
+             }
+             if (fallback == nullptr) {
+               done(ErrorAnswer(call, answers[0].status()),
+                    CallOutcome{label, RpcOutcome::kUpstreamFailure});
+             } else if ((*fallback)->is_error()) {
+               done(UpstreamErrorAnswer(call, (*fallback)->error),
+                    CallOutcome{label, RpcOutcome::kRpcError});
+             } else {
+               done(RpcResultResponse(call.id_or_null(), (*fallback)->result),
+                    CallOutcome{label, RpcOutcome::kOk});
+             }
+           });
+    return;
+  }
+  GatherLists(std::move(requests), RetryPolicy::kSafe,
+              [this, exchange, index, known_parts, targets, label,
+               done = std::move(done)](std::vector<absl::StatusOr<ListAnswer>> answers) {
+                const RpcCall& call = exchange->body.calls[index];
+                const RouteDecision& decision = exchange->decisions[index];
+                std::vector<std::string_view> values(decision.keys.size(), "null");
+                std::string_view context;
+                bool any = false;
+                for (size_t a = 0; a < answers.size(); ++a) {
+                  if (!answers[a].ok() || answers[a]->is_error()) continue;
+                  const ListAnswer& list = *answers[a];
+                  const std::vector<size_t>& indexes =
+                      a < known_parts ? decision.parts[a].indexes : decision.unknown;
+                  if (!list.is_list() || list.values().size() != indexes.size()) continue;
+                  any = true;
+                  if (context.empty() || targets[a] == options_.routing.base)
+                    context = list.context();
+                  for (size_t k = 0; k < indexes.size(); ++k) {
+                    std::string_view& slot = values[indexes[k]];
+                    if (IsJsonNull(slot)) slot = list.values()[k];
+                  }
+                }
+                if (!any) {
+                  for (const auto& answer : answers) {
+                    if (answer.ok() && answer->is_error()) {
+                      done(UpstreamErrorAnswer(call, answer->error()),
+                           CallOutcome{label, RpcOutcome::kRpcError});
+                      return;
+                    }
+                  }
+                  done(ErrorAnswer(call, answers[0].ok()
+                                             ? MakeRpcStatus(RpcErrorKind::kInternal,
+                                                             "upstream answered a result without "
+                                                             "context or value")
+                                             : answers[0].status()),
+                       CallOutcome{label, RpcOutcome::kUpstreamFailure});
+                  return;
+                }
+                // `values` and `context` view `answers`, alive until the end of this call.
+                done(ContextListResponse(call.id_or_null(), context, values),
+                     CallOutcome{label, RpcOutcome::kOk});
+              });
 }
 
 void Router::FetchLookupTables(const std::vector<Pubkey>& tables, std::function<void()> then) {
@@ -318,7 +324,7 @@ void Router::RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answ
         const CallOutcome failed{target_id, RpcOutcome::kUpstreamFailure};
         if (!answers[0].ok()) return done(ErrorAnswer(call, answers[0].status()), failed);
         if (answers[0]->is_error()) {
-          return done(UpstreamErrorAnswer(call, *answers[0]),
+          return done(UpstreamErrorAnswer(call, answers[0]->error),
                       CallOutcome{target_id, RpcOutcome::kRpcError});
         }
         absl::StatusOr<std::string> value = JsonMember(answers[0]->result, "value");

@@ -71,11 +71,6 @@ std::string ProbeRequest(const RpcCall& call, const Pubkey& account) {
 
 }  // namespace
 
-std::string Router::AccountList::Render(const RpcCall& call) const {
-  return RpcResultResponse(call.id_or_null(), fmt::format(R"({{"context":{},"value":[{}]}})",
-                                                          context, absl::StrJoin(values, ",")));
-}
-
 bool Router::VerifiesOwner(const Exchange& exchange, bool account_list) const {
   if (exchange.snapshot->limbo_since()) return true;
   return account_list ? options_.verify_owner_multiple : options_.verify_owner;
@@ -88,27 +83,27 @@ void Router::ReadRecords(const std::vector<Pubkey>& accounts, Records done) {
     all.push_back(pdas.size());
     pdas.push_back(DelegationRecordPda(account).ToBase58());
   }
-  const std::string params =
-      fmt::format(R"([{},{{"encoding":"base64"}}])", JsonStringArray(pdas, all));
-  Gather({{options_.routing.base, SubRequest("getMultipleAccounts", params)}}, RetryPolicy::kSafe,
-         [count = accounts.size(),
-          done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
-           if (!answers[0].ok()) return done(answers[0].status());
-           if (answers[0]->is_error()) {
-             return done(
-                 absl::UnavailableError("base answered the delegation records' read "
-                                        "with an error"));
-           }
-           absl::StatusOr<ContextList> list = ParseContextList(answers[0]->result);
-           if (!list.ok() || list->values.size() != count) {
-             return done(
-                 absl::DataLossError("base answered the delegation records' read with a "
-                                     "list of the wrong shape"));
-           }
-           std::vector<std::optional<DelegationRecord>> records(count);
-           for (size_t i = 0; i < count; ++i) records[i] = RecordOf(list->values[i]);
-           done(std::move(records));
-         });
+  GatherLists(
+      {{options_.routing.base,
+        SubRequest("getMultipleAccounts", PartParams(pdas, all, R"(,{"encoding":"base64"})"))}},
+      RetryPolicy::kSafe,
+      [count = accounts.size(),
+       done = std::move(done)](std::vector<absl::StatusOr<ListAnswer>> answers) {
+        if (!answers[0].ok()) return done(answers[0].status());
+        if (answers[0]->is_error()) {
+          return done(
+              absl::UnavailableError("base answered the delegation records' read "
+                                     "with an error"));
+        }
+        if (!answers[0]->is_list() || answers[0]->values().size() != count) {
+          return done(
+              absl::DataLossError("base answered the delegation records' read with a "
+                                  "list of the wrong shape"));
+        }
+        std::vector<std::optional<DelegationRecord>> records(count);
+        for (size_t i = 0; i < count; ++i) records[i] = RecordOf(answers[0]->values()[i]);
+        done(std::move(records));
+      });
 }
 
 void Router::FindRecordTargets(const std::vector<Pubkey>& accounts, RecordTargets done) {
@@ -128,44 +123,48 @@ void Router::FindRecordTargets(const std::vector<Pubkey>& accounts, RecordTarget
   });
 }
 
-void Router::ForwardTransactionByRecords(RouteDecision decision, std::shared_ptr<Exchange> exchange,
-                                         size_t index, Answer done) {
+void Router::ForwardTransactionByRecords(std::shared_ptr<Exchange> exchange, size_t index,
+                                         Answer done) {
   metrics_->limbo_transaction_checks.Increment();
-  std::vector<Pubkey> writable = decision.writable_in_doubt;
-  ReadRecords(writable, [this, exchange, index, writable, decision = std::move(decision),
-                         done = std::move(done)](
-                            absl::StatusOr<std::vector<std::optional<DelegationRecord>>> records) {
-    const RpcCall& call = exchange->body.calls[index];
-    if (!records.ok()) {
-      // Base could not say: the transaction cannot be placed safely.
-      return done(RpcErrorResponse(
-                      call.id_or_null(),
-                      MakeRpcStatus(RpcErrorKind::kInternal,
-                                    fmt::format("the delegation state is being repaired and the "
-                                                "delegation records could not be read from "
-                                                "base: {}",
-                                                std::string(records.status().message())))),
-                  AtRouter(RpcOutcome::kUpstreamFailure));
-    }
-    RouteDecision routed = RouteByWritable(
-        writable,
-        [&](size_t i) -> std::optional<Pubkey> {
-          if (!(*records)[i]) return std::nullopt;
-          return (*records)[i]->authority;
-        },
-        options_.routing);
-    if (routed.kind == RouteKind::kError) {
-      return done(RpcErrorResponse(call.id_or_null(), routed.error),
-                  AtRouter(RpcOutcome::kRouterError));
-    }
-    if (routed.target != decision.target) metrics_->limbo_transaction_reroutes.Increment();
-    if (decision.signature) context_->signatures().Remember(*decision.signature, routed.target);
-    Forward(routed.target, call, exchange, std::move(done));
-  });
+  ReadRecords(exchange->decisions[index].writable_in_doubt,
+              [this, exchange, index, done = std::move(done)](
+                  absl::StatusOr<std::vector<std::optional<DelegationRecord>>> records) {
+                const RpcCall& call = exchange->body.calls[index];
+                const RouteDecision& decision = exchange->decisions[index];
+                const std::vector<Pubkey>& writable = decision.writable_in_doubt;
+                if (!records.ok()) {
+                  // Base could not say: the transaction cannot be placed safely.
+                  return done(RpcErrorResponse(
+                                  call.id_or_null(),
+                                  MakeRpcStatus(
+                                      RpcErrorKind::kInternal,
+                                      fmt::format("the delegation state is being repaired and the "
+                                                  "delegation records could not be read from "
+                                                  "base: {}",
+                                                  std::string(records.status().message())))),
+                              AtRouter(RpcOutcome::kUpstreamFailure));
+                }
+                RouteDecision routed = RouteByWritable(
+                    writable,
+                    [&](size_t i) -> std::optional<Pubkey> {
+                      if (!(*records)[i]) return std::nullopt;
+                      return (*records)[i]->authority;
+                    },
+                    options_.routing);
+                if (routed.kind == RouteKind::kError) {
+                  return done(RpcErrorResponse(call.id_or_null(), routed.error),
+                              AtRouter(RpcOutcome::kRouterError));
+                }
+                if (routed.target != decision.target)
+                  metrics_->limbo_transaction_reroutes.Increment();
+                if (decision.signature)
+                  context_->signatures().Remember(*decision.signature, routed.target);
+                Forward(routed.target, call, exchange, std::move(done));
+              });
 }
 
-void Router::ForwardVerified(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
-                             size_t index, Answer done) {
+void Router::ForwardVerified(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
+  const RouteDecision& decision = exchange->decisions[index];
   const Pubkey account = *decision.account;
   const bool delegated = decision.delegated;
   Forward(decision.target, exchange->body.calls[index], exchange,
@@ -182,8 +181,8 @@ void Router::ForwardVerified(const RouteDecision& decision, std::shared_ptr<Exch
           });
 }
 
-void Router::ForwardProbed(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
-                           size_t index, Answer done) {
+void Router::ForwardProbed(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
+  const RouteDecision& decision = exchange->decisions[index];
   // Both answers are awaited; whichever comes second decides. One worker thread: no lock.
   struct Join {
     std::optional<std::pair<std::string, CallOutcome>> answer;
@@ -235,44 +234,44 @@ void Router::RerouteByOwner(std::shared_ptr<Exchange> exchange, size_t index, co
       });
 }
 
-void Router::ForwardAccountListVerified(const RouteDecision& decision,
-                                        std::shared_ptr<Exchange> exchange, size_t index,
+void Router::ForwardAccountListVerified(std::shared_ptr<Exchange> exchange, size_t index,
                                         Answer done) {
-  Forward(decision.target, exchange->body.calls[index], exchange,
-          [this, exchange, index, keys = decision.keys, target = decision.target,
-           done = std::move(done)](std::string answer, CallOutcome outcome) mutable {
-            const bool on_base = target == options_.routing.base;
-            // Nothing to verify: base shows no account owned by the delegation program, or an
-            // ER answered no null.
-            if (outcome.outcome != RpcOutcome::kOk ||
-                answer.find(on_base ? kDelegationProgramId : "null") == std::string::npos) {
-              return done(std::move(answer), outcome);
-            }
-            absl::StatusOr<UpstreamAnswer> parsed = ParseUpstreamAnswer(answer);
-            absl::StatusOr<ContextList> list = parsed.ok() && !parsed->is_error()
-                                                   ? ParseContextList(parsed->result)
-                                                   : absl::InternalError("no result");
-            if (!list.ok() || list->values.size() != keys.size()) {
-              return done(std::move(answer), outcome);
-            }
-            AccountList merged;
-            merged.context = std::move(list->context);
-            merged.context_from_base = on_base;
-            merged.values = std::move(list->values);
-            std::vector<std::string> key_targets(keys.size(), target);
-            VerifyAccountList(exchange, index, std::move(keys), std::move(key_targets),
-                              std::move(merged), std::move(answer), outcome, std::move(done));
-          });
+  const RouteDecision& decision = exchange->decisions[index];
+  Forward(
+      decision.target, exchange->body.calls[index], exchange,
+      [this, exchange, index, done = std::move(done)](std::string answer,
+                                                      CallOutcome outcome) mutable {
+        const std::string& target = exchange->decisions[index].target;
+        const size_t count = exchange->decisions[index].keys.size();
+        const bool on_base = target == options_.routing.base;
+        // Nothing to verify: base shows no account owned by the delegation program, or an
+        // ER answered no null.
+        if (outcome.outcome != RpcOutcome::kOk ||
+            answer.find(on_base ? kDelegationProgramId : "null") == std::string::npos) {
+          return done(std::move(answer), outcome);
+        }
+        absl::StatusOr<ListAnswer> list = ListAnswer::Parse(answer);
+        if (!list.ok() || list->is_error() || !list->is_list() || list->values().size() != count) {
+          return done(std::move(answer), outcome);
+        }
+        AccountList merged;
+        merged.context = list->context();
+        merged.context_from_base = on_base;
+        merged.values = list->values();
+        merged.sources.push_back(*std::move(list));
+        std::vector<std::string> key_targets(count, target);
+        VerifyAccountList(exchange, index, std::move(key_targets), std::move(merged),
+                          std::move(answer), outcome, std::move(done));
+      });
 }
 
 void Router::VerifyAccountList(std::shared_ptr<Exchange> exchange, size_t index,
-                               std::vector<std::string> keys, std::vector<std::string> key_targets,
-                               AccountList list, std::string original, CallOutcome outcome,
-                               Answer done) {
+                               std::vector<std::string> key_targets, AccountList list,
+                               std::string original, CallOutcome outcome, Answer done) {
   const std::string& base = options_.routing.base;
   std::vector<size_t> to_er;    // base showed the delegation program as owner
   std::vector<size_t> to_base;  // an ER did not have an account the state calls delegated
-  for (size_t i = 0; i < keys.size(); ++i) {
+  for (size_t i = 0; i < key_targets.size(); ++i) {
     if (key_targets[i] == base) {
       if (OwnedByDelegationProgram(list.values[i])) to_er.push_back(i);
     } else if (IsJsonNull(list.values[i])) {
@@ -287,7 +286,6 @@ void Router::VerifyAccountList(std::shared_ptr<Exchange> exchange, size_t index,
   // The re-asks run in parallel: base for `to_base`; the records of `to_er`, then their ERs.
   // Every answer is spliced into `list` in place of the element it replaces.
   struct Pending {
-    std::vector<std::string> keys;
     AccountList list;
     std::string original;
     CallOutcome outcome;
@@ -297,7 +295,6 @@ void Router::VerifyAccountList(std::shared_ptr<Exchange> exchange, size_t index,
     bool answered = false;
   };
   auto pending = std::make_shared<Pending>();
-  pending->keys = std::move(keys);
   pending->list = std::move(list);
   pending->original = std::move(original);
   pending->outcome = outcome;
@@ -320,78 +317,69 @@ void Router::VerifyAccountList(std::shared_ptr<Exchange> exchange, size_t index,
   // Asks each part's target for its keys and splices the values in; the first failure is the
   // answer.
   auto reask = [this, exchange, index, pending, branch_done](std::vector<RoutePart> parts) {
-    const RpcCall& call = exchange->body.calls[index];
+    const RouteDecision& decision = exchange->decisions[index];
     std::vector<std::pair<std::string, std::string>> requests;
     for (const RoutePart& part : parts) {
-      absl::StatusOr<std::string> params = ParamsWithList(call, pending->keys, part.indexes);
-      if (!params.ok()) {
-        if (!pending->answered) {
-          pending->answered = true;
-          pending->done(RpcErrorResponse(call.id_or_null(), params.status()),
-                        AtRouter(RpcOutcome::kRouterError));
-        }
-        return;
-      }
-      requests.emplace_back(part.target, SubRequest("getMultipleAccounts", *params));
+      requests.emplace_back(
+          part.target, SubRequest("getMultipleAccounts", PartParams(decision.keys, part.indexes,
+                                                                    decision.params_after_list)));
     }
-    Gather(std::move(requests), RetryPolicy::kSafe,
-           [this, exchange, index, pending, branch_done,
-            parts = std::move(parts)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
-             const RpcCall& call = exchange->body.calls[index];
-             const std::string& base = options_.routing.base;
-             for (size_t p = 0; p < parts.size() && !pending->answered; ++p) {
-               const CallOutcome failed{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure};
-               if (!answers[p].ok()) {
-                 pending->answered = true;
-                 pending->done(RpcErrorResponse(call.id_or_null(), answers[p].status()), failed);
-                 return;
-               }
-               if (answers[p]->is_error()) {
-                 pending->answered = true;
-                 pending->done(UpstreamErrorResponse(call.id_or_null(), *answers[p]),
-                               CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kRpcError});
-                 return;
-               }
-               absl::StatusOr<ContextList> list = ParseContextList(answers[p]->result);
-               if (!list.ok() || list->values.size() != parts[p].indexes.size()) {
-                 pending->answered = true;
-                 pending->done(
-                     RpcErrorResponse(call.id_or_null(),
-                                      MakeRpcStatus(RpcErrorKind::kInternal,
-                                                    fmt::format("upstream {} answered a list of "
-                                                                "the wrong shape",
-                                                                parts[p].target))),
-                     failed);
-                 return;
-               }
-               const bool to_base = parts[p].target == base;
-               if (to_base && !pending->list.context_from_base) {
-                 pending->list.context = std::move(list->context);
-                 pending->list.context_from_base = true;
-               }
-               for (size_t k = 0; k < parts[p].indexes.size(); ++k) {
-                 pending->list.values[parts[p].indexes[k]] = std::move(list->values[k]);
-               }
-               const size_t n = parts[p].indexes.size();
-               pending->rerouted += n;
-               metrics_->owner_reroutes.Increment(n);
-               metrics_->OwnerReroutes(VerifiedRead::kGetMultipleAccounts, !to_base).Increment(n);
-             }
-             branch_done();
-           });
+    GatherLists(
+        std::move(requests), RetryPolicy::kSafe,
+        [this, exchange, index, pending, branch_done,
+         parts = std::move(parts)](std::vector<absl::StatusOr<ListAnswer>> answers) {
+          const RpcCall& call = exchange->body.calls[index];
+          const std::string& base = options_.routing.base;
+          for (size_t p = 0; p < parts.size() && !pending->answered; ++p) {
+            const CallOutcome failed{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure};
+            if (!answers[p].ok()) {
+              pending->answered = true;
+              pending->done(RpcErrorResponse(call.id_or_null(), answers[p].status()), failed);
+              return;
+            }
+            const ListAnswer& list = *answers[p];
+            if (list.is_error()) {
+              pending->answered = true;
+              pending->done(UpstreamErrorResponse(call.id_or_null(), list.error()),
+                            CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kRpcError});
+              return;
+            }
+            if (!list.is_list() || list.values().size() != parts[p].indexes.size()) {
+              pending->answered = true;
+              pending->done(
+                  RpcErrorResponse(call.id_or_null(),
+                                   MakeRpcStatus(RpcErrorKind::kInternal,
+                                                 fmt::format("upstream {} answered a list of "
+                                                             "the wrong shape",
+                                                             parts[p].target))),
+                  failed);
+              return;
+            }
+            const bool to_base = parts[p].target == base;
+            if (to_base && !pending->list.context_from_base) {
+              pending->list.context = list.context();
+              pending->list.context_from_base = true;
+            }
+            for (size_t k = 0; k < parts[p].indexes.size(); ++k) {
+              pending->list.values[parts[p].indexes[k]] = list.values()[k];
+            }
+            pending->list.sources.push_back(*std::move(answers[p]));
+            const size_t n = parts[p].indexes.size();
+            pending->rerouted += n;
+            metrics_->owner_reroutes.Increment(n);
+            metrics_->OwnerReroutes(VerifiedRead::kGetMultipleAccounts, !to_base).Increment(n);
+          }
+          branch_done();
+        });
   };
 
   if (!to_base.empty()) reask({RoutePart{base, std::move(to_base)}});
   if (!to_er.empty()) {
+    // The keys as the decision decoded them.
+    const std::vector<Pubkey>& decoded = exchange->decisions[index].accounts;
     std::vector<Pubkey> accounts;
-    std::vector<size_t> asked;
-    for (size_t i : to_er) {
-      absl::StatusOr<Pubkey> key = Pubkey::FromBase58(pending->keys[i]);
-      if (!key.ok()) continue;
-      accounts.push_back(*key);
-      asked.push_back(i);
-    }
-    FindRecordTargets(accounts, [reask, branch_done, asked = std::move(asked)](
+    for (size_t i : to_er) accounts.push_back(decoded[i]);
+    FindRecordTargets(accounts, [reask, branch_done, asked = std::move(to_er)](
                                     std::vector<std::optional<std::string>> targets) {
       std::vector<RoutePart> parts;
       for (size_t k = 0; k < targets.size(); ++k) {

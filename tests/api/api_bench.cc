@@ -1,4 +1,5 @@
-// Micro-benchmarks of the router's per-request CPU work: parsing and the routing decision.
+// Micro-benchmarks of the router's per-request CPU work: parsing, the routing decision, and
+// whole requests through the router to fake upstreams.
 // Not a test; run by hand: build/<dir>/tests/api/api_bench
 #include <benchmark/benchmark.h>
 
@@ -134,6 +135,108 @@ void BM_GetSlotThroughRouter(benchmark::State& state) {
   server.Stop();
 }
 BENCHMARK(BM_GetSlotThroughRouter)->UseRealTime();
+
+// The router (1 worker) in front of a fake base and a fake ER, with Key(1) to Key(10)
+// delegated to the ER, and one keep-alive client.
+class RouterStack {
+ public:
+  explicit RouterStack(bool verify_owner) : base_("base"), er_("er1") {
+    api_test::SnapshotBuilder builder;
+    for (uint8_t i = 1; i <= 10; ++i) builder.Delegate(Key(i), Key(0xE1));
+    snapshots_.Publish(builder.Build(1));
+    RouterOptions options;
+    options.upstreams = {{"base", {{base_.url(), 1}}}, {"er1", {{er_.url(), 1}}}};
+    options.ers = {{Key(0xE1), "er1", "https://er1.example", 0, 50, "DE"}};
+    options.verify_owner = verify_owner;
+    auto context = RouterContext::Create(std::move(options), &snapshots_, &clock_, &metrics_);
+    if (!context.ok()) return;
+    context_ = *std::move(context);
+    HttpServerOptions server_options;
+    server_options.threads = 1;
+    server_ = std::make_unique<HttpServer>(server_options, context_->HandlerFactory(), &metrics_);
+    if (!server_->Start().ok()) {
+      server_.reset();
+      return;
+    }
+    client_ = std::make_unique<api_test::TestClient>(server_->port());
+  }
+  ~RouterStack() {
+    client_.reset();
+    if (server_) server_->Stop();
+  }
+  api_test::TestClient* client() { return client_.get(); }
+  // Whether `body` is answered 200 without any error.
+  bool AnswersCleanly(const std::string& body) {
+    api_test::ClientResponse response = client_->Post(body);
+    return response.status == 200 && response.body.find("error") == std::string::npos;
+  }
+  const ApiMetrics& metrics() const { return metrics_; }
+
+ private:
+  api_test::FakeUpstream base_;
+  api_test::FakeUpstream er_;
+  SnapshotHolder snapshots_;
+  MetricsRegistry registry_;
+  ApiMetrics metrics_{registry_};
+  SystemClock clock_;
+  std::unique_ptr<RouterContext> context_;
+  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<api_test::TestClient> client_;
+};
+
+std::string Quoted(const Pubkey& key) { return "\"" + key.ToBase58() + "\""; }
+
+std::string BenchCall(int id, const std::string& method, const std::string& params) {
+  return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) + R"(,"method":")" + method +
+         R"(","params":)" + params + "}";
+}
+
+// bench/run's batch_10: getAccountInfo of 3 delegated and 3 undelegated accounts, getBalance of
+// one of each, getSlot and getLatestBlockhash. Arg: owner verification of the single-account
+// reads (on by default, as in bench/run) or off.
+void BM_Batch10ThroughRouter(benchmark::State& state) {
+  RouterStack stack(state.range(0) != 0);
+  if (stack.client() == nullptr) return state.SkipWithError("no server");
+  const std::string b64 = R"(,{"encoding":"base64"}])";
+  const std::vector<std::string> calls = {
+      BenchCall(1, "getAccountInfo", "[" + Quoted(Key(1)) + b64),
+      BenchCall(2, "getAccountInfo", "[" + Quoted(Key(21)) + b64),
+      BenchCall(3, "getAccountInfo", "[" + Quoted(Key(2)) + b64),
+      BenchCall(4, "getAccountInfo", "[" + Quoted(Key(22)) + b64),
+      BenchCall(5, "getAccountInfo", "[" + Quoted(Key(3)) + b64),
+      BenchCall(6, "getAccountInfo", "[" + Quoted(Key(23)) + b64),
+      BenchCall(7, "getBalance", "[" + Quoted(Key(4)) + "]"),
+      BenchCall(8, "getBalance", "[" + Quoted(Key(24)) + "]"),
+      BenchCall(9, "getSlot", "[]"),
+      BenchCall(10, "getLatestBlockhash", "[]"),
+  };
+  std::string body = "[";
+  for (size_t i = 0; i < calls.size(); ++i) body += (i ? "," : "") + calls[i];
+  body += "]";
+  if (!stack.AnswersCleanly(body)) return state.SkipWithError("the batch is answered with errors");
+  const uint64_t before = stack.metrics().upstream_requests.value();
+  for (auto _ : state) benchmark::DoNotOptimize(stack.client()->Post(body));
+  state.counters["upstream_requests_per_batch"] =
+      static_cast<double>(stack.metrics().upstream_requests.value() - before) /
+      static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_Batch10ThroughRouter)->ArgName("verify_owner")->Arg(1)->Arg(0)->UseRealTime();
+
+// bench/run's multiple_accounts_20: 10 delegated and 10 undelegated keys, split over base and
+// the ER and merged.
+void BM_MultipleAccounts20ThroughRouter(benchmark::State& state) {
+  RouterStack stack(true);
+  if (stack.client() == nullptr) return state.SkipWithError("no server");
+  std::string list;
+  for (uint8_t i = 1; i <= 10; ++i) {
+    list += (list.empty() ? "" : ",") + Quoted(Key(i)) + "," + Quoted(Key(i + 20));
+  }
+  const std::string body =
+      BenchCall(1, "getMultipleAccounts", "[[" + list + R"(],{"encoding":"base64"}])");
+  if (!stack.AnswersCleanly(body)) return state.SkipWithError("the call is answered with an error");
+  for (auto _ : state) benchmark::DoNotOptimize(stack.client()->Post(body));
+}
+BENCHMARK(BM_MultipleAccounts20ThroughRouter)->UseRealTime();
 
 }  // namespace
 }  // namespace switchyard

@@ -163,6 +163,92 @@ TEST(RpcMergeTest, ParsesContextLists) {
   EXPECT_FALSE(ParseContextList(R"({"value":[]})").ok());
 }
 
+TEST(RpcMergeTest, ListAnswerViewsEachValueAsTheUpstreamWroteIt) {
+  absl::StatusOr<ListAnswer> list = ListAnswer::Parse(
+      R"({"jsonrpc":"2.0","result":{"context":{"slot":5},"value":[null, {"a" : [1, 2]}]},"id":1})");
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_TRUE(list->is_list());
+  EXPECT_FALSE(list->is_error());
+  EXPECT_EQ(list->context(), R"({"slot":5})");
+  EXPECT_EQ(list->values(), (std::vector<std::string_view>{"null", R"({"a" : [1, 2]})"}));
+  // Moved, it still views its own text.
+  ListAnswer moved = *std::move(list);
+  EXPECT_EQ(moved.values()[1], R"({"a" : [1, 2]})");
+}
+
+TEST(RpcMergeTest, ListAnswerTellsErrorsAndOtherShapesApart) {
+  absl::StatusOr<ListAnswer> error =
+      ListAnswer::Parse(R"({"jsonrpc":"2.0","error":{"code":-32005},"id":1})");
+  ASSERT_TRUE(error.ok());
+  EXPECT_TRUE(error->is_error());
+  EXPECT_EQ(error->error(), R"({"code":-32005})");
+  absl::StatusOr<ListAnswer> other =
+      ListAnswer::Parse(R"({"jsonrpc":"2.0","result":{"value":[1]},"id":1})");
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(other->is_list());
+  EXPECT_FALSE(ListAnswer::Parse(R"({"jsonrpc":"2.0","result":[],"id":1})")->is_list());
+  EXPECT_FALSE(ListAnswer::Parse("<html>").ok());
+  EXPECT_FALSE(ListAnswer::Parse(R"({"jsonrpc":"2.0","id":1})").ok());
+}
+
+TEST(RpcMergeTest, ContextListResponseSplicesTheRawValues) {
+  EXPECT_EQ(
+      ContextListResponse(R"("x")", R"({"slot":5})", {"null", R"({"a" : 1})"}),
+      R"({"jsonrpc":"2.0","result":{"context":{"slot":5},"value":[null,{"a" : 1}]},"id":"x"})");
+  EXPECT_EQ(ContextListResponse("1", "{}", {}),
+            R"({"jsonrpc":"2.0","result":{"context":{},"value":[]},"id":1})");
+}
+
+TEST(RpcMergeTest, PartParamsKeepTheParamsAfterTheList) {
+  const std::vector<std::string> keys = {"k0", "k1", "k2"};
+  EXPECT_EQ(PartParams(keys, {2, 0}, R"(,{"encoding":"base64"})"),
+            R"([["k2","k0"],{"encoding":"base64"}])");
+  EXPECT_EQ(PartParams(keys, {1}, ""), R"([["k1"]])");
+}
+
+TEST(RpcMergeTest, UpstreamBatchBodyNumbersTheCallsFromZero) {
+  std::vector<RpcCall> calls(3);
+  calls[0].id = R"({"n":1})";
+  calls[0].method = "getSlot";
+  calls[1].id = "5";
+  calls[1].method = "get\"Odd";
+  calls[1].params = R"([{"commitment":"confirmed"}])";
+  calls[2].id = "5";
+  calls[2].method = "getEpochInfo";
+  calls[2].params = "[]";
+  EXPECT_EQ(
+      UpstreamBatchBody(calls, {0, 2, 1}),
+      R"([{"jsonrpc":"2.0","id":0,"method":"getSlot"},)"
+      R"({"jsonrpc":"2.0","id":1,"method":"getEpochInfo","params":[]},)"
+      R"({"jsonrpc":"2.0","id":2,"method":"get\"Odd","params":[{"commitment":"confirmed"}]}])");
+}
+
+TEST(RpcMergeTest, BatchAnswerIsMatchedById) {
+  auto answers = ParseUpstreamBatchAnswer(
+      R"([{"jsonrpc":"2.0","result":"two","id":2},{"jsonrpc":"2.0","error":{"code":-1},"id":0},)"
+      R"({"jsonrpc":"2.0","result":"again","id":2},{"jsonrpc":"2.0","result":"far","id":7},)"
+      R"({"jsonrpc":"2.0","result":"text","id":"1"},{"jsonrpc":"2.0","result":"null","id":null},)"
+      R"({"jsonrpc":"2.0","id":1},5])",
+      4);
+  ASSERT_TRUE(answers.ok()) << answers.status();
+  ASSERT_EQ(answers->size(), 4u);
+  ASSERT_TRUE((*answers)[0].has_value());
+  EXPECT_EQ((*answers)[0]->error, R"({"code":-1})");
+  EXPECT_FALSE((*answers)[1].has_value());  // only as text, or with neither result nor error
+  ASSERT_TRUE((*answers)[2].has_value());
+  EXPECT_EQ((*answers)[2]->result, R"("two")");  // the first of two
+  EXPECT_FALSE((*answers)[3].has_value());
+}
+
+TEST(RpcMergeTest, BatchAnswerThatIsNotAnArrayIsAnError) {
+  EXPECT_FALSE(
+      ParseUpstreamBatchAnswer(
+          R"({"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found"},"id":null})", 2)
+          .ok());
+  EXPECT_FALSE(ParseUpstreamBatchAnswer("<html>", 2).ok());
+  EXPECT_FALSE(ParseUpstreamBatchAnswer(R"([{"jsonrpc":"2.0","result":1,"id":0},)", 2).ok());
+}
+
 TEST(UpstreamUrlTest, ParsesHttpAndHttps) {
   auto url = ParseUpstreamUrl("https://rpc.example.com/path?x=1");
   ASSERT_TRUE(url.ok());

@@ -241,48 +241,65 @@ void FakeUpstream::Answer(std::shared_ptr<Connection> connection, std::string bo
   }
 }
 
+bool FakeUpstream::IsBatch(const std::string& body) {
+  const size_t first = body.find_first_not_of(" \t\r\n");
+  return first != std::string::npos && body[first] == '[';
+}
+
 FakeReply FakeUpstream::Canned(const std::string& method, const std::string& body) const {
-  absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, RpcCodecOptions{});
+  (void)method;
   FakeReply reply;
-  if (!parsed.ok() || parsed->calls.empty()) {
+  std::vector<std::string> answers = CannedAnswers(body);
+  if (answers.empty()) {
     reply.body = R"({"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"},"id":null})";
-    return reply;
+  } else {
+    reply.body = IsBatch(body) ? JoinBatch(answers) : std::move(answers[0]);
   }
-  const RpcCall& call = parsed->calls[0];
-  absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
-  std::string result;
-  if (method == "getMultipleAccounts" || method == "getSignatureStatuses") {
-    absl::StatusOr<std::vector<std::string>> keys = params->StringList(0, 1000);
-    std::string values;
-    for (size_t i = 0; i < keys->size(); ++i) {
-      if (i > 0) values += ",";
-      bool known = method == "getMultipleAccounts";
+  return reply;
+}
+
+std::vector<std::string> FakeUpstream::CannedAnswers(const std::string& body) const {
+  absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, RpcCodecOptions{});
+  std::vector<std::string> answers;
+  if (!parsed.ok()) return answers;
+  for (const RpcCall& call : parsed->calls) {
+    if (parsed->batch && !call.id) continue;
+    const std::string& method = call.method;
+    absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
+    std::string result;
+    if (method == "getMultipleAccounts" || method == "getSignatureStatuses") {
+      absl::StatusOr<std::vector<std::string>> keys = params->StringList(0, 1000);
+      std::string values;
+      for (size_t i = 0; i < keys->size(); ++i) {
+        if (i > 0) values += ",";
+        bool known = method == "getMultipleAccounts";
+        {
+          absl::MutexLock lock(&mu_);
+          for (const auto& s : known_signatures_) known |= s == (*keys)[i];
+        }
+        values += known ? fmt::format(R"({{"key":"{}","from":"{}"}})", (*keys)[i], name_) : "null";
+      }
+      result = fmt::format(R"({{"context":{{"apiVersion":"2.1.0","slot":{}}},"value":[{}]}})",
+                           name_ == "base" ? 500 : 9000, values);
+    } else if (method == "getTransaction") {
+      bool known = false;
       {
         absl::MutexLock lock(&mu_);
-        for (const auto& s : known_signatures_) known |= s == (*keys)[i];
+        for (const auto& s : known_signatures_) known |= s == *params->String(0);
       }
-      values += known ? fmt::format(R"({{"key":"{}","from":"{}"}})", (*keys)[i], name_) : "null";
+      result = known ? fmt::format(R"({{"slot":7,"from":"{}"}})", name_) : "null";
+    } else if (method == "getLatestBlockhash") {
+      result = fmt::format(
+          R"({{"context":{{"slot":1}},"value":{{"blockhash":"hash-of-{}","lastValidBlockHeight":99}}}})",
+          name_);
+    } else if (method == "sendTransaction") {
+      result = fmt::format(R"("sent-to-{}")", name_);
+    } else {
+      result = fmt::format(R"({{"from":"{}","method":"{}"}})", name_, method);
     }
-    result = fmt::format(R"({{"context":{{"apiVersion":"2.1.0","slot":{}}},"value":[{}]}})",
-                         name_ == "base" ? 500 : 9000, values);
-  } else if (method == "getTransaction") {
-    bool known = false;
-    {
-      absl::MutexLock lock(&mu_);
-      for (const auto& s : known_signatures_) known |= s == *params->String(0);
-    }
-    result = known ? fmt::format(R"({{"slot":7,"from":"{}"}})", name_) : "null";
-  } else if (method == "getLatestBlockhash") {
-    result = fmt::format(
-        R"({{"context":{{"slot":1}},"value":{{"blockhash":"hash-of-{}","lastValidBlockHeight":99}}}})",
-        name_);
-  } else if (method == "sendTransaction") {
-    result = fmt::format(R"("sent-to-{}")", name_);
-  } else {
-    result = fmt::format(R"({{"from":"{}","method":"{}"}})", name_, method);
+    answers.push_back(RpcResultResponse(call.id_or_null(), result));
   }
-  reply.body = RpcResultResponse(call.id_or_null(), result);
-  return reply;
+  return answers;
 }
 
 }  // namespace switchyard::api_test

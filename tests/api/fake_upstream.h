@@ -25,8 +25,9 @@ struct FakeReply {
 };
 
 // A small Solana-shaped JSON-RPC server on 127.0.0.1:0 for tests: answers each request with
-// `responder` (by default: canned answers that name this upstream), keeps connections alive,
-// and records every body it received. Runs its own thread.
+// `responder` (by default: canned answers that name this upstream; a JSON-RPC batch gets an
+// array of them), keeps connections alive, and records every body it received. Runs its own
+// thread.
 class FakeUpstream {
  public:
   using Responder = std::function<FakeReply(const std::string& method, const std::string& body)>;
@@ -57,8 +58,13 @@ class FakeUpstream {
   // Waits until at least `n` requests arrived; false at the deadline.
   bool WaitForRequests(size_t n, absl::Duration timeout = absl::Seconds(10)) const;
 
-  // The canned answer of this upstream to `body`.
+  // The canned answer of this upstream to `body`: for a batch, the array of CannedAnswers.
   FakeReply Canned(const std::string& method, const std::string& body) const;
+  // The canned answer to each call of `body` that has an id, in request order (one for a body
+  // that is not a batch).
+  std::vector<std::string> CannedAnswers(const std::string& body) const;
+  // Whether `body` is a JSON-RPC batch.
+  static bool IsBatch(const std::string& body);
 
   class Connection;
   absl::Duration idle_close() const;

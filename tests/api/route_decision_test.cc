@@ -128,6 +128,83 @@ TEST_F(RouteDecisionTest, MultipleAccountsOnOneTargetAreForwardedWhole) {
   EXPECT_EQ(d.target, "er1");
 }
 
+TEST_F(RouteDecisionTest, MultipleAccountsCarryTheDecodedKeysAndTheParamsAfterTheList) {
+  RouteDecision d = Decide("getMultipleAccounts", "[[" + Quoted(Key(9)) + "," + Quoted(Key(1)) +
+                                                      R"(], {"encoding" : "base64"},7])");
+  ASSERT_EQ(d.kind, RouteKind::kSplitAccounts);
+  EXPECT_EQ(d.accounts, (std::vector<Pubkey>{Key(9), Key(1)}));
+  EXPECT_EQ(d.params_after_list, R"(,{"encoding" : "base64"},7)");
+  RouteDecision whole = Decide("getMultipleAccounts", "[[" + Quoted(Key(5)) + "]]");
+  ASSERT_EQ(whole.kind, RouteKind::kForward);
+  EXPECT_EQ(whole.accounts, (std::vector<Pubkey>{Key(5)}));
+  EXPECT_EQ(whole.params_after_list, "");
+}
+
+TEST_F(RouteDecisionTest, ForwardModeFollowsTheMethodAndTheVerification) {
+  auto mode = [&](const std::string& method, const std::string& params, OwnerVerification verify) {
+    RpcCall call;
+    call.id = "1";
+    call.method = method;
+    call.params = params;
+    return ForwardModeOf(call, Decide(method, params), verify);
+  };
+  const std::string one = "[" + Quoted(Key(2)) + "]";
+  const std::string list = "[[" + Quoted(Key(2)) + "]]";
+  const OwnerVerification all{true, true};
+  const OwnerVerification none{false, false};
+  EXPECT_EQ(mode("getAccountInfo", one, all), ForwardMode::kVerifyOwner);
+  EXPECT_EQ(mode("getBalance", one, all), ForwardMode::kProbeOwner);
+  EXPECT_EQ(mode("getTokenAccountBalance", one, all), ForwardMode::kProbeOwner);
+  EXPECT_EQ(mode("getMultipleAccounts", list, all), ForwardMode::kVerifyAccountList);
+  EXPECT_EQ(mode("getMultipleAccounts", list, {true, false}), ForwardMode::kPlain);
+  EXPECT_EQ(mode("getAccountInfo", one, {false, true}), ForwardMode::kPlain);
+  EXPECT_EQ(mode("getAccountInfo", one, none), ForwardMode::kPlain);
+  EXPECT_EQ(mode("getSlot", "[]", all), ForwardMode::kPlain);
+}
+
+TEST_F(RouteDecisionTest, UpstreamBatchesGroupThePlainForwardsByTarget) {
+  const std::string tx_a = TransactionBase64(MakeTransaction(Key(20), {}, Key(30), 1));
+  const std::string tx_b = TransactionBase64(MakeTransaction(Key(21), {}, Key(30), 2));
+  absl::StatusOr<RpcBody> body = ParseRpcBody(
+      "[" + std::string(R"({"jsonrpc":"2.0","id":0,"method":"getSlot"},)") +
+          R"({"jsonrpc":"2.0","id":1,"method":"getAccountInfo","params":[)" + Quoted(Key(1)) +
+          "]}," + R"({"jsonrpc":"2.0","id":2,"method":"getBalance","params":[)" + Quoted(Key(5)) +
+          "]}," + R"({"jsonrpc":"2.0","id":3,"method":"getEpochInfo"},)" +
+          R"({"jsonrpc":"2.0","method":"getBlockHeight"},)" +
+          R"({"jsonrpc":"2.0","id":5,"method":"sendTransaction","params":[")" + tx_a +
+          R"(",{"encoding":"base64"}]},)" +
+          R"({"jsonrpc":"2.0","id":6,"method":"sendTransaction","params":[")" + tx_b +
+          R"(",{"encoding":"base64"}]},)" +
+          R"({"jsonrpc":"2.0","id":7,"method":"requestAirdrop","params":[)" + Quoted(Key(22)) +
+          R"(,1]},)" + R"({"jsonrpc":"2.0","id":8,"method":"requestAirdrop","params":[)" +
+          Quoted(Key(23)) + R"(,1]},)" + R"({"jsonrpc":"2.0","id":9,"method":"getIdentity"},)" +
+          R"({"jsonrpc":"2.0","id":10,"method":"getAssetsByOwner"},)" +
+          R"({"jsonrpc":"2.0","id":11,"method":"getBlockTime","params":[1]}])",
+      {});
+  ASSERT_TRUE(body.ok()) << body.status();
+  std::vector<RouteDecision> decisions;
+  for (const RpcCall& call : body->calls) {
+    decisions.push_back(DecideRoute(
+        call, *snapshot_, table_,
+        [](const Pubkey&) -> const std::vector<Pubkey>* { return nullptr; },
+        [](const Signature&) -> std::optional<std::string> { return std::nullopt; }));
+  }
+  // The table's rules send get* (but getSlot) to "wide".
+  std::vector<UpstreamBatch> batches = PlanUpstreamBatches(*body, decisions, {false, false});
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(batches[0].target, "er1");
+  EXPECT_EQ(batches[0].calls, (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(batches[1].target, "wide");
+  EXPECT_EQ(batches[1].calls, (std::vector<size_t>{3, 11}));
+  // With verification the reads of er1 keep their own exchange; base has only getSlot.
+  batches = PlanUpstreamBatches(*body, decisions, {true, true});
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].target, "wide");
+  // A single call is never put into an upstream batch.
+  body->batch = false;
+  EXPECT_TRUE(PlanUpstreamBatches(*body, decisions, {false, false}).empty());
+}
+
 TEST_F(RouteDecisionTest, MoreThanTheLimitOfAccountsIsInvalidParams) {
   std::string list;
   for (int i = 0; i < 101; ++i) list += std::string(i ? "," : "") + Quoted(Key(9));

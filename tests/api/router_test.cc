@@ -87,10 +87,14 @@ TEST_F(RouterTest, BatchAnswersInRequestOrderWithoutNotifications) {
   EXPECT_TRUE(base_.WaitForRequests(2));  // the notification was forwarded too
 }
 
-// A batch of ten getSlot calls with ids 0 to 9.
-std::string TenGetSlots() {
+// A batch of ten getAccountInfo calls of undelegated accounts with ids 0 to 9. Owner
+// verification (on by default) keeps each call in its own upstream exchange.
+std::string TenVerifiedReads() {
   std::string body = "[";
-  for (int i = 0; i < 10; ++i) body += (i ? "," : "") + Call(std::to_string(i), "getSlot", "[]");
+  for (int i = 0; i < 10; ++i) {
+    body += (i ? "," : "") + Call(std::to_string(i), "getAccountInfo",
+                                  "[\"" + Key(static_cast<uint8_t>(40 + i)).ToBase58() + "\"]");
+  }
   return body + "]";
 }
 
@@ -101,10 +105,10 @@ TEST_F(RouterTest, CallsBeyondTheConnectionLimitWaitForAConnection) {
     options.upstream.max_connections_per_endpoint = 2;
     server.threads = 1;
   });
-  ClientResponse response = TestClient(port()).Post(TenGetSlots());
+  ClientResponse response = TestClient(port()).Post(TenVerifiedReads());
   ASSERT_EQ(response.status, 200u);
   for (int i = 0; i < 10; ++i) {
-    EXPECT_NE(response.body.find(R"("method":"getSlot"},"id":)" + std::to_string(i) + "}"),
+    EXPECT_NE(response.body.find(R"("method":"getAccountInfo"},"id":)" + std::to_string(i) + "}"),
               std::string::npos)
         << i << ": " << response.body;
   }
@@ -121,7 +125,7 @@ TEST_F(RouterTest, CallsBeyondTheWaitQueueFailClearly) {
     options.upstream.max_waiting_per_endpoint = 2;
     server.threads = 1;
   });
-  ClientResponse response = TestClient(port()).Post(TenGetSlots());
+  ClientResponse response = TestClient(port()).Post(TenVerifiedReads());
   ASSERT_EQ(response.status, 200u);
   size_t answered = 0;
   size_t busy = 0;

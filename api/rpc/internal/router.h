@@ -2,6 +2,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "api/routing/consistency_gate.h"
@@ -37,20 +39,36 @@ class Router : public RequestHandler {
   // A call's answer, with where it came from and how it ended (for the metrics).
   using Answer = std::function<void(std::string answer, CallOutcome outcome)>;
   using Gathered = std::function<void(std::vector<absl::StatusOr<UpstreamAnswer>>)>;
+  using GatheredLists = std::function<void(std::vector<absl::StatusOr<ListAnswer>>)>;
+  using GatheredResponses = std::function<void(std::vector<absl::StatusOr<UpstreamResponse>>)>;
   // The ER target each account's delegation record names (nullopt: no record, or no ER).
   using RecordTargets = std::function<void(std::vector<std::optional<std::string>>)>;
   // Each account's delegation record on base (nullopt: none), or why base could not say.
   using Records = std::function<void(absl::StatusOr<std::vector<std::optional<DelegationRecord>>>)>;
 
+  // Decides every call, sends the upstream batches of the plan, then executes the other calls.
   void Dispatch(std::shared_ptr<Exchange> exchange);
   void Finish(const std::shared_ptr<Exchange>& exchange, absl::Duration now);
+  // The completion of call `index`: stores its answer, counts it, and finishes the exchange
+  // after its last call.
+  Answer AnswerTo(const std::shared_ptr<Exchange>& exchange, size_t index);
+  // The routing decision for call `index`, into exchange.decisions[index].
+  void Decide(Exchange& exchange, size_t index);
+  // Carries out exchange->decisions[index] (`round` 1: after its lookup tables were fetched).
   void Execute(std::shared_ptr<Exchange> exchange, size_t index, int round);
+  OwnerVerification VerificationOf(const Exchange& exchange) const {
+    return {VerifiesOwner(exchange, /*account_list=*/false),
+            VerifiesOwner(exchange, /*account_list=*/true)};
+  }
   void Forward(const std::string& target, const RpcCall& call, std::shared_ptr<Exchange> exchange,
                Answer done);
-  void SplitAccounts(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
-                     size_t index, Answer done);
-  void Signatures(const RouteDecision& decision, std::shared_ptr<Exchange> exchange, size_t index,
-                  Answer done);
+  // Sends the calls of `batch` to its target as one JSON-RPC batch and answers each from its
+  // element of the answer. Calls the answer does not carry (an HTTP error, an answer that is
+  // not an array, ids missing) are forwarded one by one; a connection failure or timeout is
+  // every call's answer.
+  void ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batch);
+  void SplitAccounts(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  void Signatures(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
   // Keeps gate_timer_ set for the gate's earliest deadline.
   void ArmGateTimer();
   void FetchLookupTables(const std::vector<Pubkey>& tables, std::function<void()> then);
@@ -60,13 +78,11 @@ class Router : public RequestHandler {
   // getAccountInfo with owner verification: base showing the delegation program as owner → the
   // account's ER (found through its delegation record); an ER answering "not found" for a
   // delegated account → base.
-  void ForwardVerified(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
-                       size_t index, Answer done);
+  void ForwardVerified(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
   // getBalance and getTokenAccountBalance, whose answers show no owner: the call and a
   // zero-length getAccountInfo probe of the account go to the target together; the probe's
   // owner decides as in ForwardVerified.
-  void ForwardProbed(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
-                     size_t index, Answer done);
+  void ForwardProbed(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
   // The decision of ForwardVerified and ForwardProbed, from the account's `value` as the
   // target showed it (nullopt: unknown): answers `answer`, or re-sends the call elsewhere.
   void RerouteByOwner(std::shared_ptr<Exchange> exchange, size_t index, const Pubkey& account,
@@ -79,22 +95,28 @@ class Router : public RequestHandler {
   void FindRecordTargets(const std::vector<Pubkey>& accounts, RecordTargets done);
   // A transaction decided in limbo: routed by the delegation records of the accounts it
   // writes as base has them now, not by the state, which may be stale.
-  void ForwardTransactionByRecords(RouteDecision decision, std::shared_ptr<Exchange> exchange,
-                                   size_t index, Answer done);
+  void ForwardTransactionByRecords(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
   // getMultipleAccounts forwarded whole, with owner verification of each element.
-  void ForwardAccountListVerified(const RouteDecision& decision, std::shared_ptr<Exchange> exchange,
-                                  size_t index, Answer done);
+  void ForwardAccountListVerified(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
   // Owner verification of a merged getMultipleAccounts answer (`key_targets[i]`: where key i
-  // went): base elements owned by the delegation program are re-asked of the ERs their records
-  // name, null ER elements of base, and the answers spliced in. Answers `original` (when not
-  // empty) if nothing was re-asked; a re-ask that fails is the answer.
+  // of the call's decision went): base elements owned by the delegation program are re-asked
+  // of the ERs their records name, null ER elements of base, and the answers spliced in.
+  // Answers `original` (when not empty) if nothing was re-asked; a re-ask that fails is the
+  // answer.
   void VerifyAccountList(std::shared_ptr<Exchange> exchange, size_t index,
-                         std::vector<std::string> keys, std::vector<std::string> key_targets,
-                         AccountList list, std::string original, CallOutcome outcome, Answer done);
+                         std::vector<std::string> key_targets, AccountList list,
+                         std::string original, CallOutcome outcome, Answer done);
   void RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
   // Sends each (target, body) and hands back the parsed answers in the same order.
   void Gather(std::vector<std::pair<std::string, std::string>> requests, RetryPolicy policy,
               Gathered done);
+  // Gather for list reads: the answers parsed as ListAnswer.
+  void GatherLists(std::vector<std::pair<std::string, std::string>> requests, RetryPolicy policy,
+                   GatheredLists done);
+  // Gather's sending: each HTTP answer, or why there is none (as an Internal status naming the
+  // target).
+  void GatherResponses(std::vector<std::pair<std::string, std::string>> requests,
+                       RetryPolicy policy, GatheredResponses done);
   // An outcome of an answer the router made itself.
   static CallOutcome AtRouter(RpcOutcome outcome) {
     return CallOutcome{RpcCallMetrics::kRouterTarget, outcome};
@@ -110,27 +132,33 @@ class Router : public RequestHandler {
   boost::asio::steady_timer gate_timer_;
   std::optional<absl::Duration> gate_timer_at_;  // the deadline gate_timer_ is set for
   uint64_t listener_id_ = 0;
+  // Targets whose batch fallback was logged by this worker (once each).
+  absl::flat_hash_set<std::string> batch_fallbacks_logged_;
 };
 
-// One HTTP request in flight: its calls, the snapshot they are routed against and the
-// answers as they arrive.
+// One HTTP request in flight: its calls, the snapshot they are routed against, the decision
+// for each call and the answers as they arrive.
 struct Router::Exchange {
   RpcBody body;
   Done done;
   std::shared_ptr<const Snapshot> snapshot;
+  std::vector<RouteDecision> decisions;  // by call; sized once, so references stay valid
   std::vector<std::string> answers;
   size_t remaining = 0;
   absl::Duration start;
 };
 
 // The elements of a getMultipleAccounts answer, merged in the order of the keys, before they
-// are written out.
+// are written out: views of the raw JSON in the upstream answers it holds.
 struct Router::AccountList {
-  std::string context;  // raw JSON
+  std::string_view context;  // raw JSON
   bool context_from_base = false;
-  std::vector<std::string> values;  // raw JSON per key
+  std::vector<std::string_view> values;  // raw JSON per key
+  std::vector<ListAnswer> sources;       // the answers the views point into
   // `{"jsonrpc":"2.0","result":{"context":...,"value":[...]},"id":...}` for `call`.
-  std::string Render(const RpcCall& call) const;
+  std::string Render(const RpcCall& call) const {
+    return ContextListResponse(call.id_or_null(), context, values);
+  }
 };
 
 }  // namespace switchyard
