@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "common/cpu.h"
 #include "common/status.h"
 #include "fmt/format.h"
 #include "localnet/wire.h"
@@ -35,7 +36,7 @@ Localnet::Localnet(LocalnetOptions options, const Clock* clock)
   }
   const int threads = options_.io_threads > 0
                           ? options_.io_threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+                          : static_cast<int>(UsableCpuCount());
   pool_ = std::make_unique<IoPool>(threads);
   faults_ = std::make_unique<HttpFaultInjector>(options_.faults);
   http_ = std::make_unique<Listener>(pool_.get(), Listener::Protocol::kHttp, rpc_.get(), hub_.get(),

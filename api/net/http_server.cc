@@ -13,6 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "common/clock.h"
+#include "common/cpu.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -321,7 +322,7 @@ HttpServer::HttpServer(HttpServerOptions options, RequestHandlerFactory factory,
                        ApiMetrics* metrics)
     : options_(std::move(options)), factory_(std::move(factory)), metrics_(metrics) {
   size_t threads = options_.threads;
-  if (threads == 0) threads = std::max<size_t>(1, std::thread::hardware_concurrency());
+  if (threads == 0) threads = UsableCpuCount();
   for (size_t i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>());
 }
 

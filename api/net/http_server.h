@@ -24,7 +24,7 @@ namespace switchyard {
 struct HttpServerOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 0;   // 0: any free port (see HttpServer::port())
-  size_t threads = 0;  // worker threads, one io_context each; 0: one per core
+  size_t threads = 0;  // worker threads, one io_context each; 0: one per usable CPU (affinity)
   size_t max_connections = 10'000;
   size_t max_body_bytes = 1 << 20;  // larger bodies get 413
   size_t max_header_bytes = 16 * 1024;

@@ -14,6 +14,7 @@
 #include "api/jsonrpc/jsonrpc.h"
 #include "api/jsonrpc/pubsub_json.h"
 #include "common/clock.h"
+#include "common/cpu.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
@@ -235,7 +236,7 @@ PubsubServer::PubsubServer(PubsubServerOptions options, RouterContext* context,
                            PubsubMetrics* metrics)
     : options_(std::move(options)), context_(context), metrics_(metrics) {
   size_t threads = options_.threads;
-  if (threads == 0) threads = std::max<size_t>(1, std::thread::hardware_concurrency());
+  if (threads == 0) threads = UsableCpuCount();
   for (size_t i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>());
 }
 

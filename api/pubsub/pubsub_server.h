@@ -25,7 +25,7 @@ struct PubsubServerOptions {
   // port 0 picks a free port (see port()).
   std::optional<uint16_t> port = 0;
   std::string address = "127.0.0.1";
-  size_t threads = 0;  // one io_context and one shard each; 0: one per core
+  size_t threads = 0;  // one io_context and one shard each; 0: one per usable CPU (affinity)
   size_t max_connections = 10'000;
   size_t max_subscriptions_per_connection = 1000;
   size_t max_message_bytes = 1 << 20;  // a larger client message closes the connection
