@@ -240,6 +240,21 @@ def goals(workloads, micro):
             "added_p50_us")
         add(f"Unloaded added p50 ≤ 40 µs ({w}_c1)", 40, a and a["median"], "µs", False,
             f"{w}_c1: Switchyard p50 − direct p50 at one connection, median")
+    for w in ("multiple_accounts_20", "send_transaction", "batch_10"):
+        r = workloads.get(w, {}).get("ratios", {}).get("switchyard_over_nginx", {}).get("rps")
+        add(f"Switchyard req/s ≥ 1.0× nginx ({w})", 1.0, r and r["median"], "×", True,
+            f"{w}: median over repetitions of Switchyard req/s ÷ nginx req/s")
+    for w in GETACCOUNTINFO:
+        ratios = workloads.get(w + "_c1", {}).get("ratios", {})
+        sy = ratios.get("switchyard_over_direct", {}).get("added_p50_us")
+        ng = ratios.get("nginx_over_direct", {}).get("added_p50_us")
+        value = sy["median"] / ng["median"] if sy and ng and ng["median"] > 0 else None
+        add(f"Added p50 ≤ nginx's added p50 ({w}_c1)", 1.0, value, "×", False,
+            f"{w}_c1: (Switchyard p50 − direct p50) ÷ (nginx p50 − direct p50), medians")
+    for name, target in (("BM_ParseGetAccountInfo", 150), ("BM_DecideGetAccountInfo", 300)):
+        row = find_bench(micro, "api_bench", name)
+        ns = row and seconds_of(row) * 1e9
+        add(f"{name} ≤ {target} ns", target, ns, "ns", False, f"api_bench {name}, real time")
     fold = find_bench(micro, "switchyard_core_bench", "BM_FoldIntoRocksDb/50000/1")
     add("Fold ≥ 1 M events/s", 1e6, fold and fold.get("items_per_second"), "events/s", True,
         "core_bench BM_FoldIntoRocksDb/50000/1 (50 k records per durable commit, fsync)")
