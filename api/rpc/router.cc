@@ -186,7 +186,7 @@ RequestHandlerFactory RouterContext::HandlerFactory() {
 }
 
 Router::Router(asio::io_context& io_context, RouterContext* context,
-               std::unique_ptr<UpstreamSet> upstreams)
+               std::unique_ptr<UpstreamClient> upstreams)
     : io_context_(io_context),
       context_(context),
       options_(context->options()),
@@ -432,16 +432,15 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
 
 void Router::Forward(const std::string& target, const RpcCall& call,
                      std::shared_ptr<Exchange> exchange, Answer done) {
-  UpstreamPool* pool = upstreams_->Find(target);
-  if (pool == nullptr) {
+  if (!upstreams_->Has(target)) {
     done(RpcErrorResponse(
              call.id_or_null(),
              MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("no upstream named {}", target))),
          AtRouter(RpcOutcome::kRouterError));
     return;
   }
-  pool->Send(
-      ForwardBody(call), PolicyFor(call.method),
+  upstreams_->Send(
+      target, ForwardBody(call), PolicyFor(call.method),
       [this, exchange, &call, target, target_id = calls_->TargetId(target),
        done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
         if (!response.ok()) {
@@ -467,8 +466,7 @@ void Router::Forward(const std::string& target, const RpcCall& call,
 }
 
 void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batch) {
-  UpstreamPool* pool = upstreams_->Find(batch.target);
-  if (pool == nullptr) {
+  if (!upstreams_->Has(batch.target)) {
     for (size_t i : batch.calls) {
       Forward(batch.target, exchange->body.calls[i], exchange, AnswerTo(exchange, i));
     }
@@ -477,8 +475,9 @@ void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batc
   metrics_->upstream_batches.Increment();
   metrics_->upstream_batch_calls.Increment(batch.calls.size());
   std::string body = UpstreamBatchBody(exchange->body.calls, batch.calls);
-  pool->Send(
-      std::move(body), RetryPolicy::kSafe,
+  const std::string target = batch.target;  // `batch` moves into the callback
+  upstreams_->Send(
+      target, std::move(body), RetryPolicy::kSafe,
       [this, exchange, batch = std::move(batch)](absl::StatusOr<UpstreamResponse> response) {
         const int target_id = calls_->TargetId(batch.target);
         if (!response.ok()) {
@@ -584,12 +583,11 @@ void Router::GatherResponses(std::vector<std::pair<std::string, std::string>> re
       if (--state->remaining == 0) state->done(std::move(state->responses));
     };
     const std::string target = requests[i].first;
-    UpstreamPool* pool = upstreams_->Find(target);
-    if (pool == nullptr) {
+    if (!upstreams_->Has(target)) {
       finish(MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("no upstream named {}", target)));
       continue;
     }
-    pool->Send(std::move(requests[i].second), policy,
+    upstreams_->Send(target, std::move(requests[i].second), policy,
                [finish, target](absl::StatusOr<UpstreamResponse> response) {
                  if (!response.ok()) {
                    finish(UpstreamFailure(target, response.status()));

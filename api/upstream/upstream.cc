@@ -436,6 +436,20 @@ UpstreamPool* UpstreamSet::Find(std::string_view name) {
   return it == pools_.end() ? nullptr : it->second.get();
 }
 
+bool UpstreamSet::Has(std::string_view target) const {
+  return pools_.contains(std::string(target));
+}
+
+void UpstreamSet::Send(std::string_view target, std::string body, RetryPolicy policy,
+                       UpstreamCallback done) {
+  UpstreamPool* pool = Find(target);
+  if (pool == nullptr) {
+    done(absl::NotFoundError(fmt::format("no upstream named {}", target)));
+    return;
+  }
+  pool->Send(std::move(body), policy, std::move(done));
+}
+
 void UpstreamSet::Shutdown() {
   for (auto& [name, pool] : pools_) pool->Shutdown();
 }

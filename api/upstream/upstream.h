@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "api/metrics/api_metrics.h"
+#include "api/upstream/upstream_client.h"
 #include "common/url.h"
 
 namespace boost::asio::ssl {
@@ -48,19 +49,6 @@ struct UpstreamOptions {
 using ParsedUrl = Url;
 absl::StatusOr<ParsedUrl> ParseUpstreamUrl(std::string_view url);
 
-struct UpstreamResponse {
-  unsigned status = 0;
-  std::string body;
-};
-
-// Whether a failed request (connection error or timeout) may be sent again.
-enum class RetryPolicy {
-  kSafe,               // once more, to another endpoint (the same one when it is alone)
-  kOtherEndpointOnly,  // once more, only to another endpoint (sendTransaction)
-  kNever,
-};
-
-using UpstreamCallback = std::function<void(absl::StatusOr<UpstreamResponse>)>;
 
 // The endpoints of one target as one worker sees them: smooth weighted round-robin, a bounded
 // keep-alive pool per endpoint, a timeout per attempt and at most one retry. Owned by one
@@ -109,7 +97,7 @@ class UpstreamPool {
 };
 
 // Every target's pool of one worker.
-class UpstreamSet {
+class UpstreamSet : public UpstreamClient {
  public:
   // Fails with InvalidArgument naming a target or URL that cannot be used.
   static absl::StatusOr<std::unique_ptr<UpstreamSet>> Create(
@@ -117,7 +105,10 @@ class UpstreamSet {
       const UpstreamOptions& options, boost::asio::ssl::context* tls, ApiMetrics* metrics);
 
   UpstreamPool* Find(std::string_view name);
-  void Shutdown();
+  bool Has(std::string_view target) const override;
+  void Send(std::string_view target, std::string body, RetryPolicy policy,
+            UpstreamCallback done) override;
+  void Shutdown() override;
 
  private:
   absl::flat_hash_map<std::string, std::unique_ptr<UpstreamPool>> pools_;

@@ -25,7 +25,7 @@ namespace switchyard {
 class Router : public RequestHandler {
  public:
   Router(boost::asio::io_context& io_context, RouterContext* context,
-         std::unique_ptr<UpstreamSet> upstreams);
+         std::unique_ptr<UpstreamClient> upstreams);
   ~Router() override;
 
   void Handle(HttpRequest request, Done done) override;
@@ -127,7 +127,7 @@ class Router : public RequestHandler {
   const RouterOptions& options_;
   ApiMetrics* metrics_;
   RpcCallMetrics* calls_;
-  std::unique_ptr<UpstreamSet> upstreams_;
+  std::unique_ptr<UpstreamClient> upstreams_;  // reached only through this interface
   std::shared_ptr<ConsistencyGate> gate_;
   boost::asio::steady_timer gate_timer_;
   std::optional<absl::Duration> gate_timer_at_;  // the deadline gate_timer_ is set for
