@@ -57,7 +57,11 @@ PubsubBaselines::PubsubBaselines(PubsubRouter* router, asio::io_context& io, Pub
   absl::StatusOr<std::unique_ptr<UpstreamSet>> http = UpstreamSet::Create(
       io_, options.upstreams, options.upstream, context.tls(), context.metrics());
   // RouterContext::Create checked every URL; an empty set makes baselines fail, not crash.
-  http_ = http.ok() ? *std::move(http) : std::make_unique<UpstreamSet>();
+  if (http.ok()) {
+    http_ = *std::move(http);
+  } else {
+    http_ = std::make_unique<UpstreamSet>();
+  }
 }
 
 PubsubBaselines::~PubsubBaselines() = default;
@@ -171,11 +175,10 @@ void PubsubBaselines::Send(const std::string& target, const std::string& config,
       if (auto alive = lifetime.lock()) OnRead(batch, response);
     });
   };
-  UpstreamPool* pool = http_->Find(target);
-  if (pool == nullptr) {
+  if (!http_->Has(target)) {
     done(absl::UnavailableError(fmt::format("no HTTP upstream named {}", target)));
   } else {
-    pool->Send(body, RetryPolicy::kSafe, std::move(done));
+    http_->Send(target, body, RetryPolicy::kSafe, std::move(done));
   }
 }
 

@@ -88,7 +88,7 @@ class PubsubBaselines {
   PubsubMetrics* const metrics_;
   const PubsubRouterOptions& options_;
   std::weak_ptr<void> lifetime_;
-  std::unique_ptr<UpstreamSet> http_;
+  std::unique_ptr<UpstreamClient> http_;  // the account reads go through this interface only
   // Reads waiting to be sent, by target and account config (minified, or ""). They go out as
   // getMultipleAccounts of up to kBaselineBatch accounts, at most kBaselinesInFlight requests
   // at a time.
