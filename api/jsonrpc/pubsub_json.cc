@@ -32,23 +32,12 @@ dom::parser& ThreadDomParser() {
   return parser;
 }
 
-// The raw JSON text of an On-Demand value, consuming it.
+// The raw JSON text of an On-Demand value and whether it is a string, consuming it.
 simdjson::error_code RawExtent(od::value& value, std::string_view* out, bool* is_string) {
   od::json_type type;
   if (auto e = value.type().get(type)) return e;
   *is_string = type == od::json_type::string;
-  if (type == od::json_type::object) {
-    od::object object;
-    if (auto e = value.get_object().get(object)) return e;
-    return object.raw_json().get(*out);
-  }
-  if (type == od::json_type::array) {
-    od::array array;
-    if (auto e = value.get_array().get(array)) return e;
-    return array.raw_json().get(*out);
-  }
-  *out = TrimRight(value.raw_json_token());
-  return simdjson::SUCCESS;
+  return api_internal::RawJsonView(value, out);
 }
 
 bool SameElement(dom::element a, dom::element b) {

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include "api/jsonrpc/jsonrpc.h"
 #include "api/jsonrpc/raw_json.h"
 #include "api/jsonrpc/rpc_errors.h"
 #include "fmt/format.h"
@@ -85,14 +86,6 @@ std::optional<std::string> RpcParams::ConfigString(size_t i, std::string_view ke
   return std::string(text);
 }
 
-std::string JoinParams(const std::vector<std::string>& elements) {
-  std::string out = "[";
-  for (size_t i = 0; i < elements.size(); ++i) {
-    if (i > 0) out.push_back(',');
-    out += elements[i];
-  }
-  out.push_back(']');
-  return out;
-}
+std::string JoinParams(const std::vector<std::string>& elements) { return JoinBatch(elements); }
 
 }  // namespace switchyard
