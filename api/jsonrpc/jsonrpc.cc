@@ -130,13 +130,16 @@ std::optional<uint64_t> FindMinContextSlot(const std::string& params) {
 }
 
 // Parses one request object from its raw text (already validated JSON).
-RpcCall ParseCall(std::string raw) {
+// `padded`, when given, holds the same object (the whole body of a single request): it is
+// parsed in place instead of a padded copy of `raw`.
+RpcCall ParseCall(std::string raw, const simdjson::padded_string* padded = nullptr) {
   RpcCall call;
-  simdjson::padded_string padded(raw);
+  std::optional<simdjson::padded_string> copy;
+  if (padded == nullptr) padded = &copy.emplace(raw);
   call.raw = std::move(raw);
   od::document doc;
   od::object object;
-  if (ThreadParser().iterate(padded).get(doc) || doc.get_object().get(object)) {
+  if (ThreadParser().iterate(*padded).get(doc) || doc.get_object().get(object)) {
     call.error = InvalidRequest("not an object");
     return call;
   }
@@ -232,7 +235,7 @@ absl::StatusOr<RpcBody> ParseRpcBody(std::string_view body, const RpcCodecOption
   // Pass 2: the requests.
   RpcBody result;
   if (root_type == od::json_type::object) {
-    result.calls.push_back(ParseCall(std::string(TrimRight(body.substr(body.find('{'))))));
+    result.calls.push_back(ParseCall(std::string(TrimRight(body.substr(body.find('{')))), &padded));
     return result;
   }
   if (auto e = parser.iterate(padded).get(doc)) return ParseError(simdjson::error_message(e));
