@@ -182,6 +182,73 @@ absl::StatusOr<uint64_t> ParseUnsubscribeParams(std::string_view params_json) {
   return id;
 }
 
+namespace {
+
+// Where `view` starts in the message at `data`.
+size_t OffsetIn(const char* data, std::string_view view) {
+  return static_cast<size_t>(view.data() - data);
+}
+
+// A notification's params.result: its context.slot and the raw extent of its value. A result
+// that is not an object is skipped. False: the message is malformed.
+bool ReadNotificationResult(od::value& member, const char* data, UpstreamMessage* out) {
+  od::json_type type;
+  if (member.type().get(type) != simdjson::SUCCESS) return false;
+  if (type != od::json_type::object) return true;
+  od::object result;
+  if (member.get_object().get(result) != simdjson::SUCCESS) return false;
+  for (auto part : result) {
+    std::string_view part_name;
+    od::value part_value;
+    if (part.unescaped_key().get(part_name) != simdjson::SUCCESS ||
+        part.value().get(part_value) != simdjson::SUCCESS) {
+      return false;
+    }
+    if (part_name == "context") {
+      od::object context;
+      uint64_t slot = 0;
+      if (part_value.get_object().get(context) == simdjson::SUCCESS &&
+          context.find_field_unordered("slot").get_uint64().get(slot) == simdjson::SUCCESS) {
+        out->context_slot = slot;
+      }
+    } else if (part_name == "value") {
+      std::string_view raw;
+      if (RawExtent(part_value, &raw, &out->value_is_string) != simdjson::SUCCESS) return false;
+      out->value_offset = OffsetIn(data, raw);
+      out->value_size = raw.size();
+    }
+  }
+  return true;
+}
+
+// A notification's params: its subscription id (and where its digits are) and its result.
+// False: the message is malformed.
+bool ReadNotificationParams(od::value& value, const char* data, UpstreamMessage* out,
+                            bool* has_subscription) {
+  od::object params;
+  if (value.get_object().get(params) != simdjson::SUCCESS) return false;
+  for (auto param : params) {
+    std::string_view name;
+    od::value member;
+    if (param.unescaped_key().get(name) != simdjson::SUCCESS ||
+        param.value().get(member) != simdjson::SUCCESS) {
+      return false;
+    }
+    if (name == "subscription") {
+      const std::string_view token = TrimRight(member.raw_json_token());
+      if (member.get_uint64().get(out->subscription) != simdjson::SUCCESS) return false;
+      out->subscription_offset = OffsetIn(data, token);
+      out->subscription_size = token.size();
+      *has_subscription = true;
+    } else if (name == "result") {
+      if (!ReadNotificationResult(member, data, out)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<UpstreamMessage> ParseUpstreamMessage(od::parser& parser, const char* data,
                                                      size_t size, size_t capacity) {
   auto invalid = [] { return absl::InvalidArgumentError("not a pubsub notification or answer"); };
@@ -192,7 +259,6 @@ absl::StatusOr<UpstreamMessage> ParseUpstreamMessage(od::parser& parser, const c
   UpstreamMessage out;
   bool has_subscription = false;
   bool has_method = false;
-  auto offset = [data](std::string_view view) { return static_cast<size_t>(view.data() - data); };
   for (auto field : root) {
     std::string_view key;
     od::value value;
@@ -203,53 +269,7 @@ absl::StatusOr<UpstreamMessage> ParseUpstreamMessage(od::parser& parser, const c
     if (key == "method") {
       has_method = true;
     } else if (key == "params") {
-      od::object params;
-      if (value.get_object().get(params) != simdjson::SUCCESS) return invalid();
-      for (auto param : params) {
-        std::string_view name;
-        od::value member;
-        if (param.unescaped_key().get(name) != simdjson::SUCCESS ||
-            param.value().get(member) != simdjson::SUCCESS) {
-          return invalid();
-        }
-        if (name == "subscription") {
-          const std::string_view token = TrimRight(member.raw_json_token());
-          if (member.get_uint64().get(out.subscription) != simdjson::SUCCESS) return invalid();
-          out.subscription_offset = offset(token);
-          out.subscription_size = token.size();
-          has_subscription = true;
-        } else if (name == "result") {
-          od::json_type type;
-          if (member.type().get(type) != simdjson::SUCCESS) return invalid();
-          if (type != od::json_type::object) continue;
-          od::object result;
-          if (member.get_object().get(result) != simdjson::SUCCESS) return invalid();
-          for (auto part : result) {
-            std::string_view part_name;
-            od::value part_value;
-            if (part.unescaped_key().get(part_name) != simdjson::SUCCESS ||
-                part.value().get(part_value) != simdjson::SUCCESS) {
-              return invalid();
-            }
-            if (part_name == "context") {
-              od::object context;
-              uint64_t slot = 0;
-              if (part_value.get_object().get(context) == simdjson::SUCCESS &&
-                  context.find_field_unordered("slot").get_uint64().get(slot) ==
-                      simdjson::SUCCESS) {
-                out.context_slot = slot;
-              }
-            } else if (part_name == "value") {
-              std::string_view raw;
-              if (RawExtent(part_value, &raw, &out.value_is_string) != simdjson::SUCCESS) {
-                return invalid();
-              }
-              out.value_offset = offset(raw);
-              out.value_size = raw.size();
-            }
-          }
-        }
-      }
+      if (!ReadNotificationParams(value, data, &out, &has_subscription)) return invalid();
     } else if (key == "id") {
       uint64_t id = 0;
       if (value.get_uint64().get(id) == simdjson::SUCCESS) out.id = id;
@@ -258,10 +278,10 @@ absl::StatusOr<UpstreamMessage> ParseUpstreamMessage(od::parser& parser, const c
       bool is_string = false;
       if (RawExtent(value, &raw, &is_string) != simdjson::SUCCESS) return invalid();
       if (key == "result") {
-        out.result_offset = offset(raw);
+        out.result_offset = OffsetIn(data, raw);
         out.result_size = raw.size();
       } else {
-        out.error_offset = offset(raw);
+        out.error_offset = OffsetIn(data, raw);
         out.error_size = raw.size();
       }
     }

@@ -32,6 +32,53 @@ std::string PartRequest(std::string_view method, const RouteDecision& decision,
   return SubRequest(method, PartParams(decision.keys, indexes, decision.params_after_list));
 }
 
+// The invalid-params answer for a key that is not a public key.
+std::string BadKeyAnswer(const RpcCall& call, const std::string& text) {
+  return ErrorAnswer(
+      call, MakeRpcStatus(RpcErrorKind::kInvalidParams,
+                          fmt::format("Invalid params: invalid public key {}", JsonQuote(text))));
+}
+
+// The fqdn of the configured ER at `target`; empty when none is.
+std::string FqdnOf(const RouterOptions& options, const std::string& target) {
+  for (const ErRoute& er : options.ers) {
+    if (er.target == target) return er.fqdn;
+  }
+  return {};
+}
+
+// getIdentity: MagicBlock's router answers the identity and fqdn of an ER validator (the SDK's
+// getClosestValidator, whose identity clients delegate to). `router.identity` overrides it;
+// without one, the default ER's (else the first configured ER's).
+std::string IdentityResult(const RouterOptions& options) {
+  Pubkey identity = options.identity;
+  std::string fqdn = options.fqdn;
+  if (identity.IsZero() && !options.ers.empty()) {
+    const ErRoute* chosen = &options.ers.front();
+    for (const ErRoute& er : options.ers) {
+      if (er.target == options.routing.default_er) {
+        chosen = &er;
+        break;
+      }
+    }
+    identity = chosen->identity;
+    fqdn = chosen->fqdn;
+  }
+  return fmt::format(R"({{"identity":"{}","fqdn":{}}})", identity.ToBase58(), JsonQuote(fqdn));
+}
+
+// getRoutes: every configured ER.
+std::string RoutesResult(const RouterOptions& options) {
+  std::vector<std::string> routes;
+  for (const ErRoute& er : options.ers) {
+    routes.push_back(fmt::format(
+        R"({{"identity":"{}","fqdn":{},"baseFee":{},"blockTimeMs":{},"countryCode":{}}})",
+        er.identity.ToBase58(), JsonQuote(er.fqdn), er.base_fee, er.block_time_ms,
+        JsonQuote(er.country_code)));
+  }
+  return fmt::format("[{}]", JoinRaw(routes));
+}
+
 }  // namespace
 
 void Router::SplitAccounts(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
@@ -122,73 +169,80 @@ void Router::Signatures(std::shared_ptr<Exchange> exchange, size_t index, Answer
     Gather(std::move(requests), RetryPolicy::kSafe,
            [exchange, index, label,
             done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
-             const RpcCall& call = exchange->body.calls[index];
-             // First non-null transaction in the order base, ERs; else base's answer.
-             const absl::StatusOr<UpstreamAnswer>* fallback = nullptr;
-             for (const auto& answer : answers) {
-               if (!answer.ok()) continue;
-               if (!fallback) fallback = &answer;
-               if (!answer->is_error() && !IsJsonNull(answer->result)) {
-                 done(RpcResultResponse(call.id_or_null(), answer->result),
-                      CallOutcome{label, RpcOutcome::kOk});
-                 return;
-               }
-             }
-             if (fallback == nullptr) {
-               done(ErrorAnswer(call, answers[0].status()),
-                    CallOutcome{label, RpcOutcome::kUpstreamFailure});
-             } else if ((*fallback)->is_error()) {
-               done(UpstreamErrorAnswer(call, (*fallback)->error),
-                    CallOutcome{label, RpcOutcome::kRpcError});
-             } else {
-               done(RpcResultResponse(call.id_or_null(), (*fallback)->result),
-                    CallOutcome{label, RpcOutcome::kOk});
-             }
+             AnswerFirstTransaction(exchange->body.calls[index], answers, label, done);
            });
     return;
   }
   GatherLists(std::move(requests), RetryPolicy::kSafe,
               [this, exchange, index, known_parts, targets, label,
                done = std::move(done)](std::vector<absl::StatusOr<ListAnswer>> answers) {
-                const RpcCall& call = exchange->body.calls[index];
-                const RouteDecision& decision = exchange->decisions[index];
-                std::vector<std::string_view> values(decision.keys.size(), "null");
-                std::string_view context;
-                bool any = false;
-                for (size_t a = 0; a < answers.size(); ++a) {
-                  if (!answers[a].ok() || answers[a]->is_error()) continue;
-                  const ListAnswer& list = *answers[a];
-                  const std::vector<size_t>& indexes =
-                      a < known_parts ? decision.parts[a].indexes : decision.unknown;
-                  if (!list.is_list() || list.values().size() != indexes.size()) continue;
-                  any = true;
-                  if (context.empty() || targets[a] == options_.routing.base)
-                    context = list.context();
-                  for (size_t k = 0; k < indexes.size(); ++k) {
-                    std::string_view& slot = values[indexes[k]];
-                    if (IsJsonNull(slot)) slot = list.values()[k];
-                  }
-                }
-                if (!any) {
-                  for (const auto& answer : answers) {
-                    if (answer.ok() && answer->is_error()) {
-                      done(UpstreamErrorAnswer(call, answer->error()),
-                           CallOutcome{label, RpcOutcome::kRpcError});
-                      return;
-                    }
-                  }
-                  done(ErrorAnswer(call, answers[0].ok()
-                                             ? MakeRpcStatus(RpcErrorKind::kInternal,
-                                                             "upstream answered a result without "
-                                                             "context or value")
-                                             : answers[0].status()),
-                       CallOutcome{label, RpcOutcome::kUpstreamFailure});
-                  return;
-                }
-                // `values` and `context` view `answers`, alive until the end of this call.
-                done(ContextListResponse(call.id_or_null(), context, values),
-                     CallOutcome{label, RpcOutcome::kOk});
+                AnswerMergedStatuses(*exchange, index, known_parts, targets, label, answers, done);
               });
+}
+
+void Router::AnswerFirstTransaction(const RpcCall& call,
+                                    const std::vector<absl::StatusOr<UpstreamAnswer>>& answers,
+                                    int label, const Answer& done) {
+  // First non-null transaction in the order base, ERs; else base's answer.
+  const absl::StatusOr<UpstreamAnswer>* fallback = nullptr;
+  for (const auto& answer : answers) {
+    if (!answer.ok()) continue;
+    if (!fallback) fallback = &answer;
+    if (!answer->is_error() && !IsJsonNull(answer->result)) {
+      done(RpcResultResponse(call.id_or_null(), answer->result),
+           CallOutcome{label, RpcOutcome::kOk});
+      return;
+    }
+  }
+  if (fallback == nullptr) {
+    done(ErrorAnswer(call, answers[0].status()), CallOutcome{label, RpcOutcome::kUpstreamFailure});
+  } else if ((*fallback)->is_error()) {
+    done(UpstreamErrorAnswer(call, (*fallback)->error), CallOutcome{label, RpcOutcome::kRpcError});
+  } else {
+    done(RpcResultResponse(call.id_or_null(), (*fallback)->result),
+         CallOutcome{label, RpcOutcome::kOk});
+  }
+}
+
+void Router::AnswerMergedStatuses(const Exchange& exchange, size_t index, size_t known_parts,
+                                  const std::vector<std::string>& targets, int label,
+                                  const std::vector<absl::StatusOr<ListAnswer>>& answers,
+                                  const Answer& done) const {
+  const RpcCall& call = exchange.body.calls[index];
+  const RouteDecision& decision = exchange.decisions[index];
+  std::vector<std::string_view> values(decision.keys.size(), "null");
+  std::string_view context;
+  bool any = false;
+  for (size_t a = 0; a < answers.size(); ++a) {
+    if (!answers[a].ok() || answers[a]->is_error()) continue;
+    const ListAnswer& list = *answers[a];
+    const std::vector<size_t>& indexes =
+        a < known_parts ? decision.parts[a].indexes : decision.unknown;
+    if (!list.is_list() || list.values().size() != indexes.size()) continue;
+    any = true;
+    if (context.empty() || targets[a] == options_.routing.base) context = list.context();
+    for (size_t k = 0; k < indexes.size(); ++k) {
+      std::string_view& slot = values[indexes[k]];
+      if (IsJsonNull(slot)) slot = list.values()[k];
+    }
+  }
+  if (!any) {
+    for (const auto& answer : answers) {
+      if (answer.ok() && answer->is_error()) {
+        done(UpstreamErrorAnswer(call, answer->error()), CallOutcome{label, RpcOutcome::kRpcError});
+        return;
+      }
+    }
+    done(ErrorAnswer(call, answers[0].ok() ? MakeRpcStatus(RpcErrorKind::kInternal,
+                                                           "upstream answered a result without "
+                                                           "context or value")
+                                           : answers[0].status()),
+         CallOutcome{label, RpcOutcome::kUpstreamFailure});
+    return;
+  }
+  // `values` and `context` view `answers`, alive until `done` returns.
+  done(ContextListResponse(call.id_or_null(), context, values),
+       CallOutcome{label, RpcOutcome::kOk});
 }
 
 void Router::FetchLookupTables(const std::vector<Pubkey>& tables, std::function<void()> then) {
@@ -224,94 +278,67 @@ void Router::FetchLookupTables(const std::vector<Pubkey>& tables, std::function<
 
 void Router::RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
   const RpcCall& call = exchange->body.calls[index];
-  const Snapshot& snapshot = *exchange->snapshot;
-  auto fqdn_of = [&](const std::string& target) -> std::string {
-    for (const ErRoute& er : options_.ers) {
-      if (er.target == target) return er.fqdn;
-    }
-    return {};
-  };
   if (call.method == "getIdentity") {
-    // MagicBlock's router answers the identity and fqdn of an ER validator (the SDK's
-    // getClosestValidator, whose identity clients delegate to). `router.identity` overrides
-    // it; without one, the default ER's (else the first configured ER's).
-    Pubkey identity = options_.identity;
-    std::string fqdn = options_.fqdn;
-    if (identity.IsZero() && !options_.ers.empty()) {
-      const ErRoute* chosen = &options_.ers.front();
-      for (const ErRoute& er : options_.ers) {
-        if (er.target == options_.routing.default_er) {
-          chosen = &er;
-          break;
-        }
-      }
-      identity = chosen->identity;
-      fqdn = chosen->fqdn;
-    }
-    done(RpcResultResponse(call.id_or_null(), fmt::format(R"({{"identity":"{}","fqdn":{}}})",
-                                                          identity.ToBase58(), JsonQuote(fqdn))),
-         AtRouter(RpcOutcome::kOk));
-    return;
+    return done(RpcResultResponse(call.id_or_null(), IdentityResult(options_)),
+                AtRouter(RpcOutcome::kOk));
   }
   if (call.method == "getRoutes") {
-    std::vector<std::string> routes;
-    for (const ErRoute& er : options_.ers) {
-      routes.push_back(fmt::format(
-          R"({{"identity":"{}","fqdn":{},"baseFee":{},"blockTimeMs":{},"countryCode":{}}})",
-          er.identity.ToBase58(), JsonQuote(er.fqdn), er.base_fee, er.block_time_ms,
-          JsonQuote(er.country_code)));
-    }
-    done(RpcResultResponse(call.id_or_null(), fmt::format("[{}]", JoinRaw(routes))),
-         AtRouter(RpcOutcome::kOk));
-    return;
+    return done(RpcResultResponse(call.id_or_null(), RoutesResult(options_)),
+                AtRouter(RpcOutcome::kOk));
   }
   absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
   if (!params.ok()) {
     done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
     return;
   }
-  const CallOutcome router_error = AtRouter(RpcOutcome::kRouterError);
-  auto bad_key = [&](const std::string& text) {
-    return ErrorAnswer(
-        call, MakeRpcStatus(RpcErrorKind::kInvalidParams,
-                            fmt::format("Invalid params: invalid public key {}", JsonQuote(text))));
-  };
   if (call.method == "getDelegationStatus") {
-    absl::StatusOr<std::string> text = params->String(0);
-    if (!text.ok()) return done(ErrorAnswer(call, text.status()), router_error);
-    absl::StatusOr<Pubkey> key = Pubkey::FromBase58(*text);
-    if (!key.ok()) return done(bad_key(*text), router_error);
-    std::optional<AccountState> state = snapshot.FindDelegation(*key);
-    if (!state) {
-      done(RpcResultResponse(call.id_or_null(), R"({"isDelegated":false})"),
-           AtRouter(RpcOutcome::kOk));
-      return;
-    }
-    std::string fqdn;
-    if (absl::StatusOr<std::string> target = TargetForAccount(*key, snapshot, options_.routing);
-        target.ok()) {
-      fqdn = fqdn_of(*target);
-    }
-    done(RpcResultResponse(
-             call.id_or_null(),
-             fmt::format(
-                 R"({{"isDelegated":true,{}"delegationRecord":{{"authority":"{}","owner":"{}",)"
-                 R"("delegationSlot":{},"lamports":{}}}}})",
-                 fqdn.empty() ? "" : fmt::format("\"fqdn\":{},", JsonQuote(fqdn)),
-                 state->validator.ToBase58(), state->owner_program.ToBase58(),
-                 state->delegation_slot, state->lamports)),
+    return AnswerDelegationStatus(*exchange, call, *params, std::move(done));
+  }
+  ForwardBlockhashForAccounts(std::move(exchange), call, *params, std::move(done));
+}
+
+void Router::AnswerDelegationStatus(const Exchange& exchange, const RpcCall& call,
+                                    const RpcParams& params, Answer done) {
+  const CallOutcome router_error = AtRouter(RpcOutcome::kRouterError);
+  absl::StatusOr<std::string> text = params.String(0);
+  if (!text.ok()) return done(ErrorAnswer(call, text.status()), router_error);
+  absl::StatusOr<Pubkey> key = Pubkey::FromBase58(*text);
+  if (!key.ok()) return done(BadKeyAnswer(call, *text), router_error);
+  const Snapshot& snapshot = *exchange.snapshot;
+  std::optional<AccountState> state = snapshot.FindDelegation(*key);
+  if (!state) {
+    done(RpcResultResponse(call.id_or_null(), R"({"isDelegated":false})"),
          AtRouter(RpcOutcome::kOk));
     return;
   }
-  // getBlockhashForAccounts [[pubkeys]]: the blockhash of the ER they are delegated to.
+  std::string fqdn;
+  if (absl::StatusOr<std::string> target = TargetForAccount(*key, snapshot, options_.routing);
+      target.ok()) {
+    fqdn = FqdnOf(options_, *target);
+  }
+  done(RpcResultResponse(
+           call.id_or_null(),
+           fmt::format(
+               R"({{"isDelegated":true,{}"delegationRecord":{{"authority":"{}","owner":"{}",)"
+               R"("delegationSlot":{},"lamports":{}}}}})",
+               fqdn.empty() ? "" : fmt::format("\"fqdn\":{},", JsonQuote(fqdn)),
+               state->validator.ToBase58(), state->owner_program.ToBase58(), state->delegation_slot,
+               state->lamports)),
+       AtRouter(RpcOutcome::kOk));
+}
+
+void Router::ForwardBlockhashForAccounts(std::shared_ptr<Exchange> exchange, const RpcCall& call,
+                                         const RpcParams& params, Answer done) {
+  const CallOutcome router_error = AtRouter(RpcOutcome::kRouterError);
   absl::StatusOr<std::vector<std::string>> keys =
-      params->StringList(0, options_.routing.max_accounts);
+      params.StringList(0, options_.routing.max_accounts);
   if (!keys.ok()) return done(ErrorAnswer(call, keys.status()), router_error);
   std::string target = options_.routing.base;
   for (const std::string& text : *keys) {
     absl::StatusOr<Pubkey> key = Pubkey::FromBase58(text);
-    if (!key.ok()) return done(bad_key(text), router_error);
-    absl::StatusOr<std::string> account_target = TargetForAccount(*key, snapshot, options_.routing);
+    if (!key.ok()) return done(BadKeyAnswer(call, text), router_error);
+    absl::StatusOr<std::string> account_target =
+        TargetForAccount(*key, *exchange->snapshot, options_.routing);
     if (account_target.ok() && *account_target != options_.routing.base) {
       target = *account_target;
       break;

@@ -265,137 +265,157 @@ void Router::ForwardAccountListVerified(std::shared_ptr<Exchange> exchange, size
       });
 }
 
+// The state of one VerifyAccountList while its re-asks are out: the list the answers are
+// spliced into, and the join of its branches (base for null ER elements; the records of base
+// elements owned by the delegation program, then their ERs). One worker thread: no lock.
+struct Router::ListVerification {
+  std::shared_ptr<Exchange> exchange;
+  size_t index = 0;
+  AccountList list;
+  std::string original;
+  CallOutcome outcome;
+  Answer done;
+  int branches = 0;
+  size_t rerouted = 0;
+  bool answered = false;
+};
+
 void Router::VerifyAccountList(std::shared_ptr<Exchange> exchange, size_t index,
                                std::vector<std::string> key_targets, AccountList list,
                                std::string original, CallOutcome outcome, Answer done) {
-  const std::string& base = options_.routing.base;
-  std::vector<size_t> to_er;    // base showed the delegation program as owner
-  std::vector<size_t> to_base;  // an ER did not have an account the state calls delegated
-  for (size_t i = 0; i < key_targets.size(); ++i) {
-    if (key_targets[i] == base) {
-      if (OwnedByDelegationProgram(list.values[i])) to_er.push_back(i);
-    } else if (IsJsonNull(list.values[i])) {
-      to_base.push_back(i);
-    }
-  }
-  const RpcCall& call = exchange->body.calls[index];
-  if (to_er.empty() && to_base.empty()) {
+  ListReasks reasks = FindListReasks(key_targets, list);
+  if (reasks.to_er.empty() && reasks.to_base.empty()) {
+    const RpcCall& call = exchange->body.calls[index];
     done(original.empty() ? list.Render(call) : std::move(original), outcome);
     return;
   }
   // The re-asks run in parallel: base for `to_base`; the records of `to_er`, then their ERs.
   // Every answer is spliced into `list` in place of the element it replaces.
-  struct Pending {
-    AccountList list;
-    std::string original;
-    CallOutcome outcome;
-    Answer done;
-    int branches = 0;
-    size_t rerouted = 0;
-    bool answered = false;
-  };
-  auto pending = std::make_shared<Pending>();
-  pending->list = std::move(list);
-  pending->original = std::move(original);
-  pending->outcome = outcome;
-  pending->done = std::move(done);
-  pending->branches = (to_er.empty() ? 0 : 1) + (to_base.empty() ? 0 : 1);
-
-  auto branch_done = [this, exchange, index, pending] {
-    if (--pending->branches > 0 || pending->answered) return;
-    pending->answered = true;
-    const RpcCall& call = exchange->body.calls[index];
-    if (pending->rerouted == 0 && !pending->original.empty()) {
-      pending->done(std::move(pending->original), pending->outcome);
-      return;
-    }
-    pending->done(pending->list.Render(call),
-                  pending->rerouted == 0
-                      ? pending->outcome
-                      : CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kOk});
-  };
-  // Asks each part's target for its keys and splices the values in; the first failure is the
-  // answer.
-  auto reask = [this, exchange, index, pending, branch_done](std::vector<RoutePart> parts) {
-    const RouteDecision& decision = exchange->decisions[index];
-    std::vector<std::pair<std::string, std::string>> requests;
-    for (const RoutePart& part : parts) {
-      requests.emplace_back(
-          part.target, SubRequest("getMultipleAccounts", PartParams(decision.keys, part.indexes,
-                                                                    decision.params_after_list)));
-    }
-    GatherLists(
-        std::move(requests), RetryPolicy::kSafe,
-        [this, exchange, index, pending, branch_done,
-         parts = std::move(parts)](std::vector<absl::StatusOr<ListAnswer>> answers) {
-          const RpcCall& call = exchange->body.calls[index];
-          const std::string& base = options_.routing.base;
-          for (size_t p = 0; p < parts.size() && !pending->answered; ++p) {
-            const CallOutcome failed{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure};
-            if (!answers[p].ok()) {
-              pending->answered = true;
-              pending->done(RpcErrorResponse(call.id_or_null(), answers[p].status()), failed);
-              return;
-            }
-            const ListAnswer& list = *answers[p];
-            if (list.is_error()) {
-              pending->answered = true;
-              pending->done(UpstreamErrorResponse(call.id_or_null(), list.error()),
-                            CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kRpcError});
-              return;
-            }
-            if (!list.is_list() || list.values().size() != parts[p].indexes.size()) {
-              pending->answered = true;
-              pending->done(
-                  RpcErrorResponse(call.id_or_null(),
-                                   MakeRpcStatus(RpcErrorKind::kInternal,
-                                                 fmt::format("upstream {} answered a list of "
-                                                             "the wrong shape",
-                                                             parts[p].target))),
-                  failed);
-              return;
-            }
-            const bool to_base = parts[p].target == base;
-            if (to_base && !pending->list.context_from_base) {
-              pending->list.context = list.context();
-              pending->list.context_from_base = true;
-            }
-            for (size_t k = 0; k < parts[p].indexes.size(); ++k) {
-              pending->list.values[parts[p].indexes[k]] = list.values()[k];
-            }
-            pending->list.sources.push_back(*std::move(answers[p]));
-            const size_t n = parts[p].indexes.size();
-            pending->rerouted += n;
-            metrics_->owner_reroutes.Increment(n);
-            metrics_->OwnerReroutes(VerifiedRead::kGetMultipleAccounts, !to_base).Increment(n);
-          }
-          branch_done();
-        });
-  };
-
-  if (!to_base.empty()) reask({RoutePart{base, std::move(to_base)}});
-  if (!to_er.empty()) {
-    // The keys as the decision decoded them.
-    const std::vector<Pubkey>& decoded = exchange->decisions[index].accounts;
-    std::vector<Pubkey> accounts;
-    for (size_t i : to_er) accounts.push_back(decoded[i]);
-    FindRecordTargets(accounts, [reask, branch_done, asked = std::move(to_er)](
-                                    std::vector<std::optional<std::string>> targets) {
-      std::vector<RoutePart> parts;
-      for (size_t k = 0; k < targets.size(); ++k) {
-        if (!targets[k]) continue;  // no record or no ER for it: base's answer stands
-        auto it = std::find_if(parts.begin(), parts.end(),
-                               [&](const RoutePart& part) { return part.target == *targets[k]; });
-        if (it == parts.end()) {
-          parts.push_back(RoutePart{*targets[k], {}});
-          it = parts.end() - 1;
-        }
-        it->indexes.push_back(asked[k]);
-      }
-      if (parts.empty()) return branch_done();
-      reask(std::move(parts));
-    });
+  auto verification = std::make_shared<ListVerification>();
+  verification->exchange = std::move(exchange);
+  verification->index = index;
+  verification->list = std::move(list);
+  verification->original = std::move(original);
+  verification->outcome = outcome;
+  verification->done = std::move(done);
+  verification->branches = (reasks.to_er.empty() ? 0 : 1) + (reasks.to_base.empty() ? 0 : 1);
+  if (!reasks.to_base.empty()) {
+    ReaskListParts(verification, {RoutePart{options_.routing.base, std::move(reasks.to_base)}});
   }
+  if (!reasks.to_er.empty()) ReaskListOfRecordErs(verification, std::move(reasks.to_er));
+}
+
+Router::ListReasks Router::FindListReasks(const std::vector<std::string>& key_targets,
+                                          const AccountList& list) const {
+  ListReasks reasks;
+  for (size_t i = 0; i < key_targets.size(); ++i) {
+    if (key_targets[i] == options_.routing.base) {
+      if (OwnedByDelegationProgram(list.values[i])) reasks.to_er.push_back(i);
+    } else if (IsJsonNull(list.values[i])) {
+      reasks.to_base.push_back(i);
+    }
+  }
+  return reasks;
+}
+
+void Router::ReaskListOfRecordErs(std::shared_ptr<ListVerification> verification,
+                                  std::vector<size_t> to_er) {
+  // The keys as the decision decoded them.
+  const std::vector<Pubkey>& decoded =
+      verification->exchange->decisions[verification->index].accounts;
+  std::vector<Pubkey> accounts;
+  for (size_t i : to_er) accounts.push_back(decoded[i]);
+  FindRecordTargets(accounts, [this, verification, asked = std::move(to_er)](
+                                  std::vector<std::optional<std::string>> targets) {
+    std::vector<RoutePart> parts;
+    for (size_t k = 0; k < targets.size(); ++k) {
+      if (!targets[k]) continue;  // no record or no ER for it: base's answer stands
+      auto it = std::find_if(parts.begin(), parts.end(),
+                             [&](const RoutePart& part) { return part.target == *targets[k]; });
+      if (it == parts.end()) {
+        parts.push_back(RoutePart{*targets[k], {}});
+        it = parts.end() - 1;
+      }
+      it->indexes.push_back(asked[k]);
+    }
+    if (parts.empty()) return FinishListBranch(verification);
+    ReaskListParts(verification, std::move(parts));
+  });
+}
+
+void Router::ReaskListParts(std::shared_ptr<ListVerification> verification,
+                            std::vector<RoutePart> parts) {
+  const RouteDecision& decision = verification->exchange->decisions[verification->index];
+  std::vector<std::pair<std::string, std::string>> requests;
+  for (const RoutePart& part : parts) {
+    requests.emplace_back(
+        part.target, SubRequest("getMultipleAccounts", PartParams(decision.keys, part.indexes,
+                                                                  decision.params_after_list)));
+  }
+  GatherLists(std::move(requests), RetryPolicy::kSafe,
+              [this, verification,
+               parts = std::move(parts)](std::vector<absl::StatusOr<ListAnswer>> answers) {
+                if (!SpliceReasked(*verification, parts, answers)) return;
+                FinishListBranch(verification);
+              });
+}
+
+bool Router::SpliceReasked(ListVerification& verification, const std::vector<RoutePart>& parts,
+                           std::vector<absl::StatusOr<ListAnswer>>& answers) {
+  const RpcCall& call = verification.exchange->body.calls[verification.index];
+  const CallOutcome failed{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure};
+  for (size_t p = 0; p < parts.size() && !verification.answered; ++p) {
+    if (!answers[p].ok()) {
+      verification.answered = true;
+      verification.done(RpcErrorResponse(call.id_or_null(), answers[p].status()), failed);
+      return false;
+    }
+    const ListAnswer& answer = *answers[p];
+    if (answer.is_error()) {
+      verification.answered = true;
+      verification.done(UpstreamErrorResponse(call.id_or_null(), answer.error()),
+                        CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kRpcError});
+      return false;
+    }
+    if (!answer.is_list() || answer.values().size() != parts[p].indexes.size()) {
+      verification.answered = true;
+      verification.done(RpcErrorResponse(call.id_or_null(),
+                                         MakeRpcStatus(RpcErrorKind::kInternal,
+                                                       fmt::format("upstream {} answered a list of "
+                                                                   "the wrong shape",
+                                                                   parts[p].target))),
+                        failed);
+      return false;
+    }
+    const bool to_base = parts[p].target == options_.routing.base;
+    if (to_base && !verification.list.context_from_base) {
+      verification.list.context = answer.context();
+      verification.list.context_from_base = true;
+    }
+    for (size_t k = 0; k < parts[p].indexes.size(); ++k) {
+      verification.list.values[parts[p].indexes[k]] = answer.values()[k];
+    }
+    verification.list.sources.push_back(*std::move(answers[p]));
+    const size_t n = parts[p].indexes.size();
+    verification.rerouted += n;
+    metrics_->owner_reroutes.Increment(n);
+    metrics_->OwnerReroutes(VerifiedRead::kGetMultipleAccounts, !to_base).Increment(n);
+  }
+  return true;
+}
+
+void Router::FinishListBranch(const std::shared_ptr<ListVerification>& verification) {
+  if (--verification->branches > 0 || verification->answered) return;
+  verification->answered = true;
+  const RpcCall& call = verification->exchange->body.calls[verification->index];
+  if (verification->rerouted == 0 && !verification->original.empty()) {
+    verification->done(std::move(verification->original), verification->outcome);
+    return;
+  }
+  verification->done(verification->list.Render(call),
+                     verification->rerouted == 0
+                         ? verification->outcome
+                         : CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kOk});
 }
 
 }  // namespace switchyard

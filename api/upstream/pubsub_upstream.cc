@@ -123,18 +123,26 @@ void PubsubUpstream::Connect() {
   } else {
     streams_->plain.emplace(io_context_);
   }
-  auto self = shared_from_this();
+  ArmConnectTimer(generation);
+  ResolveAndConnect(generation, endpoint);
+}
+
+void PubsubUpstream::ArmConnectTimer(uint64_t generation) {
   streams_->connect_timer.expires_after(ToChrono(options_.connect_timeout));
-  streams_->connect_timer.async_wait([self, generation](error_code ec) {
+  streams_->connect_timer.async_wait([self = shared_from_this(), generation](error_code ec) {
     if (ec || generation != self->generation_ || self->state_ != State::kConnecting) return;
     // Cancels whichever step is running; its handler reports the failure.
     error_code ignored;
     self->streams_->resolver.cancel();
     self->streams_->Lowest().socket().close(ignored);
   });
+}
+
+void PubsubUpstream::ResolveAndConnect(uint64_t generation, const WsEndpoint& endpoint) {
   streams_->resolver.async_resolve(
       endpoint.host, endpoint.port,
-      [self, generation, &endpoint](error_code ec, tcp::resolver::results_type results) {
+      [self = shared_from_this(), generation, &endpoint](error_code ec,
+                                                         tcp::resolver::results_type results) {
         if (generation != self->generation_) return;
         if (ec) {
           return self->OnConnectFailed(
@@ -148,42 +156,49 @@ void PubsubUpstream::Connect() {
                 return self->OnConnectFailed(
                     generation, absl::UnavailableError(fmt::format("connect: {}", ec.message())));
               }
-              self->streams_->Lowest().socket().set_option(tcp::no_delay(true), ec);
-              const std::string host_header = endpoint.HostHeader();
-              auto handshake = [self, generation, host_header, &endpoint](auto& ws) {
-                ws.set_option(
-                    websocket::stream_base::timeout{ToChrono(self->options_.connect_timeout),
-                                                    websocket::stream_base::none(), false});
-                ws.read_message_max(self->options_.max_message_bytes);
-                ws.async_handshake(host_header, endpoint.path, [self, generation](error_code ec) {
-                  if (generation != self->generation_) return;
-                  if (ec) {
-                    return self->OnConnectFailed(generation, absl::UnavailableError(fmt::format(
-                                                                 "handshake: {}", ec.message())));
-                  }
-                  self->OnConnected(generation);
-                });
-              };
-              if (!self->streams_->secure) return handshake(*self->streams_->plain);
-              auto& tls_stream = self->streams_->secure->next_layer();
-              if (!SSL_set_tlsext_host_name(tls_stream.native_handle(), endpoint.host.c_str())) {
-                return self->OnConnectFailed(generation, absl::UnavailableError("TLS SNI"));
-              }
-              if (self->options_.verify_tls) {
-                tls_stream.set_verify_callback(ssl::host_name_verification(endpoint.host));
-              }
-              tls_stream.async_handshake(
-                  ssl::stream_base::client, [self, generation, handshake](error_code ec) {
-                    if (generation != self->generation_) return;
-                    if (ec) {
-                      return self->OnConnectFailed(
-                          generation,
-                          absl::UnavailableError(fmt::format("TLS handshake: {}", ec.message())));
-                    }
-                    handshake(*self->streams_->secure);
-                  });
+              self->OnSocketConnected(generation, endpoint);
             });
       });
+}
+
+void PubsubUpstream::OnSocketConnected(uint64_t generation, const WsEndpoint& endpoint) {
+  error_code ignored;
+  streams_->Lowest().socket().set_option(tcp::no_delay(true), ignored);
+  if (!streams_->secure) return HandshakeWebsocket(generation, endpoint);
+  auto& tls_stream = streams_->secure->next_layer();
+  if (!SSL_set_tlsext_host_name(tls_stream.native_handle(), endpoint.host.c_str())) {
+    return OnConnectFailed(generation, absl::UnavailableError("TLS SNI"));
+  }
+  if (options_.verify_tls) {
+    tls_stream.set_verify_callback(ssl::host_name_verification(endpoint.host));
+  }
+  tls_stream.async_handshake(
+      ssl::stream_base::client, [self = shared_from_this(), generation, &endpoint](error_code ec) {
+        if (generation != self->generation_) return;
+        if (ec) {
+          return self->OnConnectFailed(
+              generation, absl::UnavailableError(fmt::format("TLS handshake: {}", ec.message())));
+        }
+        self->HandshakeWebsocket(generation, endpoint);
+      });
+}
+
+void PubsubUpstream::HandshakeWebsocket(uint64_t generation, const WsEndpoint& endpoint) {
+  streams_->With([this, generation, &endpoint](auto& ws) {
+    ws.set_option(websocket::stream_base::timeout{ToChrono(options_.connect_timeout),
+                                                  websocket::stream_base::none(), false});
+    ws.read_message_max(options_.max_message_bytes);
+    ws.async_handshake(endpoint.HostHeader(), endpoint.path,
+                       [self = shared_from_this(), generation](error_code ec) {
+                         if (generation != self->generation_) return;
+                         if (ec) {
+                           return self->OnConnectFailed(
+                               generation,
+                               absl::UnavailableError(fmt::format("handshake: {}", ec.message())));
+                         }
+                         self->OnConnected(generation);
+                       });
+  });
 }
 
 void PubsubUpstream::OnConnected(uint64_t generation) {

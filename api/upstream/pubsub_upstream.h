@@ -99,7 +99,14 @@ class PubsubUpstream : public std::enable_shared_from_this<PubsubUpstream> {
     std::chrono::steady_clock::time_point deadline;
   };
 
+  // A connection attempt to the current endpoint, in steps: the attempt's deadline; resolving
+  // and connecting the socket; TLS (for wss://); the websocket handshake. Each step's failure,
+  // and the deadline, end in OnConnectFailed; a stale generation's handlers do nothing.
   void Connect();
+  void ArmConnectTimer(uint64_t generation);
+  void ResolveAndConnect(uint64_t generation, const WsEndpoint& endpoint);
+  void OnSocketConnected(uint64_t generation, const WsEndpoint& endpoint);
+  void HandshakeWebsocket(uint64_t generation, const WsEndpoint& endpoint);
   void OnConnected(uint64_t generation);
   void OnConnectFailed(uint64_t generation, const absl::Status& why);
   void Lose(const absl::Status& why);

@@ -20,6 +20,8 @@
 
 namespace switchyard {
 
+struct RpcParams;
+
 // The request pipeline of one worker: parse, gate, route, forward, merge. Lives on the
 // worker's thread; see RouterContext for what it shares.
 class Router : public RequestHandler {
@@ -36,6 +38,12 @@ class Router : public RequestHandler {
  private:
   struct Exchange;
   struct AccountList;
+  struct ListVerification;
+  // The elements of an account list to re-ask, by index into the call's keys.
+  struct ListReasks {
+    std::vector<size_t> to_er;    // base showed the delegation program as owner
+    std::vector<size_t> to_base;  // an ER did not have an account the state calls delegated
+  };
   // A call's answer, with where it came from and how it ended (for the metrics).
   using Answer = std::function<void(std::string answer, CallOutcome outcome)>;
   using Gathered = std::function<void(std::vector<absl::StatusOr<UpstreamAnswer>>)>;
@@ -69,6 +77,16 @@ class Router : public RequestHandler {
   void ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batch);
   void SplitAccounts(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
   void Signatures(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  // Signatures' answers: for getTransaction, the first non-null transaction (base, then the
+  // ERs), else the first answer there is; for a signature list, each element from the first
+  // answer that has it (`known_parts`: how many of `answers` are the split of known ones).
+  static void AnswerFirstTransaction(const RpcCall& call,
+                                     const std::vector<absl::StatusOr<UpstreamAnswer>>& answers,
+                                     int label, const Answer& done);
+  void AnswerMergedStatuses(const Exchange& exchange, size_t index, size_t known_parts,
+                            const std::vector<std::string>& targets, int label,
+                            const std::vector<absl::StatusOr<ListAnswer>>& answers,
+                            const Answer& done) const;
   // Keeps gate_timer_ set for the gate's earliest deadline.
   void ArmGateTimer();
   void FetchLookupTables(const std::vector<Pubkey>& tables, std::function<void()> then);
@@ -106,7 +124,27 @@ class Router : public RequestHandler {
   void VerifyAccountList(std::shared_ptr<Exchange> exchange, size_t index,
                          std::vector<std::string> key_targets, AccountList list,
                          std::string original, CallOutcome outcome, Answer done);
+  // VerifyAccountList's steps: which elements need re-asking; re-asking the ERs the records
+  // of `to_er` name; re-asking `parts` and splicing the answers in (false: a failed re-ask was
+  // the answer); and the join of the branches, which answers after the last.
+  ListReasks FindListReasks(const std::vector<std::string>& key_targets,
+                            const AccountList& list) const;
+  void ReaskListOfRecordErs(std::shared_ptr<ListVerification> verification,
+                            std::vector<size_t> to_er);
+  void ReaskListParts(std::shared_ptr<ListVerification> verification, std::vector<RoutePart> parts);
+  bool SpliceReasked(ListVerification& verification, const std::vector<RoutePart>& parts,
+                     std::vector<absl::StatusOr<ListAnswer>>& answers);
+  void FinishListBranch(const std::shared_ptr<ListVerification>& verification);
+  // The methods the router answers itself: getIdentity, getRoutes, getDelegationStatus, and
+  // (any other) getBlockhashForAccounts.
   void RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  // getDelegationStatus [pubkey]: the account's delegation as the snapshot has it.
+  void AnswerDelegationStatus(const Exchange& exchange, const RpcCall& call,
+                              const RpcParams& params, Answer done);
+  // getBlockhashForAccounts [[pubkeys]]: the blockhash of the ER they are delegated to (the
+  // first delegated one's), else base's. `call` lives in `exchange`.
+  void ForwardBlockhashForAccounts(std::shared_ptr<Exchange> exchange, const RpcCall& call,
+                                   const RpcParams& params, Answer done);
   // Sends each (target, body) and hands back the parsed answers in the same order.
   void Gather(std::vector<std::pair<std::string, std::string>> requests, RetryPolicy policy,
               Gathered done);
