@@ -2,6 +2,8 @@
 
 #include <simdjson.h>
 
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +29,21 @@ inline simdjson::ondemand::parser& ThreadParser() {
   thread_local simdjson::ondemand::parser parser;
   return parser;
 }
+
+// The parser for a document of `bytes`: this thread's for the usual sizes, a parser of its
+// own for a large one (an upstream answer can be tens of MiB), so that no worker keeps the
+// buffers of its largest document ever seen.
+class DocumentParser {
+ public:
+  static constexpr size_t kReuseLimit = 1 << 20;
+  explicit DocumentParser(size_t bytes) {
+    if (bytes > kReuseLimit) own_.emplace();
+  }
+  simdjson::ondemand::parser& get() { return own_ ? *own_ : ThreadParser(); }
+
+ private:
+  std::optional<simdjson::ondemand::parser> own_;
+};
 
 // The raw JSON text of an On-Demand value (an object, an array or a scalar), as a view into
 // the buffer being parsed; consumes the value.

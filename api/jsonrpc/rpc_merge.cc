@@ -16,7 +16,7 @@ namespace {
 
 namespace od = simdjson::ondemand;
 using api_internal::RawJson;
-using api_internal::ThreadParser;
+using api_internal::DocumentParser;
 using api_internal::RawJsonView;
 using api_internal::Trim;
 
@@ -69,7 +69,8 @@ bool IsAnswer(const UpstreamAnswer& answer) {
 
 absl::StatusOr<UpstreamAnswer> ParseUpstreamAnswer(std::string_view body) {
   simdjson::padded_string padded(body);
-  od::parser& parser = ThreadParser();
+  DocumentParser document_parser(body.size());
+  od::parser& parser = document_parser.get();
   od::document doc;
   od::object object;
   if (parser.iterate(padded).get(doc) || doc.get_object().get(object)) {
@@ -127,10 +128,13 @@ std::string PartParams(const std::vector<std::string>& items, const std::vector<
 }
 
 absl::StatusOr<ListAnswer> ListAnswer::Parse(std::string_view body) {
+  // (Bounded for the compiler's sake: the response-size limit is far below it.)
+  if (body.size() > (size_t{1} << 40)) return Malformed("an answer larger than 1 TiB");
   ListAnswer answer;
   answer.text_ = std::make_unique<char[]>(body.size() + simdjson::SIMDJSON_PADDING);
   std::memcpy(answer.text_.get(), body.data(), body.size());
-  od::parser& parser = ThreadParser();
+  DocumentParser document_parser(body.size());
+  od::parser& parser = document_parser.get();
   od::document doc;
   od::object object;
   if (parser.iterate(answer.text_.get(), body.size(), body.size() + simdjson::SIMDJSON_PADDING)
@@ -230,7 +234,8 @@ std::string UpstreamBatchBody(const std::vector<RpcCall>& calls,
 absl::StatusOr<std::vector<std::optional<UpstreamAnswer>>> ParseUpstreamBatchAnswer(
     std::string_view body, size_t count) {
   simdjson::padded_string padded(body);
-  od::parser& parser = ThreadParser();
+  DocumentParser document_parser(body.size());
+  od::parser& parser = document_parser.get();
   od::document doc;
   od::array array;
   if (parser.iterate(padded).get(doc) || doc.get_array().get(array)) {
@@ -260,7 +265,8 @@ absl::StatusOr<std::vector<std::optional<UpstreamAnswer>>> ParseUpstreamBatchAns
 
 absl::StatusOr<ContextList> ParseContextList(std::string_view result_json) {
   simdjson::padded_string padded(result_json);
-  od::parser& parser = ThreadParser();
+  DocumentParser document_parser(result_json.size());
+  od::parser& parser = document_parser.get();
   od::document doc;
   od::object object;
   if (parser.iterate(padded).get(doc) || doc.get_object().get(object)) {

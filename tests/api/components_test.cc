@@ -6,6 +6,7 @@
 #include "api/metrics/api_metrics.h"
 #include "api/routing/consistency_gate.h"
 #include "api/routing/lookup_table_cache.h"
+#include "api/jsonrpc/raw_json.h"
 #include "api/jsonrpc/rpc_merge.h"
 #include "api/routing/signature_memory.h"
 #include "api/upstream/upstream.h"
@@ -307,6 +308,20 @@ TEST(RpcCallMetricsTest, SeriesAppearWhenPreregisteredOrAtTheirFirstCall) {
   EXPECT_NE(text.find(R"(switchyard_rpc_latency_seconds_count{method="other"} 1)"),
             std::string::npos)
       << text;
+}
+
+}  // namespace
+}  // namespace switchyard
+
+namespace switchyard {
+namespace {
+
+// A large upstream answer gets a parser of its own, so that no worker keeps its buffers.
+TEST(DocumentParserTest, ReusesTheThreadsParserOnlyForUsualSizes) {
+  api_internal::DocumentParser small(4096);
+  EXPECT_EQ(&small.get(), &api_internal::ThreadParser());
+  api_internal::DocumentParser large(api_internal::DocumentParser::kReuseLimit + 1);
+  EXPECT_NE(&large.get(), &api_internal::ThreadParser());
 }
 
 }  // namespace
