@@ -73,15 +73,14 @@ absl::StatusOr<size_t> DecodeInto(std::string_view text, std::span<uint8_t> out)
   size_t ones = 0;
   while (ones < text.size() && text[ones] == '1') ++ones;
   if (ones > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("base58: decodes to more than ", max_bytes,
-                                                   " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("base58: decodes to more than ", max_bytes, " bytes"));
   }
   // Every character after the leading ones adds at least log256(58) > 0.73 bytes, so a text
   // this long cannot fit; rejecting it early bounds the work below.
   if ((text.size() - ones) * 73 > (max_bytes - ones) * 100 + 100) {
-    return absl::InvalidArgumentError(absl::StrCat("base58: ", text.size(),
-                                                   " characters decode to more than ", max_bytes,
-                                                   " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "base58: ", text.size(), " characters decode to more than ", max_bytes, " bytes"));
   }
   // The value as little-endian 32-bit limbs; `used` limbs are non-zero so far.
   absl::InlinedVector<uint32_t, 18> limbs((max_bytes + 3) / 4 + 1, 0);

@@ -128,7 +128,6 @@ absl::Status ConnectStream(net::io_context& ioc, Stream& stream,
 
 }  // namespace
 
-
 namespace {
 
 constexpr char kRetryAfterPayload[] = "type.switchyard/base.retry_after_ms";

@@ -34,9 +34,8 @@ Localnet::Localnet(LocalnetOptions options, const Clock* clock)
   if (options_.scenario.enabled) {
     scenario_ = std::make_unique<ScenarioDriver>(options_.scenario, bank_.get());
   }
-  const int threads = options_.io_threads > 0
-                          ? options_.io_threads
-                          : static_cast<int>(UsableCpuCount());
+  const int threads =
+      options_.io_threads > 0 ? options_.io_threads : static_cast<int>(UsableCpuCount());
   pool_ = std::make_unique<IoPool>(threads);
   faults_ = std::make_unique<HttpFaultInjector>(options_.faults);
   http_ = std::make_unique<Listener>(pool_.get(), Listener::Protocol::kHttp, rpc_.get(), hub_.get(),

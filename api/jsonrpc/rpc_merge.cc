@@ -15,8 +15,8 @@ namespace switchyard {
 namespace {
 
 namespace od = simdjson::ondemand;
-using api_internal::RawJson;
 using api_internal::DocumentParser;
+using api_internal::RawJson;
 using api_internal::RawJsonView;
 using api_internal::Trim;
 

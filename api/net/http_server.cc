@@ -24,7 +24,6 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
-
 std::optional<std::string_view> HttpRequest::Header(std::string_view name) const {
   for (const auto& [key, value] : headers) {
     if (key.size() == name.size() &&
@@ -171,8 +170,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     read_timer_.cancel();
     if (ec == http::error::body_limit) {
       metrics_->http_body_too_large.Increment();
-      QueueLocal(413, fmt::format("request body exceeds the limit of {} bytes",
-                                  options_.max_body_bytes));
+      QueueLocal(
+          413, fmt::format("request body exceeds the limit of {} bytes", options_.max_body_bytes));
     } else if (ec == http::error::header_limit) {
       metrics_->http_bad_requests.Increment();
       QueueLocal(431, "request headers too large");

@@ -14,8 +14,8 @@
 #include "absl/time/time.h"
 #include "api/jsonrpc/pubsub_json.h"
 #include "api/pubsub/pubsub_metrics.h"
-#include "api/upstream/pubsub_upstream.h"
 #include "api/rpc/router.h"
+#include "api/upstream/pubsub_upstream.h"
 
 namespace boost::asio::ssl {
 class context;

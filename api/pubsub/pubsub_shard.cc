@@ -5,8 +5,8 @@
 #include <optional>
 
 #include "api/jsonrpc/jsonrpc.h"
-#include "api/routing/route_decision.h"
 #include "api/jsonrpc/rpc_errors.h"
+#include "api/routing/route_decision.h"
 #include "common/clock.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"

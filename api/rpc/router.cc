@@ -214,9 +214,9 @@ void Router::Shutdown() {
 
 HttpResponse Router::LocalAnswer(unsigned status, std::string_view reason) {
   std::shared_ptr<const Snapshot> snapshot = context_->snapshots()->Current();
-  return JsonResponse(status,
-                      RpcErrorResponse("null", MakeRpcStatus(RpcErrorKind::kInvalidRequest, reason)),
-                      snapshot ? snapshot->applied_slot() : 0);
+  return JsonResponse(
+      status, RpcErrorResponse("null", MakeRpcStatus(RpcErrorKind::kInvalidRequest, reason)),
+      snapshot ? snapshot->applied_slot() : 0);
 }
 
 void Router::Handle(HttpRequest request, Done done) {
@@ -588,13 +588,13 @@ void Router::GatherResponses(std::vector<std::pair<std::string, std::string>> re
       continue;
     }
     upstreams_->Send(target, std::move(requests[i].second), policy,
-               [finish, target](absl::StatusOr<UpstreamResponse> response) {
-                 if (!response.ok()) {
-                   finish(UpstreamFailure(target, response.status()));
-                   return;
-                 }
-                 finish(std::move(response));
-               });
+                     [finish, target](absl::StatusOr<UpstreamResponse> response) {
+                       if (!response.ok()) {
+                         finish(UpstreamFailure(target, response.status()));
+                         return;
+                       }
+                       finish(std::move(response));
+                     });
   }
 }
 

@@ -8,9 +8,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "api/jsonrpc/jsonrpc.h"
 #include "api/metrics/api_metrics.h"
 #include "api/net/http_server.h"
-#include "api/jsonrpc/jsonrpc.h"
 #include "api/routing/lookup_table_cache.h"
 #include "api/routing/route_decision.h"
 #include "api/routing/signature_memory.h"

@@ -1,7 +1,7 @@
 // The parts of the Router that fan a call out and merge the answers, and the methods the
 // router answers itself.
-#include "api/rpc/internal/router.h"
 #include "api/jsonrpc/rpc_params.h"
+#include "api/rpc/internal/router.h"
 #include "fmt/format.h"
 #include "solana/base64.h"
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "api/rpc/internal/router.h"
 #include "api/jsonrpc/rpc_params.h"
+#include "api/rpc/internal/router.h"
 #include "fmt/format.h"
 #include "solana/base64.h"
 #include "solana/delegation.h"

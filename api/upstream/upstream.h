@@ -49,7 +49,6 @@ struct UpstreamOptions {
 using ParsedUrl = Url;
 absl::StatusOr<ParsedUrl> ParseUpstreamUrl(std::string_view url);
 
-
 // The endpoints of one target as one worker sees them: smooth weighted round-robin, a bounded
 // keep-alive pool per endpoint, a timeout per attempt and at most one retry. Owned by one
 // worker; every call is made on that worker's thread, and callbacks run there.

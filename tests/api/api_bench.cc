@@ -3,8 +3,8 @@
 // Not a test; run by hand: build/<dir>/tests/api/api_bench
 #include <benchmark/benchmark.h>
 
-#include "api/net/http_server.h"
 #include "api/jsonrpc/jsonrpc.h"
+#include "api/net/http_server.h"
 #include "api/routing/route_decision.h"
 #include "api/rpc/router.h"
 #include "solana/rpc_methods.h"

@@ -2,12 +2,11 @@
 // answer merging, upstream URLs, per-call metrics.
 #include <gtest/gtest.h>
 
-
+#include "api/jsonrpc/raw_json.h"
+#include "api/jsonrpc/rpc_merge.h"
 #include "api/metrics/api_metrics.h"
 #include "api/routing/consistency_gate.h"
 #include "api/routing/lookup_table_cache.h"
-#include "api/jsonrpc/raw_json.h"
-#include "api/jsonrpc/rpc_merge.h"
 #include "api/routing/signature_memory.h"
 #include "api/upstream/upstream.h"
 #include "fmt/format.h"

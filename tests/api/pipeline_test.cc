@@ -32,9 +32,7 @@ class FakeClient : public UpstreamClient {
     RetryPolicy policy;
     UpstreamCallback done;
   };
-  bool Has(std::string_view target) const override {
-    return target == "base" || target == "er1";
-  }
+  bool Has(std::string_view target) const override { return target == "base" || target == "er1"; }
   void Send(std::string_view target, std::string body, RetryPolicy policy,
             UpstreamCallback done) override {
     sent->push_back({std::string(target), std::move(body), policy, std::move(done)});

@@ -39,9 +39,9 @@ TEST(UrlTest, ParsesEverySchemeWithDefaultsAndExplicitPorts) {
 }
 
 TEST(UrlTest, RejectsWhatNoClientCanConnectTo) {
-  for (const char* bad : {"ftp://h", "h:80", "https://:80", "http://h:80x/", "http://h:0",
-                          "http://h:65536", "http://h:", "http://[::1", "http://[::1]x",
-                          "http://::1:80", "http://user@h/"}) {
+  for (const char* bad :
+       {"ftp://h", "h:80", "https://:80", "http://h:80x/", "http://h:0", "http://h:65536",
+        "http://h:", "http://[::1", "http://[::1]x", "http://::1:80", "http://user@h/"}) {
     absl::StatusOr<Url> url = ParseUrl(bad);
     EXPECT_FALSE(url.ok()) << bad;
     if (!url.ok()) {

@@ -13,9 +13,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "api/jsonrpc/rpc_merge.h"
 #include "api/routing/consistency_gate.h"
 #include "api/rpc/router.h"
-#include "api/jsonrpc/rpc_merge.h"
 #include "solana/delegation.h"
 
 namespace switchyard {
