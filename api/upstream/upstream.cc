@@ -1,20 +1,14 @@
 #include "api/upstream/upstream.h"
 
-#include <openssl/ssl.h>
-
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
+#include <algorithm>
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/beast/core/error.hpp>
 #include <chrono>
 #include <deque>
-#include <optional>
 
-#include "absl/strings/numbers.h"
+#include "api/upstream/internal/upstream_connection.h"
 #include "common/clock.h"
-#include "common/socket_liveness.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -26,159 +20,7 @@ namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
-// One keep-alive connection to one endpoint. Lives on one worker's thread.
-class UpstreamPool::Connection : public std::enable_shared_from_this<UpstreamPool::Connection> {
- public:
-  // `stale`: the exchange failed in transport (not by its timeout) on a connection that had
-  // served an earlier one, before a byte of the answer arrived: the peer had closed it idle.
-  using Callback = std::function<void(error_code, UpstreamResponse, bool keep_alive, bool stale)>;
-
-  Connection(asio::io_context& io_context, const ParsedUrl& url, ssl::context* tls,
-             size_t max_response_bytes, bool verify_tls)
-      : url_(url),
-        resolver_(io_context),
-        resolve_timer_(io_context),
-        max_response_bytes_(max_response_bytes),
-        verify_tls_(verify_tls) {
-    if (url.tls && tls != nullptr) {
-      tls_stream_.emplace(io_context, *tls);
-    } else {
-      plain_.emplace(io_context);
-    }
-  }
-
-  bool connected() const { return connected_; }
-  std::chrono::steady_clock::time_point idle_since() const { return idle_since_; }
-  // An idle connection that may be handed out: connected, and not closed by the peer since.
-  bool Usable() { return connected_ && IdleSocketIsOpen(Lowest().socket().native_handle()); }
-
-  void Exchange(const std::string& body, absl::Duration timeout, Callback done) {
-    done_ = std::move(done);
-    reused_ = connected_;
-    Lowest().expires_after(ToChrono(timeout));
-    request_.emplace(http::verb::post, url_.path, 11);
-    request_->set(http::field::host, url_.host);
-    request_->set(http::field::content_type, "application/json");
-    request_->keep_alive(true);
-    request_->body() = body;
-    request_->prepare_payload();
-    if (connected_) {
-      Write();
-      return;
-    }
-    error_code literal;
-    const asio::ip::address address = asio::ip::make_address(url_.host, literal);
-    uint32_t port = 0;
-    if (!literal && absl::SimpleAtoi(url_.port, &port) && port <= 65535) {
-      // An address needs no lookup (and no trip through the resolver's thread).
-      Lowest().async_connect(tcp::endpoint(address, static_cast<uint16_t>(port)),
-                             [self = shared_from_this()](error_code ec) { self->OnConnected(ec); });
-      return;
-    }
-    resolve_timer_.expires_after(ToChrono(timeout));
-    resolve_timer_.async_wait([self = shared_from_this()](error_code ec) {
-      if (!ec) self->resolver_.cancel();
-    });
-    resolver_.async_resolve(
-        url_.host, url_.port,
-        [self = shared_from_this()](error_code ec, tcp::resolver::results_type results) {
-          self->resolve_timer_.cancel();
-          if (ec) return self->Finish(ec);
-          self->Lowest().async_connect(
-              results, [self](error_code ec, const tcp::endpoint&) { self->OnConnected(ec); });
-        });
-  }
-
-  void Close() {
-    error_code ignored;
-    resolver_.cancel();
-    resolve_timer_.cancel();
-    Lowest().socket().close(ignored);
-    connected_ = false;
-  }
-
- private:
-  beast::tcp_stream& Lowest() { return plain_ ? *plain_ : beast::get_lowest_layer(*tls_stream_); }
-
-  void OnConnected(error_code ec) {
-    if (ec) return Finish(ec);
-    Lowest().socket().set_option(tcp::no_delay(true), ec);
-    if (!tls_stream_) {
-      connected_ = true;
-      return Write();
-    }
-    if (!SSL_set_tlsext_host_name(tls_stream_->native_handle(), url_.host.c_str())) {
-      return Finish(asio::error::invalid_argument);
-    }
-    if (verify_tls_) tls_stream_->set_verify_callback(ssl::host_name_verification(url_.host));
-    tls_stream_->async_handshake(ssl::stream_base::client,
-                                 [self = shared_from_this()](error_code ec) {
-                                   if (ec) return self->Finish(ec);
-                                   self->connected_ = true;
-                                   self->Write();
-                                 });
-  }
-
-  template <typename F>
-  void WithStream(F&& f) {
-    if (plain_) {
-      f(*plain_);
-    } else {
-      f(*tls_stream_);
-    }
-  }
-
-  void Write() {
-    WithStream([this](auto& stream) {
-      http::async_write(stream, *request_, [self = shared_from_this()](error_code ec, size_t) {
-        if (ec) return self->Finish(ec);
-        self->Read();
-      });
-    });
-  }
-
-  void Read() {
-    parser_.emplace();
-    parser_->body_limit(max_response_bytes_);
-    WithStream([this](auto& stream) {
-      http::async_read(stream, buffer_, *parser_,
-                       [self = shared_from_this()](error_code ec, size_t) {
-                         if (ec) return self->Finish(ec);
-                         auto message = self->parser_->release();
-                         UpstreamResponse response;
-                         response.status = message.result_int();
-                         response.body = std::move(message.body());
-                         self->idle_since_ = std::chrono::steady_clock::now();
-                         self->Lowest().expires_never();
-                         Callback done = std::move(self->done_);
-                         done(error_code(), std::move(response), message.keep_alive(), false);
-                       });
-    });
-  }
-
-  void Finish(error_code ec) {
-    const bool stale = reused_ && ec != beast::error::timeout && (!parser_ || !parser_->got_some());
-    Close();
-    parser_.reset();
-    Callback done = std::move(done_);
-    if (done) done(ec, UpstreamResponse(), false, stale);
-  }
-
-  ParsedUrl url_;
-  tcp::resolver resolver_;
-  asio::steady_timer resolve_timer_;
-  size_t max_response_bytes_;
-  bool verify_tls_;
-  std::optional<beast::tcp_stream> plain_;
-  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream_;
-  beast::flat_buffer buffer_;
-  std::optional<http::request<http::string_body>> request_;
-  std::optional<http::response_parser<http::string_body>> parser_;
-  Callback done_;
-  bool connected_ = false;
-  bool reused_ = false;  // the exchange in flight began on an open connection
-  std::chrono::steady_clock::time_point idle_since_;
-};
+using SteadyClock = upstream_internal::Clock;
 
 absl::StatusOr<ParsedUrl> ParseUpstreamUrl(std::string_view url) {
   absl::StatusOr<Url> parsed = ParseUrl(url);
@@ -190,6 +32,7 @@ absl::StatusOr<ParsedUrl> ParseUpstreamUrl(std::string_view url) {
 
 struct UpstreamPool::Endpoint {
   ParsedUrl url;
+  std::string head;  // upstream_internal::RequestHeadOf(url)
   uint32_t weight = 1;
   int64_t current_weight = 0;
   size_t open = 0;
@@ -197,6 +40,21 @@ struct UpstreamPool::Endpoint {
   std::vector<std::weak_ptr<Connection>> all;  // to cut off in-flight ones at Shutdown
   // Attempts waiting for a connection, oldest first, with the time they started waiting.
   std::deque<std::pair<std::shared_ptr<Attempt>, std::chrono::steady_clock::time_point>> waiting;
+};
+
+namespace {
+// An idle connection used within this time is handed out without asking the kernel whether
+// the peer closed it (see UpstreamConnection::Usable).
+constexpr auto kCheckIdleAfter = std::chrono::milliseconds(250);
+}  // namespace
+
+struct UpstreamPool::SweepTimer {
+  SweepTimer(asio::io_context& io_context, UpstreamPool* pool)
+      : timer(io_context.get_executor()), pool(pool) {}
+  asio::basic_waitable_timer<SteadyClock, asio::wait_traits<SteadyClock>,
+                             asio::io_context::executor_type>
+      timer;
+  UpstreamPool* pool;  // null once the pool is gone (a cancelled wait may still run)
 };
 
 struct UpstreamPool::Attempt {
@@ -216,19 +74,25 @@ UpstreamPool::UpstreamPool(asio::io_context& io_context, std::string name,
       options_(options),
       tls_(tls),
       metrics_(metrics),
-      target_metrics_(metrics->ForUpstream(name_)) {
+      target_metrics_(metrics->ForUpstream(name_)),
+      sweep_timer_(std::make_shared<SweepTimer>(io_context, this)) {
   for (size_t i = 0; i < endpoints.size(); ++i) {
     auto endpoint = std::make_unique<Endpoint>();
     endpoint->url = urls[i];
+    endpoint->head = upstream_internal::RequestHeadOf(endpoint->url);
     endpoint->weight = std::max<uint32_t>(1, endpoints[i].weight);
     endpoints_.push_back(std::move(endpoint));
   }
 }
 
-UpstreamPool::~UpstreamPool() { Shutdown(); }
+UpstreamPool::~UpstreamPool() {
+  Shutdown();
+  sweep_timer_->pool = nullptr;
+}
 
 void UpstreamPool::Shutdown() {
   shut_down_ = true;
+  sweep_timer_->timer.cancel();
   for (auto& endpoint : endpoints_) {
     auto waiting = std::move(endpoint->waiting);
     endpoint->waiting.clear();
@@ -286,12 +150,12 @@ void UpstreamPool::Run(std::shared_ptr<Attempt> attempt) {
 void UpstreamPool::StartOn(size_t index, std::shared_ptr<Attempt> attempt) {
   Endpoint& endpoint = *endpoints_[index];
   std::shared_ptr<Connection> connection;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = SteadyClock::now();
   while (!endpoint.idle.empty() && !connection) {
     connection = std::move(endpoint.idle.back());
     endpoint.idle.pop_back();
     if (now - connection->idle_since() > ToChrono(options_.max_idle_time) ||
-        !connection->Usable()) {
+        !connection->Usable(now, kCheckIdleAfter)) {
       connection->Close();
       connection.reset();
       --endpoint.open;
@@ -309,7 +173,7 @@ void UpstreamPool::StartOn(size_t index, std::shared_ptr<Attempt> attempt) {
                options_.max_connections_per_endpoint, options_.max_waiting_per_endpoint)));
       return;
     }
-    connection = std::make_shared<Connection>(io_context_, endpoint.url, tls_,
+    connection = std::make_shared<Connection>(io_context_, endpoint.url, endpoint.head, tls_,
                                               options_.max_response_bytes, options_.verify_tls);
     ++endpoint.open;
     if (endpoint.all.size() > 2 * endpoint.open + 16) {
@@ -325,8 +189,9 @@ void UpstreamPool::ExchangeOn(size_t index, std::shared_ptr<Connection> connecti
   metrics_->upstream_requests.Increment();
   target_metrics_.requests->Increment();
   Connection* raw = connection.get();
+  ArmSweep();
   raw->Exchange(
-      attempt->body, options_.request_timeout,
+      attempt->body, SteadyClock::now() + ToChrono(options_.request_timeout),
       [this, index, attempt, connection = std::move(connection)](
           error_code ec, UpstreamResponse response, bool keep_alive, bool stale) mutable {
         Endpoint& endpoint = *endpoints_[index];
@@ -365,7 +230,7 @@ void UpstreamPool::ExchangeOn(size_t index, std::shared_ptr<Connection> connecti
 
 void UpstreamPool::ServeWaiter(size_t index, std::shared_ptr<Connection> connection) {
   Endpoint& endpoint = *endpoints_[index];
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = SteadyClock::now();
   while (!endpoint.waiting.empty() && !shut_down_) {
     auto [attempt, since] = std::move(endpoint.waiting.front());
     endpoint.waiting.pop_front();
@@ -389,6 +254,41 @@ void UpstreamPool::ServeWaiter(size_t index, std::shared_ptr<Connection> connect
     connection->Close();
     --endpoint.open;
   }
+}
+
+void UpstreamPool::ArmSweep() {
+  if (sweep_armed_ || shut_down_) return;
+  sweep_armed_ = true;
+  const auto tick = std::clamp<SteadyClock::duration>(ToChrono(options_.request_timeout) / 20,
+                                                      std::chrono::milliseconds(1),
+                                                      std::chrono::milliseconds(100));
+  sweep_timer_->timer.expires_after(tick);
+  sweep_timer_->timer.async_wait([state = sweep_timer_](error_code ec) {
+    UpstreamPool* pool = state->pool;
+    if (pool == nullptr) return;
+    pool->sweep_armed_ = false;
+    if (!ec) pool->Sweep();
+  });
+}
+
+void UpstreamPool::Sweep() {
+  const auto now = SteadyClock::now();
+  bool busy = false;
+  std::vector<std::shared_ptr<Connection>> expired;
+  for (auto& endpoint : endpoints_) {
+    for (auto& weak : endpoint->all) {
+      std::shared_ptr<Connection> connection = weak.lock();
+      if (!connection || !connection->busy()) continue;
+      if (connection->Expired(now)) {
+        expired.push_back(std::move(connection));
+      } else {
+        busy = true;
+      }
+    }
+  }
+  // Each callback may start exchanges (retries, waiters) and so re-arm the sweep itself.
+  for (auto& connection : expired) connection->TimeOut();
+  if (busy) ArmSweep();
 }
 
 void UpstreamPool::Fail(std::shared_ptr<Attempt> attempt, absl::Status status) {

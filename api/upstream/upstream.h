@@ -22,6 +22,10 @@ class context;
 
 namespace switchyard {
 
+namespace upstream_internal {
+class UpstreamConnection;
+}
+
 struct UpstreamEndpoint {
   std::string url;  // http://host:port/path or https://...
   uint32_t weight = 1;
@@ -68,10 +72,11 @@ class UpstreamPool {
   const std::string& name() const { return name_; }
 
   struct Endpoint;
-  class Connection;
+  using Connection = upstream_internal::UpstreamConnection;
 
  private:
   struct Attempt;
+  struct SweepTimer;
   size_t PickEndpoint(size_t exclude);
   void Run(std::shared_ptr<Attempt> attempt);
   // Sends the attempt on endpoint `index`: an idle connection, a new one, or a place in the
@@ -84,6 +89,10 @@ class UpstreamPool {
   void ServeWaiter(size_t index, std::shared_ptr<Connection> connection);
   // The attempt failed: once more where its policy allows, else its callback gets `status`.
   void Fail(std::shared_ptr<Attempt> attempt, absl::Status status);
+  // Deadlines: one timer per pool, not one per exchange. While any exchange is in flight it
+  // fires every tick and times out the connections past their deadline.
+  void ArmSweep();
+  void Sweep();
 
   boost::asio::io_context& io_context_;
   std::string name_;
@@ -92,6 +101,8 @@ class UpstreamPool {
   boost::asio::ssl::context* tls_;
   ApiMetrics* metrics_;
   UpstreamTargetMetrics target_metrics_;
+  std::shared_ptr<SweepTimer> sweep_timer_;
+  bool sweep_armed_ = false;
   bool shut_down_ = false;
 };
 
