@@ -1,13 +1,15 @@
 #include "api/net/http_server.h"
 
-#include <boost/asio/bind_executor.hpp>
+#include <array>
+#include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/websocket/rfc6455.hpp>
+#include <boost/beast/core/read_size.hpp>
+#include <boost/beast/http/basic_parser.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/status.hpp>
 #include <chrono>
 #include <deque>
 
@@ -45,18 +47,141 @@ struct HttpServer::Worker {
   std::thread thread;
 };
 
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+// Bound to the worker's io_context executor type: no type-erased executor is copied per
+// operation.
+using Socket = asio::basic_stream_socket<tcp, asio::io_context::executor_type>;
+using Timer = asio::basic_waitable_timer<SteadyClock, asio::wait_traits<SteadyClock>,
+                                         asio::io_context::executor_type>;
+
+bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return absl::ascii_tolower(static_cast<unsigned char>(x)) ==
+                  absl::ascii_tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// Whether a comma-separated header value lists `token` (case-insensitive).
+bool ListsToken(std::string_view value, std::string_view token) {
+  while (!value.empty()) {
+    const size_t comma = value.find(',');
+    std::string_view item = value.substr(0, comma);
+    while (!item.empty() && absl::ascii_isspace(static_cast<unsigned char>(item.front()))) {
+      item.remove_prefix(1);
+    }
+    while (!item.empty() && absl::ascii_isspace(static_cast<unsigned char>(item.back()))) {
+      item.remove_suffix(1);
+    }
+    if (EqualsIgnoringCase(item, token)) return true;
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// Reads one request with Beast's parser straight into an HttpRequest: no Beast header
+// container is built and the body is appended once.
+class RequestReader final : public http::basic_parser<true> {
+ public:
+  explicit RequestReader(HttpRequest* request) : request_(request) {}
+  unsigned version() const { return version_; }
+  bool expects_continue() const { return expects_continue_; }
+
+ private:
+  using string_view = beast::string_view;
+  void on_request_impl(http::verb, string_view method, string_view target, int version,
+                       error_code&) override {
+    request_->method.assign(method.data(), method.size());
+    request_->target.assign(target.data(), target.size());
+    version_ = static_cast<unsigned>(version);
+  }
+  void on_response_impl(int, string_view, int, error_code&) override {}
+  void on_field_impl(http::field name, string_view name_text, string_view value,
+                     error_code&) override {
+    if (name == http::field::expect &&
+        EqualsIgnoringCase(std::string_view(value.data(), value.size()), "100-continue")) {
+      expects_continue_ = true;
+    }
+    request_->headers.emplace_back(std::string(name_text), std::string(value));
+  }
+  void on_header_impl(error_code&) override {}
+  void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code&) override {
+    if (length) request_->body.reserve(static_cast<size_t>(*length));
+  }
+  size_t on_body_impl(string_view text, error_code&) override {
+    request_->body.append(text.data(), text.size());
+    return text.size();
+  }
+  void on_chunk_header_impl(std::uint64_t, string_view, error_code&) override {}
+  size_t on_chunk_body_impl(std::uint64_t, string_view text, error_code&) override {
+    request_->body.append(text.data(), text.size());
+    return text.size();
+  }
+  void on_finish_impl(error_code&) override {}
+
+  HttpRequest* request_;
+  unsigned version_ = 11;
+  bool expects_continue_ = false;
+};
+
+// A WebSocket handshake request (RFC 6455 4.1).
+bool IsWebSocketUpgrade(const HttpRequest& request, unsigned version) {
+  if (version < 11 || request.method != "GET") return false;
+  const std::optional<std::string_view> connection = request.Header("Connection");
+  const std::optional<std::string_view> upgrade = request.Header("Upgrade");
+  return connection && upgrade && ListsToken(*connection, "upgrade") &&
+         ListsToken(*upgrade, "websocket");
+}
+
+// The status line and header fields of an answer, Content-Length and the connection's fate
+// included.
+void WriteHead(const HttpResponse& answer, unsigned version, bool keep_alive, std::string& head) {
+  head.clear();
+  head += version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+  head += std::to_string(answer.status);
+  head += ' ';
+  const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(answer.status));
+  head.append(reason.data(), reason.size());
+  head += "\r\nContent-Type: ";
+  head += answer.content_type;
+  head += "\r\n";
+  for (const auto& [name, value] : answer.headers) {
+    head += name;
+    head += ": ";
+    head += value;
+    head += "\r\n";
+  }
+  head += "Content-Length: ";
+  head += std::to_string(answer.body.size());
+  if (version == 10 && keep_alive) head += "\r\nConnection: keep-alive";
+  if (version != 10 && !keep_alive) head += "\r\nConnection: close";
+  head += "\r\n\r\n";
+}
+
+}  // namespace
+
 // One client connection. Lives on one worker's thread; every member is touched only there.
+// Requests are read with RequestReader from one buffer (several may arrive in one read) and
+// answered in order by one gathered write of head and body each. One timer guards every
+// phase: it is moved only when a phase needs an earlier deadline than it holds, and when it
+// fires it looks at the deadline of the moment.
 class HttpServer::Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, const HttpServerOptions& options, RequestHandler* handler,
-          ApiMetrics* metrics, HttpServer* server)
-      : socket_(std::move(socket)),
+  Session(tcp::socket socket, asio::io_context& io_context, const HttpServerOptions& options,
+          RequestHandler* handler, ApiMetrics* metrics, HttpServer* server)
+      : socket_(io_context.get_executor()),
         options_(options),
         handler_(handler),
         metrics_(metrics),
         server_(server),
-        read_timer_(socket_.get_executor()),
-        write_timer_(socket_.get_executor()) {}
+        timer_(io_context.get_executor()) {
+    error_code ec;
+    const tcp protocol = socket.local_endpoint(ec).protocol();
+    if (!ec) socket_.assign(protocol, socket.release(ec), ec);
+    if (ec) closed_ = true;
+  }
 
   ~Session() {
     metrics_->connections_open.Add(-1);
@@ -69,7 +194,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   // Stops reading; the connection closes once the answers it owes are written.
   void Drain() {
     read_closed_ = true;
-    if (phase_ == Phase::kIdle) {
+    if (reading_ && phase_ == Phase::kWaiting) {
       error_code ignored;
       socket_.cancel(ignored);
     }
@@ -77,97 +202,139 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
-  enum class Phase { kNone, kIdle, kHeader, kBody };
+  enum class Phase { kWaiting, kHeader, kBody };  // of the request being read
   struct Pending {
-    std::optional<http::response<http::string_body>> response;
+    bool ready = false;
     bool keep_alive = true;
+    std::string head;
+    std::string body;
   };
 
-  void ArmReadTimer(absl::Duration timeout) {
-    read_timer_.expires_after(ToChrono(timeout));
-    read_timer_.async_wait([self = shared_from_this()](error_code ec) {
-      if (ec) return;
-      self->metrics_->http_timeouts.Increment();
-      self->Close();
+  // --- deadlines ---
+  void UpdateTimer() {
+    const SteadyClock::time_point deadline = std::min(read_deadline_, write_deadline_);
+    if (deadline == SteadyClock::time_point::max()) return;
+    if (timer_armed_ && timer_expiry_ <= deadline) return;  // fires first, then looks again
+    timer_armed_ = true;
+    timer_expiry_ = deadline;
+    timer_.expires_at(deadline);
+    timer_.async_wait([self = shared_from_this(), generation = ++timer_generation_](error_code ec) {
+      if (ec || generation != self->timer_generation_) return;
+      self->timer_armed_ = false;
+      self->OnTimer();
     });
   }
 
-  // The idle wait has no deadline while answers are owed: the upstream deadlines bound them.
-  void UpdateIdleTimer() {
-    if (phase_ != Phase::kIdle) return;
-    if (queue_.empty()) {
-      ArmReadTimer(options_.idle_timeout);
-    } else {
-      read_timer_.cancel();
-    }
-  }
-
-  void ReadNext() {
-    if (read_closed_ || closed_ || phase_ != Phase::kNone) return;
-    if (queue_.size() >= options_.max_pipelined) return;  // resumed by WriteNext
-    if (buffer_.size() > 0) {
-      ReadHeader();
+  void OnTimer() {
+    if (closed_) return;
+    if (SteadyClock::now() >= std::min(read_deadline_, write_deadline_)) {
+      metrics_->http_timeouts.Increment();
+      Close();
       return;
     }
-    phase_ = Phase::kIdle;
-    UpdateIdleTimer();
-    socket_.async_read_some(buffer_.prepare(4096),
+    UpdateTimer();
+  }
+
+  void SetReadDeadline(absl::Duration timeout) {
+    read_deadline_ = SteadyClock::now() + ToChrono(timeout);
+    UpdateTimer();
+  }
+
+  // --- reading ---
+  void ReadNext() {
+    if (read_closed_ || closed_ || reading_) return;
+    if (queue_.size() >= options_.max_pipelined) return;  // resumed by OnWritten
+    if (!reader_) {
+      phase_ = Phase::kWaiting;
+      request_ = HttpRequest();
+      reader_.emplace(&request_);
+      reader_->eager(true);
+      reader_->body_limit(options_.max_body_bytes);
+      reader_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
+    }
+    if (buffer_.size() > 0) {
+      Parse();
+      return;
+    }
+    if (phase_ == Phase::kWaiting) {
+      // Waiting for the next request: the idle timeout, or none while answers are owed (the
+      // upstream deadlines bound those).
+      if (queue_.empty()) {
+        SetReadDeadline(options_.idle_timeout);
+      } else {
+        read_deadline_ = SteadyClock::time_point::max();
+      }
+    }
+    reading_ = true;
+    socket_.async_read_some(buffer_.prepare(beast::read_size(buffer_, 4096)),
                             [self = shared_from_this()](error_code ec, size_t n) {
-                              self->phase_ = Phase::kNone;
-                              if (ec) {
-                                self->read_closed_ = true;
-                                if (self->queue_.empty()) self->Close();
-                                return;
-                              }
-                              self->buffer_.commit(n);
-                              self->ReadHeader();
+                              self->reading_ = false;
+                              self->OnRead(ec, n);
                             });
   }
 
-  void ReadHeader() {
-    phase_ = Phase::kHeader;
-    parser_.emplace();
-    parser_->body_limit(options_.max_body_bytes);
-    parser_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
-    ArmReadTimer(options_.header_timeout);
-    http::async_read_header(
-        socket_, buffer_, *parser_,
-        [self = shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
-  }
-
-  void OnHeader(error_code ec) {
+  void OnRead(error_code ec, size_t n) {
+    if (closed_) return;
     if (ec) {
-      OnReadError(ec);
+      if (phase_ != Phase::kWaiting && ec != asio::error::operation_aborted) {
+        metrics_->http_bad_requests.Increment();
+        QueueLocal(400, "malformed HTTP request");
+        return;
+      }
+      read_closed_ = true;
+      if (queue_.empty() && !writing_) Close();
       return;
     }
-    if (server_->upgrade_handler_ && queue_.empty() && !writing_ &&
-        beast::websocket::is_upgrade(parser_->get())) {
-      HandOver();
-      return;
-    }
-    phase_ = Phase::kBody;
-    ArmReadTimer(options_.body_timeout);
-    // A client that asks may wait for "100 Continue" before it sends the body (curl does for
-    // bodies over 1 KiB). Sent only when no answer is being written; otherwise the client
-    // sends the body after its own wait.
-    if (!writing_ && queue_.empty() && !parser_->is_done() &&
-        absl::AsciiStrToLower(std::string(parser_->get()[http::field::expect])) == "100-continue") {
-      writing_ = true;
-      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      asio::async_write(socket_, asio::buffer(kContinue.data(), kContinue.size()),
-                        [self = shared_from_this()](error_code ec, size_t) {
-                          self->writing_ = false;
-                          if (ec) return self->Close();
-                          self->WriteNext();
-                        });
-    }
-    http::async_read(socket_, buffer_, *parser_,
-                     [self = shared_from_this()](error_code ec, size_t) { self->OnBody(ec); });
+    buffer_.commit(n);
+    if (phase_ == Phase::kWaiting) read_deadline_ = SteadyClock::time_point::max();
+    Parse();
   }
 
-  void OnReadError(error_code ec) {
-    phase_ = Phase::kNone;
-    read_timer_.cancel();
+  // Feeds the buffer to the reader: a whole request is handled, a partial one is read on
+  // under the header or body timeout, a bad one is answered and the connection closed.
+  void Parse() {
+    error_code ec;
+    const size_t used = reader_->put(buffer_.data(), ec);
+    buffer_.consume(used);
+    if (ec && ec != http::error::need_more) {
+      OnParseError(ec);
+      return;
+    }
+    if (reader_->is_done()) {
+      read_deadline_ = SteadyClock::time_point::max();
+      if (OfferUpgrade()) return;
+      OnRequest();
+      return;
+    }
+    if (!ec && used > 0 && buffer_.size() > 0) {
+      Parse();
+      return;
+    }
+    if (!reader_->is_header_done()) {
+      if (phase_ != Phase::kHeader) {
+        phase_ = Phase::kHeader;
+        SetReadDeadline(options_.header_timeout);
+      }
+    } else if (phase_ != Phase::kBody) {
+      phase_ = Phase::kBody;
+      if (OfferUpgrade()) return;
+      SetReadDeadline(options_.body_timeout);
+      MaybeContinue();
+    }
+    ReadMore();
+  }
+
+  void ReadMore() {
+    reading_ = true;
+    socket_.async_read_some(buffer_.prepare(beast::read_size(buffer_, 4096)),
+                            [self = shared_from_this()](error_code ec, size_t n) {
+                              self->reading_ = false;
+                              self->OnRead(ec, n);
+                            });
+  }
+
+  void OnParseError(error_code ec) {
+    read_deadline_ = SteadyClock::time_point::max();
     if (ec == http::error::body_limit) {
       metrics_->http_body_too_large.Increment();
       QueueLocal(
@@ -175,102 +342,103 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     } else if (ec == http::error::header_limit) {
       metrics_->http_bad_requests.Increment();
       QueueLocal(431, "request headers too large");
-    } else if (ec != http::error::end_of_stream && ec != asio::error::eof &&
-               ec != asio::error::operation_aborted && !closed_) {
+    } else {
       metrics_->http_bad_requests.Increment();
       QueueLocal(400, "malformed HTTP request");
-    } else {
-      read_closed_ = true;
-      if (queue_.empty() && !writing_) Close();
     }
   }
 
-  // Gives the connection to the upgrade handler (bytes read past the request, which a client
-  // does not send before the handshake answer, are dropped).
-  void HandOver() {
-    phase_ = Phase::kNone;
-    read_timer_.cancel();
-    write_timer_.cancel();
+  // A client that asks may wait for "100 Continue" before it sends the body (curl does for
+  // bodies over 1 KiB). Sent only when no answer is being written; otherwise the client sends
+  // the body after its own wait.
+  void MaybeContinue() {
+    if (writing_ || !queue_.empty() || !reader_->expects_continue()) return;
+    writing_ = true;
+    write_deadline_ = SteadyClock::now() + ToChrono(options_.write_timeout);
+    UpdateTimer();
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    asio::async_write(socket_, asio::buffer(kContinue.data(), kContinue.size()),
+                      [self = shared_from_this()](error_code ec, size_t) {
+                        self->writing_ = false;
+                        self->write_deadline_ = SteadyClock::time_point::max();
+                        if (ec) return self->Close();
+                        self->WriteNext();
+                      });
+  }
+
+  // Gives the connection to the upgrade handler when the request asks for a WebSocket and
+  // nothing else is in flight (bytes read past the request, which a client does not send
+  // before the handshake answer, are dropped).
+  bool OfferUpgrade() {
+    if (!server_->upgrade_handler_ || !queue_.empty() || writing_ ||
+        !IsWebSocketUpgrade(request_, reader_->version())) {
+      return false;
+    }
     closed_ = true;
     read_closed_ = true;
-    HttpRequest request;
-    request.method = std::string(parser_->get().method_string());
-    request.target = std::string(parser_->get().target());
-    for (const auto& field : parser_->get()) {
-      request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
-    }
-    parser_.reset();
-    server_->upgrade_handler_(std::move(socket_), std::move(request));
+    ++timer_generation_;
+    error_code ignored;
+    timer_.cancel(ignored);
+    reader_.reset();
+    error_code ec;
+    const tcp protocol = socket_.local_endpoint(ec).protocol();
+    const auto handle = socket_.release(ec);
+    if (ec) return true;
+    tcp::socket socket(socket_.get_executor());
+    socket.assign(protocol, handle, ec);
+    if (ec) return true;
+    server_->upgrade_handler_(std::move(socket), std::move(request_));
+    return true;
   }
 
-  // Queues an answer the server makes itself, after which the connection closes.
-  void QueueLocal(unsigned status, std::string_view reason) {
-    read_closed_ = true;
-    HttpResponse answer = handler_->LocalAnswer(status, reason);
-    auto& pending = queue_.emplace_back();
-    pending.keep_alive = false;
-    pending.response.emplace(static_cast<http::status>(status), 11);
-    pending.response->set(http::field::content_type, answer.content_type);
-    for (auto& [name, value] : answer.headers) pending.response->set(name, value);
-    pending.response->body() = std::move(answer.body);
-    pending.response->keep_alive(false);
-    pending.response->prepare_payload();
-    WriteNext();
-  }
-
-  void OnBody(error_code ec) {
-    if (ec) {
-      OnReadError(ec);
-      return;
-    }
-    phase_ = Phase::kNone;
-    read_timer_.cancel();
+  void OnRequest() {
     metrics_->http_requests.Increment();
-    http::request<http::string_body> message = parser_->release();
-    parser_.reset();
-    const bool keep_alive = message.keep_alive();
-    const unsigned version = message.version();
-    queue_.emplace_back();
-    Pending* pending = &queue_.back();
+    const unsigned version = reader_->version();
+    const bool keep_alive = reader_->keep_alive();
+    reader_.reset();
+    Pending* pending = &queue_.emplace_back();
     pending->keep_alive = keep_alive;
     if (!keep_alive) read_closed_ = true;
-
-    HttpRequest request;
-    request.method = std::string(message.method_string());
-    request.target = std::string(message.target());
-    for (const auto& field : message) {
-      request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
-    }
-    request.body = std::move(message.body());
-    handler_->Handle(std::move(request), [self = shared_from_this(), pending, keep_alive,
-                                          version](HttpResponse answer) {
-      auto& response = pending->response.emplace(static_cast<http::status>(answer.status), version);
-      response.set(http::field::content_type, answer.content_type);
-      for (auto& [name, value] : answer.headers) response.set(name, value);
-      response.body() = std::move(answer.body);
-      response.keep_alive(keep_alive);
-      response.prepare_payload();
+    handler_->Handle(std::move(request_), [self = shared_from_this(), pending, keep_alive,
+                                           version](HttpResponse answer) {
+      WriteHead(answer, version, keep_alive, pending->head);
+      pending->body = std::move(answer.body);
+      pending->ready = true;
       self->WriteNext();
     });
     ReadNext();
   }
 
+  // Queues an answer the server makes itself, after which the connection closes.
+  void QueueLocal(unsigned status, std::string_view reason) {
+    read_closed_ = true;
+    reader_.reset();
+    HttpResponse answer = handler_->LocalAnswer(status, reason);
+    answer.status = status;
+    Pending& pending = queue_.emplace_back();
+    pending.keep_alive = false;
+    WriteHead(answer, 11, false, pending.head);
+    pending.body = std::move(answer.body);
+    pending.ready = true;
+    WriteNext();
+  }
+
+  // --- writing ---
   void WriteNext() {
-    if (writing_ || closed_ || queue_.empty() || !queue_.front().response) return;
+    if (writing_ || closed_ || queue_.empty() || !queue_.front().ready) return;
     writing_ = true;
-    write_timer_.expires_after(ToChrono(options_.write_timeout));
-    write_timer_.async_wait([self = shared_from_this()](error_code ec) {
-      if (ec) return;
-      self->metrics_->http_timeouts.Increment();
-      self->Close();
-    });
-    http::async_write(socket_, *queue_.front().response,
+    write_deadline_ = SteadyClock::now() + ToChrono(options_.write_timeout);
+    UpdateTimer();
+    const Pending& front = queue_.front();
+    const std::array<asio::const_buffer, 2> buffers = {asio::buffer(front.head),
+                                                       asio::buffer(front.body)};
+    asio::async_write(socket_, buffers,
                       [self = shared_from_this()](error_code ec, size_t) { self->OnWritten(ec); });
   }
 
   void OnWritten(error_code ec) {
     writing_ = false;
-    write_timer_.cancel();
+    write_deadline_ = SteadyClock::time_point::max();
     if (ec) {
       Close();
       return;
@@ -283,35 +451,43 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       Close();
       return;
     }
-    if (queue_.empty() && read_closed_ && phase_ == Phase::kNone) {
+    if (queue_.empty() && read_closed_ && !reading_) {
       Close();
       return;
     }
     WriteNext();
-    UpdateIdleTimer();
+    if (queue_.empty() && reading_ && phase_ == Phase::kWaiting) {
+      SetReadDeadline(options_.idle_timeout);  // nothing owed any more: the idle wait counts
+    }
     ReadNext();
   }
 
   void Close() {
     if (closed_) return;
     closed_ = true;
-    read_timer_.cancel();
-    write_timer_.cancel();
+    ++timer_generation_;
     error_code ignored;
+    timer_.cancel(ignored);
     socket_.close(ignored);
   }
 
-  tcp::socket socket_;
+  Socket socket_;
   const HttpServerOptions& options_;
   RequestHandler* handler_;
   ApiMetrics* metrics_;
   HttpServer* server_;
-  asio::steady_timer read_timer_;
-  asio::steady_timer write_timer_;
+  Timer timer_;
+  SteadyClock::time_point timer_expiry_;
+  uint64_t timer_generation_ = 0;
+  bool timer_armed_ = false;
+  SteadyClock::time_point read_deadline_ = SteadyClock::time_point::max();
+  SteadyClock::time_point write_deadline_ = SteadyClock::time_point::max();
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  HttpRequest request_;
+  std::optional<RequestReader> reader_;
+  Phase phase_ = Phase::kWaiting;
   std::deque<Pending> queue_;  // deque: pointers to elements stay valid across push/pop
-  Phase phase_ = Phase::kNone;
+  bool reading_ = false;
   bool writing_ = false;
   bool read_closed_ = false;
   bool closed_ = false;
@@ -380,7 +556,7 @@ void HttpServer::Accept() {
         metrics_->connections_open.Add(1);
         asio::post(target.io_context, [this, &target, socket = std::move(socket)]() mutable {
           socket.set_option(tcp::no_delay(true));
-          auto session = std::make_shared<Session>(std::move(socket), options_,
+          auto session = std::make_shared<Session>(std::move(socket), target.io_context, options_,
                                                    target.handler.get(), metrics_, this);
           std::erase_if(target.sessions, [](const auto& weak) { return weak.expired(); });
           target.sessions.push_back(session);
