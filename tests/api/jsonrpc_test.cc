@@ -88,6 +88,38 @@ TEST(JsonRpcCodecTest, MalformedRequestObjectsAreInvalidRequestPerElement) {
   EXPECT_EQ(parsed->calls[6].raw, R"({"jsonrpc":"2.0","method":"getSlot","id":6})");
 }
 
+// A single request is read in one pass: a field found wrong does not hide invalid JSON after
+// it, and each wrong field is an Invalid Request that keeps the call's id.
+TEST(JsonRpcCodecTest, SingleRequestIsCheckedWholeInOnePass) {
+  for (const std::string& body :
+       std::vector<std::string>{R"({"jsonrpc":"1.0","id":1,"params":[1,,2]})",
+                                R"({"method":5,"jsonrpc":"2.0","id":1,"x":{"y":[}})",
+                                R"({"jsonrpc":"2.0","method":"a","id":1} {})"}) {
+    absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
+    ASSERT_FALSE(parsed.ok()) << body;
+    EXPECT_EQ(CodeOf(parsed.status()), -32700) << body;
+  }
+  for (const std::string& body :
+       std::vector<std::string>{R"({"jsonrpc":"1.0","method":"a","id":[1, {"k":2}]})",
+                                R"({"jsonrpc":"2.0","method":5,"id":[1, {"k":2}]})",
+                                R"({"jsonrpc":"2.0","method":"a","params":"p","id":[1, {"k":2}]})",
+                                R"({"jsonrpc":"2.0","params":[],"id":[1, {"k":2}]})"}) {
+    absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
+    ASSERT_TRUE(parsed.ok()) << body;
+    ASSERT_EQ(parsed->calls.size(), 1u);
+    EXPECT_EQ(CodeOf(parsed->calls[0].error), -32600) << body;
+    EXPECT_EQ(*parsed->calls[0].id, R"([1, {"k":2}])") << body;
+  }
+  absl::StatusOr<RpcBody> parsed = ParseRpcBody(
+      R"(  {"jsonrpc":"2.0","method":"get\u0041","params":[ "k", {"a":[1, 2.5e3]} ] ,"id":"x"} )",
+      Options());
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_TRUE(parsed->calls[0].error.ok());
+  EXPECT_EQ(parsed->calls[0].method, "getA");
+  EXPECT_EQ(parsed->calls[0].params, R"([ "k", {"a":[1, 2.5e3]} ])");
+  EXPECT_EQ(*parsed->calls[0].id, R"("x")");
+}
+
 TEST(JsonRpcCodecTest, BatchOverTheLimitIsRejectedWithAClearMessage) {
   RpcCodecOptions options;
   options.max_batch_size = 3;
