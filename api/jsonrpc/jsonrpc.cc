@@ -132,10 +132,10 @@ std::optional<uint64_t> FindMinContextSlot(const std::string& params) {
 // Parses one request object from its raw text (already validated JSON).
 // `padded`, when given, holds the same object (the whole body of a single request): it is
 // parsed in place instead of a padded copy of `raw`.
-RpcCall ParseCall(std::string raw, const simdjson::padded_string* padded = nullptr) {
+RpcCall ParseCall(std::string raw) {
   RpcCall call;
-  std::optional<simdjson::padded_string> copy;
-  if (padded == nullptr) padded = &copy.emplace(raw);
+  simdjson::padded_string copy(raw);
+  const simdjson::padded_string* padded = &copy;
   call.raw = std::move(raw);
   od::document doc;
   od::object object;
@@ -212,7 +212,7 @@ bool ValidateRaw(od::value& value, size_t depth, size_t max_depth, std::string_v
 // A body that is one request object, in one pass: every value is checked against the JSON
 // grammar while the fields are read (what ParseRpcBody's two passes do for a batch). Invalid
 // JSON anywhere is a parse error even when a field before it was already found wrong.
-absl::StatusOr<RpcBody> ParseSingle(std::string_view body, const simdjson::padded_string& padded,
+absl::StatusOr<RpcBody> ParseSingle(std::string_view body, simdjson::padded_string_view padded,
                                     const RpcCodecOptions& options) {
   od::document doc;
   od::object object;
@@ -284,8 +284,15 @@ absl::StatusOr<RpcBody> ParseSingle(std::string_view body, const simdjson::padde
 
 }  // namespace
 
-absl::StatusOr<RpcBody> ParseRpcBody(std::string_view body, const RpcCodecOptions& options) {
-  simdjson::padded_string padded(body);
+absl::StatusOr<RpcBody> ParseRpcBody(std::string_view body, const RpcCodecOptions& options,
+                                     size_t capacity) {
+  std::optional<simdjson::padded_string> copy;
+  simdjson::padded_string_view padded;
+  if (capacity >= body.size() + simdjson::SIMDJSON_PADDING) {
+    padded = simdjson::padded_string_view(body, capacity);
+  } else {
+    padded = copy.emplace(body);
+  }
   if (const std::string_view start = api_internal::Trim(body);
       !start.empty() && start.front() == '{') {
     return ParseSingle(body, padded, options);
@@ -323,8 +330,7 @@ absl::StatusOr<RpcBody> ParseRpcBody(std::string_view body, const RpcCodecOption
   // Pass 2: the requests.
   RpcBody result;
   if (root_type == od::json_type::object) {
-    result.calls.push_back(ParseCall(std::string(TrimRight(body.substr(body.find('{')))), &padded));
-    return result;
+    return ParseSingle(body, padded, options);
   }
   if (auto e = parser.iterate(padded).get(doc)) return ParseError(simdjson::error_message(e));
   od::value root;

@@ -45,8 +45,11 @@ struct RpcBody {
 // whole answer, with id null) on a body that is not JSON or not UTF-8 (-32700), a JSON
 // value that is neither an object nor an array, an empty batch, or a batch larger than
 // `max_batch_size` (-32600). Errors of single elements are returned in RpcCall::error.
-// Never throws; thread-safe.
-absl::StatusOr<RpcBody> ParseRpcBody(std::string_view body, const RpcCodecOptions& options);
+// Never throws; thread-safe. `capacity`: the bytes readable from body.data(); when they leave
+// simdjson's padding past the end (a std::string's capacity()), the body is parsed in place,
+// otherwise from a padded copy.
+absl::StatusOr<RpcBody> ParseRpcBody(std::string_view body, const RpcCodecOptions& options,
+                                     size_t capacity = 0);
 
 // Answers. `id_json` is raw JSON; `result_json` too.
 std::string RpcResultResponse(std::string_view id_json, std::string_view result_json);

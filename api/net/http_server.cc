@@ -108,7 +108,7 @@ class RequestReader final : public http::basic_parser<true> {
   }
   void on_header_impl(error_code&) override {}
   void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code&) override {
-    if (length) request_->body.reserve(static_cast<size_t>(*length));
+    if (length) request_->body.reserve(static_cast<size_t>(*length) + HttpRequest::kBodySlack);
   }
   size_t on_body_impl(string_view text, error_code&) override {
     request_->body.append(text.data(), text.size());

@@ -37,6 +37,9 @@ struct HttpServerOptions {
 };
 
 struct HttpRequest {
+  // A body of known length is read into a string whose capacity leaves this many bytes past
+  // its end, so that a parser that reads ahead (simdjson) can parse it in place.
+  static constexpr size_t kBodySlack = 64;
   std::string target;
   std::string method;  // GET, POST, ...
   std::vector<std::pair<std::string, std::string>> headers;

@@ -229,7 +229,8 @@ void Router::Handle(HttpRequest request, Done done) {
     return;
   }
   const absl::Duration start = context_->clock()->Monotonic();
-  absl::StatusOr<RpcBody> body = ParseRpcBody(request.body, options_.codec);
+  absl::StatusOr<RpcBody> body =
+      ParseRpcBody(request.body, options_.codec, request.body.capacity());
   if (!body.ok()) {
     metrics_->rpc_errors.Increment();
     calls_->Record(calls_->MethodId(RpcCallMetrics::kOtherMethod),
