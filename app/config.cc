@@ -287,7 +287,7 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
     if (port > 65535) return pubsub.Error("port", "must be a port from 0 (none) to 65535");
     serve->pubsub_port = static_cast<int32_t>(port);
   }
-  RETURN_IF_ERROR(pubsub.ReadSize("threads", &ws.threads, /*allow_zero=*/true));
+  RETURN_IF_ERROR(pubsub.ReadSize("threads", &serve->pubsub_threads, /*allow_zero=*/true));
   RETURN_IF_ERROR(pubsub.ReadSize("max_connections", &ws.max_connections));
   RETURN_IF_ERROR(
       pubsub.ReadSize("max_subscriptions_per_connection", &ws.max_subscriptions_per_connection));

@@ -58,7 +58,8 @@ namespace switchyard {
 //                  methods = {"getAsset*" = "indexer"}
 //
 //   [pubsub]       enabled = true, port = <api port + 1> (0: no own listener; Upgrade on
-//                  the api port still works), threads = 0, max_connections = 10000,
+//                  the api port still works), max_connections = 10000 (WebSocket ones;
+//                  threads is read and ignored: pubsub runs on the api workers),
 //                  max_subscriptions_per_connection = 1000, max_message_bytes = 1048576,
 //                  idle_timeout_ms = 60000, max_send_queue_messages = 16384,
 //                  max_send_queue_bytes = 16777216, upstream_timeout_ms = 10000,
@@ -82,6 +83,9 @@ struct ServeConfig {
   // own listener, else the port; serve resolves it into pubsub.port.
   bool pubsub_enabled = true;
   int32_t pubsub_port = -1;
+  // pubsub.threads, still read so that older configs load: pubsub runs on the api.threads
+  // workers, and serve warns when it is set.
+  size_t pubsub_threads = 0;
   PubsubServerOptions pubsub;
 };
 

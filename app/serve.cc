@@ -104,27 +104,36 @@ class ServeProcess {
         },
         &admin_metrics_);
     admin_->Start();
-    admin_server_ =
-        std::make_unique<HttpServer>(serve.admin, admin_->HandlerFactory(), &admin_http_metrics_);
+    admin_server_ = std::make_unique<HttpServer>(AdminServerOptions(), admin_->HandlerFactory(),
+                                                 &admin_http_metrics_);
     if (absl::Status s = admin_server_->Start(); !s.ok()) {
       return absl::UnavailableError(fmt::format("admin.listen {}:{}: {}", serve.admin.address,
                                                 serve.admin.port, std::string(s.message())));
     }
-    if (serve.pubsub_enabled) RETURN_IF_ERROR(StartPubsub());
-    api_server_ = std::make_unique<HttpServer>(serve.api, router_->HandlerFactory(), &api_metrics_);
-    if (pubsub_) api_server_->SetUpgradeHandler(pubsub_->UpgradeHandler());
+    HttpServerOptions api_options = serve.api;
+    api_options.thread_name = "sy-api";
+    api_server_ =
+        std::make_unique<HttpServer>(api_options, router_->HandlerFactory(), &api_metrics_);
+    if (serve.pubsub_enabled) RETURN_IF_ERROR(AttachPubsub());
     if (absl::Status s = api_server_->Start(); !s.ok()) {
+      if (api_server_->port() != 0) {  // the API port is bound: the pubsub listener failed
+        return absl::UnavailableError(fmt::format("pubsub.port: {}", std::string(s.message())));
+      }
       return absl::UnavailableError(fmt::format("api.listen {}:{}: {}", serve.api.address,
                                                 serve.api.port, std::string(s.message())));
     }
     return absl::OkStatus();
   }
 
-  // The pubsub server on api.port + 1 (or [pubsub] port) and through Upgrade on api.port.
-  absl::Status StartPubsub() {
+  // Pubsub on the API workers: on api.port + 1 (or [pubsub] port) and through Upgrade on
+  // api.port.
+  absl::Status AttachPubsub() {
     const ServeConfig& serve = config_.serve;
     PubsubServerOptions options = serve.pubsub;
-    options.address = serve.api.address;
+    if (serve.pubsub_threads != 0) {
+      spdlog::warn("{}: pubsub.threads is ignored: pubsub runs on the api.threads workers",
+                   config_.source);
+    }
     if (serve.pubsub_port < 0) {
       if (serve.api.port == 65535) {
         return absl::InvalidArgumentError(fmt::format(
@@ -143,22 +152,18 @@ class ServeProcess {
     pubsub_metrics_ = std::make_unique<PubsubMetrics>(registry_, targets);
     pubsub_ =
         std::make_unique<PubsubServer>(std::move(options), router_.get(), pubsub_metrics_.get());
-    if (absl::Status s = pubsub_->Start(); !s.ok()) {
-      if (absl::IsInvalidArgument(s)) {
-        return absl::InvalidArgumentError(
-            fmt::format("{}: {}", config_.source, std::string(s.message())));
-      }
-      return absl::UnavailableError(fmt::format("pubsub.port: {}", std::string(s.message())));
+    if (absl::Status s = pubsub_->Attach(api_server_.get()); !s.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: {}", config_.source, std::string(s.message())));
     }
     return absl::OkStatus();
   }
 
-  // Stops accepting API requests and drains them (up to api.drain_timeout_ms), then stops the
-  // admin side, the probes and the fold (which commits what it has folded), and closes the
-  // state and the log.
+  // Stops accepting API requests and pubsub connections and drains both (up to
+  // api.drain_timeout_ms), then stops the admin side, the probes and the fold (which commits
+  // what it has folded), and closes the state and the log.
   void Stop() {
     if (api_server_) api_server_->Stop();
-    if (pubsub_) pubsub_->Stop();
     if (admin_server_) admin_server_->Stop();
     if (admin_) admin_->Stop();
     if (monitor_) monitor_->Stop();
@@ -175,6 +180,12 @@ class ServeProcess {
     reader_.reset();
     store_.reset();
     log_.reset();
+  }
+
+  HttpServerOptions AdminServerOptions() const {
+    HttpServerOptions options = config_.serve.admin;
+    options.thread_name = "sy-admin";
+    return options;
   }
 
   uint16_t api_port() const { return api_server_->port(); }
@@ -206,7 +217,7 @@ class ServeProcess {
   std::unique_ptr<BaseLayerWatcher> watcher_;  // when [ingest] base_url is set
   std::unique_ptr<RouterContext> router_;
   std::unique_ptr<PubsubMetrics> pubsub_metrics_;
-  std::unique_ptr<PubsubServer> pubsub_;  // when [pubsub] is enabled
+  std::unique_ptr<PubsubServer> pubsub_;  // when [pubsub] is enabled; outlives api_server_
   std::unique_ptr<UpstreamMonitor> monitor_;
   std::unique_ptr<AdminContext> admin_;
   std::unique_ptr<HttpServer> admin_server_;

@@ -42,6 +42,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "api/metrics/api_metrics.h"
+#include "api/net/http_server.h"
 #include "api/pubsub/pubsub_metrics.h"
 #include "api/pubsub/pubsub_server.h"
 #include "api/rpc/router.h"
@@ -364,11 +365,14 @@ int Main(int argc, char** argv) {
   auto context = RouterContext::Create(options, &snapshots, &clock, &api_metrics);
   if (!context.ok()) return 1;
   PubsubServerOptions server_options;
-  server_options.threads = args.threads;
   server_options.max_subscriptions_per_connection =
       (args.subscriptions + args.connections - 1) / args.connections;
   PubsubServer server(server_options, context->get(), &pubsub_metrics);
-  if (!server.Start().ok()) return 1;
+  HttpServerOptions http_options;
+  http_options.threads = args.threads;
+  http_options.thread_name = "sy-pubsub";
+  HttpServer http(http_options, (*context)->HandlerFactory(), &api_metrics);
+  if (!server.Attach(&http).ok() || !http.Start().ok()) return 1;
 
   Side routed("router");
   Side direct("direct");
@@ -439,7 +443,7 @@ int Main(int argc, char** argv) {
   direct.io.stop();
   routed_thread.join();
   direct_thread.join();
-  server.Stop();
+  http.Stop();
   kill(localnet, SIGTERM);
   int status = 0;
   waitpid(localnet, &status, 0);

@@ -1,5 +1,8 @@
 #include "api/net/http_server.h"
 
+#include <pthread.h>
+#include <sys/socket.h>
+
 #include <array>
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -39,11 +42,36 @@ std::optional<std::string_view> HttpRequest::Header(std::string_view name) const
   return std::nullopt;
 }
 
+namespace {
+
+// The worker the calling thread is, set once when a worker thread starts.
+thread_local const HttpServer* tls_server = nullptr;
+thread_local size_t tls_worker = 0;
+
+using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+}  // namespace
+
+ConnectionSlot& ConnectionSlot::operator=(ConnectionSlot&& other) noexcept {
+  if (this != &other) {
+    if (server_ != nullptr) server_->ReleaseUpgraded();
+    server_ = std::exchange(other.server_, nullptr);
+  }
+  return *this;
+}
+
+ConnectionSlot::~ConnectionSlot() {
+  if (server_ != nullptr) server_->ReleaseUpgraded();
+}
+
 struct HttpServer::Worker {
   asio::io_context io_context{1};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
   std::unique_ptr<RequestHandler> handler;
-  std::vector<std::weak_ptr<Session>> sessions;  // touched only on this worker's thread
+  // Touched only on this worker's thread once it runs.
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;  // one per listener
+  std::vector<std::weak_ptr<Session>> sessions;
+  std::vector<std::weak_ptr<UpgradedConnection>> upgraded;
   std::thread thread;
 };
 
@@ -387,7 +415,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     tcp::socket socket(socket_.get_executor());
     socket.assign(protocol, handle, ec);
     if (ec) return true;
-    server_->upgrade_handler_(std::move(socket), std::move(request_));
+    server_->Upgrade(std::move(socket), std::move(request_));
     return true;
   }
 
@@ -499,77 +527,185 @@ HttpServer::HttpServer(HttpServerOptions options, RequestHandlerFactory factory,
   size_t threads = options_.threads;
   if (threads == 0) threads = UsableCpuCount();
   for (size_t i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>());
+  listeners_.push_back(Listener{options_.port, 0, false});
 }
 
 HttpServer::~HttpServer() { Stop(); }
 
+void HttpServer::SetUpgradeHandler(UpgradeHandler* handler, size_t max_connections) {
+  upgrade_handler_ = handler;
+  max_upgraded_ = max_connections;
+}
+
+size_t HttpServer::AddUpgradeListener(uint16_t port) {
+  listeners_.push_back(Listener{port, 0, true});
+  return listeners_.size() - 1;
+}
+
+uint16_t HttpServer::port(size_t listener) const {
+  return listener < listeners_.size() ? listeners_[listener].port : 0;
+}
+
 asio::io_context& HttpServer::worker_context(size_t i) { return workers_[i]->io_context; }
 
-absl::Status HttpServer::Start() {
-  if (started_) return absl::FailedPreconditionError("HttpServer already started");
+std::optional<size_t> HttpServer::worker_of_this_thread() const {
+  if (tls_server != this) return std::nullopt;
+  return tls_worker;
+}
+
+size_t HttpServer::http_connections() const {
+  absl::MutexLock lock(&mu_);
+  return live_sessions_;
+}
+
+size_t HttpServer::upgraded_connections() const {
+  absl::MutexLock lock(&mu_);
+  return live_upgraded_;
+}
+
+// Every worker gets its own acceptor on the listener's port. With several workers they share
+// the port through SO_REUSEPORT; a fixed port is first bound alone, since another process's
+// SO_REUSEPORT listener on it would otherwise split the connections with this one instead of
+// failing the bind. Port 0: the first acceptor takes a free port and the others join it.
+absl::Status HttpServer::Bind(size_t index) {
+  Listener& listener = listeners_[index];
   error_code ec;
   const asio::ip::address address = asio::ip::make_address(options_.address, ec);
   if (ec) return absl::InvalidArgumentError(fmt::format("bad listen address {}", options_.address));
-  acceptor_ = std::make_unique<tcp::acceptor>(workers_[0]->io_context);
-  const tcp::endpoint endpoint(address, options_.port);
-  acceptor_->open(endpoint.protocol(), ec);
-  if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_->bind(endpoint, ec);
-  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return absl::UnavailableError(
-        fmt::format("cannot listen on {}:{}: {}", options_.address, options_.port, ec.message()));
+  auto failed = [&] {
+    return absl::UnavailableError(fmt::format("cannot listen on {}:{}: {}", options_.address,
+                                              listener.requested_port, ec.message()));
+  };
+  const bool shared = workers_.size() > 1;
+  uint16_t port = listener.requested_port;
+  if (shared && port != 0) {
+    tcp::acceptor probe(workers_[0]->io_context);
+    probe.open(address.is_v6() ? tcp::v6() : tcp::v4(), ec);
+    if (!ec) probe.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) probe.bind(tcp::endpoint(address, port), ec);
+    if (ec) return failed();
   }
-  port_ = acceptor_->local_endpoint().port();
+  for (auto& worker : workers_) {
+    auto acceptor = std::make_unique<tcp::acceptor>(worker->io_context);
+    const tcp::endpoint endpoint(address, port);
+    acceptor->open(endpoint.protocol(), ec);
+    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec && shared) acceptor->set_option(ReusePort(true), ec);
+    if (!ec) acceptor->bind(endpoint, ec);
+    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (!ec && port == 0) port = acceptor->local_endpoint(ec).port();
+    if (ec) return failed();
+    worker->acceptors.push_back(std::move(acceptor));
+  }
+  listener.port = port;
+  return absl::OkStatus();
+}
+
+absl::Status HttpServer::Start() {
+  if (started_) return absl::FailedPreconditionError("HttpServer already started");
+  for (size_t i = 0; i < listeners_.size(); ++i) {
+    if (listeners_[i].upgrade && upgrade_handler_ == nullptr) {
+      return absl::FailedPreconditionError("an upgrade listener needs an upgrade handler");
+    }
+    if (absl::Status s = Bind(i); !s.ok()) return s;
+  }
   for (auto& worker : workers_) {
     worker->handler = factory_(worker->io_context);
     worker->guard.emplace(worker->io_context.get_executor());
   }
   started_ = true;
-  asio::post(workers_[0]->io_context, [this] { Accept(); });
-  for (auto& worker : workers_) {
-    worker->thread = std::thread([w = worker.get()] { w->io_context.run(); });
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    for (size_t l = 0; l < listeners_.size(); ++l) {
+      asio::post(workers_[w]->io_context, [this, w, l] { Accept(w, l); });
+    }
+  }
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    workers_[w]->thread = std::thread([this, w] {
+      tls_server = this;
+      tls_worker = w;
+      // Named for top -H and for the load harness's CPU accounting.
+      pthread_setname_np(pthread_self(),
+                         fmt::format("{}-{}", options_.thread_name, w).substr(0, 15).c_str());
+      workers_[w]->io_context.run();
+    });
   }
   return absl::OkStatus();
 }
 
-void HttpServer::Accept() {
-  Worker& target = *workers_[next_worker_];
-  next_worker_ = (next_worker_ + 1) % workers_.size();
-  acceptor_->async_accept(target.io_context, [this, &target](error_code ec, tcp::socket socket) {
-    if (ec == asio::error::operation_aborted || stopping_) return;
-    if (!ec) {
-      bool admitted = false;
-      {
-        absl::MutexLock lock(&mu_);
-        if (live_sessions_ < options_.max_connections) {
-          ++live_sessions_;
-          admitted = true;
-        }
-      }
-      if (!admitted) {
-        metrics_->connections_rejected.Increment();
-        error_code ignored;
-        socket.close(ignored);
-      } else {
-        metrics_->connections_accepted.Increment();
-        metrics_->connections_open.Add(1);
-        asio::post(target.io_context, [this, &target, socket = std::move(socket)]() mutable {
-          socket.set_option(tcp::no_delay(true));
-          auto session = std::make_shared<Session>(std::move(socket), target.io_context, options_,
-                                                   target.handler.get(), metrics_, this);
-          std::erase_if(target.sessions, [](const auto& weak) { return weak.expired(); });
-          target.sessions.push_back(session);
-          if (stopping_) {
-            session->Drain();
-          } else {
-            session->Start();
-          }
-        });
-      }
+// The accepted socket is already on the worker's io_context: it is served right here.
+void HttpServer::Accept(size_t worker, size_t listener) {
+  workers_[worker]->acceptors[listener]->async_accept(
+      [this, worker, listener](error_code ec, tcp::socket socket) {
+        if (ec == asio::error::operation_aborted || stopping_) return;
+        if (!ec) OnAccepted(worker, listener, std::move(socket));
+        Accept(worker, listener);
+      });
+}
+
+void HttpServer::OnAccepted(size_t worker, size_t listener, tcp::socket socket) {
+  if (accept_observer_) accept_observer_(worker, socket);
+  if (listeners_[listener].upgrade) {
+    Upgrade(worker, std::move(socket), std::nullopt);
+    return;
+  }
+  if (!AdmitHttp()) {
+    metrics_->connections_rejected.Increment();
+    error_code ignored;
+    socket.close(ignored);
+    return;
+  }
+  metrics_->connections_accepted.Increment();
+  metrics_->connections_open.Add(1);
+  StartSession(*workers_[worker], std::move(socket));
+}
+
+bool HttpServer::AdmitHttp() {
+  absl::MutexLock lock(&mu_);
+  if (live_sessions_ >= options_.max_connections) return false;
+  ++live_sessions_;
+  return true;
+}
+
+void HttpServer::StartSession(Worker& worker, tcp::socket socket) {
+  error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  auto session =
+      std::make_shared<Session>(std::move(socket), worker.io_context, options_,
+                                worker.handler.get(), metrics_, this);
+  std::erase_if(worker.sessions, [](const auto& weak) { return weak.expired(); });
+  worker.sessions.push_back(session);
+  if (stopping_) {
+    session->Drain();
+  } else {
+    session->Start();
+  }
+}
+
+void HttpServer::Upgrade(tcp::socket socket, HttpRequest request) {
+  Upgrade(tls_worker, std::move(socket), std::move(request));
+}
+
+void HttpServer::Upgrade(size_t worker, tcp::socket socket, std::optional<HttpRequest> request) {
+  bool admitted = false;
+  if (!stopping_) {
+    absl::MutexLock lock(&mu_);
+    if (live_upgraded_ < max_upgraded_) {
+      ++live_upgraded_;
+      admitted = true;
     }
-    Accept();
-  });
+  }
+  if (!admitted) {
+    error_code ignored;
+    socket.close(ignored);
+    if (!stopping_) upgrade_handler_->OnRefused();
+    return;
+  }
+  std::shared_ptr<UpgradedConnection> connection =
+      upgrade_handler_->Adopt(worker, std::move(socket), std::move(request), ConnectionSlot(this));
+  if (!connection) return;
+  Worker& w = *workers_[worker];
+  std::erase_if(w.upgraded, [](const auto& weak) { return weak.expired(); });
+  w.upgraded.push_back(std::move(connection));
 }
 
 void HttpServer::OnSessionClosed() {
@@ -577,41 +713,65 @@ void HttpServer::OnSessionClosed() {
   --live_sessions_;
 }
 
+void HttpServer::ReleaseUpgraded() {
+  absl::MutexLock lock(&mu_);
+  --live_upgraded_;
+}
+
 void HttpServer::Stop() {
-  if (!started_) return;
+  if (stopped_) return;
+  if (!started_) {
+    // No worker ran (Start was not called or failed): the upgrade handler stops here.
+    if (upgrade_handler_ != nullptr) {
+      for (size_t i = 0; i < workers_.size(); ++i) upgrade_handler_->Shutdown(i);
+      upgrade_handler_->Stopped();
+    }
+    stopped_ = true;
+    return;
+  }
   started_ = false;
+  stopped_ = true;
   stopping_ = true;
-  asio::post(workers_[0]->io_context, [this] {
-    error_code ignored;
-    acceptor_->close(ignored);
-  });
   for (auto& worker : workers_) {
     asio::post(worker->io_context, [w = worker.get()] {
+      error_code ignored;
+      for (auto& acceptor : w->acceptors) acceptor->close(ignored);
       for (auto& weak : w->sessions) {
         if (auto session = weak.lock()) session->Drain();
+      }
+      for (auto& weak : w->upgraded) {
+        if (auto connection = weak.lock()) connection->Drain();
       }
     });
   }
   {
     absl::MutexLock lock(&mu_);
-    auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return live_sessions_ == 0; };
+    auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return live_sessions_ == 0 && live_upgraded_ == 0;
+    };
     mu_.AwaitWithTimeout(absl::Condition(&drained), options_.drain_timeout);
   }
   // Whatever is left is cut off; each worker then runs out of work and its thread returns.
-  for (auto& worker : workers_) {
-    asio::post(worker->io_context, [w = worker.get()] {
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    asio::post(workers_[i]->io_context, [this, i, w = workers_[i].get()] {
       for (auto& weak : w->sessions) {
         if (auto session = weak.lock()) session->ForceClose();
       }
+      for (auto& weak : w->upgraded) {
+        if (auto connection = weak.lock()) connection->Close();
+      }
       w->sessions.clear();
+      w->upgraded.clear();
       if (w->handler) w->handler->Shutdown();
+      if (upgrade_handler_ != nullptr) upgrade_handler_->Shutdown(i);
       w->guard.reset();
     });
   }
   for (auto& worker : workers_) {
     if (worker->thread.joinable()) worker->thread.join();
   }
-  acceptor_.reset();
+  for (auto& worker : workers_) worker->acceptors.clear();
+  if (upgrade_handler_ != nullptr) upgrade_handler_->Stopped();
 }
 
 }  // namespace switchyard

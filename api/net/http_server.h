@@ -34,6 +34,7 @@ struct HttpServerOptions {
   absl::Duration body_timeout = absl::Seconds(30);    // reading the body
   absl::Duration write_timeout = absl::Seconds(30);   // writing one answer
   absl::Duration drain_timeout = absl::Seconds(5);    // Stop() waits this long for answers
+  std::string thread_name = "sy-net";  // workers are named "<thread_name>-<i>" (top -H)
 };
 
 struct HttpRequest {
@@ -83,8 +84,68 @@ class RequestHandler {
 using RequestHandlerFactory =
     std::function<std::unique_ptr<RequestHandler>(boost::asio::io_context& io_context)>;
 
-// The HTTP/1.1 front door: keep-alive, pipelining up to a bound, per-phase timeouts, a body
-// limit (413), a connection limit, one io_context per worker thread. Owned by the app;
+// A connection that left HTTP (a WebSocket), as the server sees it: it drains and closes it at
+// Stop. Lives on one worker's thread; the server calls it only there.
+class UpgradedConnection {
+ public:
+  virtual ~UpgradedConnection() = default;
+  // Stop: end the connection cleanly (a close handshake). The server waits up to
+  // drain_timeout, then calls Close().
+  virtual void Drain() = 0;
+  virtual void Close() = 0;
+};
+
+class HttpServer;
+
+// One admitted connection of the upgrade limit; the count drops when the slot is destroyed.
+// Move-only; any thread may destroy it.
+class ConnectionSlot {
+ public:
+  ConnectionSlot() = default;
+  ConnectionSlot(ConnectionSlot&& other) noexcept
+      : server_(std::exchange(other.server_, nullptr)) {}
+  ConnectionSlot& operator=(ConnectionSlot&& other) noexcept;
+  ~ConnectionSlot();
+
+ private:
+  friend class HttpServer;
+  explicit ConnectionSlot(HttpServer* server) : server_(server) {}
+  HttpServer* server_ = nullptr;
+};
+
+// Serves the connections that leave HTTP: a WebSocket Upgrade on the HTTP port, and every
+// connection of an upgrade listener (AddUpgradeListener). One object for every worker; it must
+// outlive the server.
+class UpgradeHandler {
+ public:
+  virtual ~UpgradeHandler() = default;
+  // Takes over `socket` on the thread of worker `worker`, where the connection then lives (the
+  // socket is already on that worker's io_context). `upgrade` is the Upgrade request an HTTP
+  // session read (bytes read past it are dropped: a client sends none before the handshake
+  // answer), or nullopt for a connection of an upgrade listener, which reads its handshake
+  // itself. The connection keeps `slot` as long as it lives. Returns the connection, or null
+  // when it refused it.
+  virtual std::shared_ptr<UpgradedConnection> Adopt(size_t worker,
+                                                    boost::asio::ip::tcp::socket socket,
+                                                    std::optional<HttpRequest> upgrade,
+                                                    ConnectionSlot slot) = 0;
+  // A connection was refused (and closed) because the upgrade limit is reached.
+  virtual void OnRefused() {}
+  // Called once on each worker's thread when the server stops, after the worker's
+  // connections are closed: cancel every I/O the handler runs on that worker.
+  virtual void Shutdown(size_t /*worker*/) {}
+  // Called once on the control thread when every worker has stopped, while their io_contexts
+  // still exist: release what lives on them.
+  virtual void Stopped() {}
+};
+
+// The front door of the API: HTTP/1.1 with keep-alive, pipelining up to a bound, per-phase
+// timeouts and a body limit (413), and the connections that leave HTTP (WebSocket, through an
+// UpgradeHandler), all on one pool of worker threads, one io_context each. Each worker accepts
+// on its own acceptor of every listener (SO_REUSEPORT when there are several workers, so the
+// kernel spreads connections), and a connection lives on the worker that accepted it, also
+// after an Upgrade: nothing is posted to another worker. Admission counts HTTP connections
+// against max_connections and upgraded ones against the upgrade limit. Owned by the app;
 // Start() and Stop() are called from one control thread, never from a worker.
 class HttpServer {
  public:
@@ -93,45 +154,76 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Takes over a connection whose request asks for a WebSocket Upgrade (the pubsub server):
-  // called on the worker's thread with the socket and the request; the server forgets both.
-  using UpgradeHandler =
-      std::function<void(boost::asio::ip::tcp::socket socket, HttpRequest request)>;
-  // Before Start(). Without a handler, Upgrade requests are answered like any other.
-  void SetUpgradeHandler(UpgradeHandler handler) { upgrade_handler_ = std::move(handler); }
+  // Before Start(): connections that ask for a WebSocket Upgrade go to `handler`, at most
+  // `max_connections` of them at a time (with those of the upgrade listeners). Without a
+  // handler, Upgrade requests are answered like any other.
+  void SetUpgradeHandler(UpgradeHandler* handler, size_t max_connections);
+  // Before Start(), after SetUpgradeHandler: another port on the same address whose connections
+  // go to the upgrade handler as they are accepted. Port 0: a free port. Returns its index for
+  // port().
+  size_t AddUpgradeListener(uint16_t port);
 
-  // Binds and starts the workers.
+  // Binds every listener and starts the workers.
   absl::Status Start();
-  // Stops accepting, lets connections finish the answers they owe (up to drain_timeout),
-  // then stops the workers and joins them.
+  // Stops accepting, lets HTTP connections finish the answers they owe and upgraded ones
+  // close (up to drain_timeout), cuts the rest, then stops the workers and joins them.
   void Stop();
 
-  uint16_t port() const { return port_; }
+  // The bound port of listener `listener` (0: the HTTP listener), once started.
+  uint16_t port(size_t listener = 0) const;
   size_t worker_count() const { return workers_.size(); }
   // The io_context of worker `i`, for components that must live on it.
   boost::asio::io_context& worker_context(size_t i);
+  // Which worker of this server the calling thread is, or nullopt.
+  std::optional<size_t> worker_of_this_thread() const;
+
+  // For tests: called on the accepting worker's thread with each admitted connection.
+  using AcceptObserver =
+      std::function<void(size_t worker, const boost::asio::ip::tcp::socket& socket)>;
+  void SetAcceptObserver(AcceptObserver observer) { accept_observer_ = std::move(observer); }
+  // Open connections: HTTP ones, and upgraded ones.
+  size_t http_connections() const;
+  size_t upgraded_connections() const;
 
   class Session;
 
  private:
+  friend class ConnectionSlot;
   struct Worker;
+  struct Listener {
+    uint16_t requested_port = 0;
+    uint16_t port = 0;
+    bool upgrade = false;  // connections go to the upgrade handler
+  };
 
-  void Accept();
+  absl::Status Bind(size_t listener);
+  void Accept(size_t worker, size_t listener);
+  void OnAccepted(size_t worker, size_t listener, boost::asio::ip::tcp::socket socket);
+  void StartSession(Worker& worker, boost::asio::ip::tcp::socket socket);
+  // Hands `socket` to the upgrade handler on the calling worker, if the limit admits it.
+  void Upgrade(size_t worker, boost::asio::ip::tcp::socket socket,
+               std::optional<HttpRequest> request);
+  // The Upgrade of an HTTP session, on its worker's thread.
+  void Upgrade(boost::asio::ip::tcp::socket socket, HttpRequest request);
+  bool AdmitHttp();
   void OnSessionClosed();
+  void ReleaseUpgraded();
 
   HttpServerOptions options_;
   RequestHandlerFactory factory_;
-  UpgradeHandler upgrade_handler_;
+  UpgradeHandler* upgrade_handler_ = nullptr;
+  size_t max_upgraded_ = 0;
+  AcceptObserver accept_observer_;
   ApiMetrics* metrics_;
-  uint16_t port_ = 0;
+  std::vector<Listener> listeners_;
   bool started_ = false;
+  bool stopped_ = false;
   std::atomic<bool> stopping_{false};
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   size_t live_sessions_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t next_worker_ = 0;  // touched only by the accepting worker
+  size_t live_upgraded_ ABSL_GUARDED_BY(mu_) = 0;
   // Last: destroyed first, while everything sessions touch is still alive.
   std::vector<std::unique_ptr<Worker>> workers_;
-  std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
 };
 
 }  // namespace switchyard

@@ -4,7 +4,6 @@
 #include <boost/asio/ssl/context.hpp>
 
 #include "absl/hash/hash.h"
-#include "absl/synchronization/notification.h"
 #include "api/pubsub/pubsub_shard.h"
 #include "fmt/format.h"
 
@@ -85,16 +84,8 @@ void PubsubRouter::Start() {
   for (auto& shard : shards_) shard->Start();
 }
 
-void PubsubRouter::Shutdown() {
-  std::vector<std::unique_ptr<absl::Notification>> done;
-  for (size_t i = 0; i < shards_.size(); ++i) {
-    done.push_back(std::make_unique<absl::Notification>());
-    asio::post(*threads_[i], [shard = shards_[i], n = done.back().get()] {
-      shard->Shutdown();
-      n->Notify();
-    });
-  }
-  for (auto& n : done) n->WaitForNotificationWithTimeout(absl::Seconds(10));
+void PubsubRouter::ShutdownShard(size_t i) {
+  if (i < shards_.size()) shards_[i]->Shutdown();
 }
 
 size_t PubsubRouter::ShardFor(std::string_view key) const {

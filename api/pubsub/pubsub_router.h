@@ -111,8 +111,8 @@ class PubsubShard;
 // cannot be made again, its clients get a JSON-RPC error naming the subscription and the
 // subscription is closed.
 //
-// Owned by the PubsubServer; created and shut down from its control thread. Subscribe,
-// Unsubscribe and RemoveClient may be called from any pubsub thread.
+// Owned by the PubsubServer; created from its control thread, each shard shut down on its own
+// thread. Subscribe, Unsubscribe and RemoveClient may be called from any pubsub thread.
 class PubsubRouter {
  public:
   static absl::StatusOr<std::unique_ptr<PubsubRouter>> Create(
@@ -122,9 +122,9 @@ class PubsubRouter {
 
   // Creates the shards (on their threads, which need not run yet) and listens for snapshots.
   void Start();
-  // Closes every upstream connection and drops every subscription; waits for each shard's
-  // thread to do so. Not from a pubsub thread.
-  void Shutdown();
+  // Closes shard `i`'s upstream connections and drops its subscriptions. On shard i's thread
+  // (or before the threads run).
+  void ShutdownShard(size_t i);
 
   void Subscribe(std::shared_ptr<PubsubClient> client, SubscribeRequest request);
   void Unsubscribe(std::shared_ptr<PubsubClient> client, size_t shard, uint64_t id);

@@ -1,8 +1,5 @@
 #include "api/pubsub/pubsub_server.h"
 
-#include <pthread.h>
-
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -10,11 +7,9 @@
 #include <deque>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/notification.h"
 #include "api/jsonrpc/jsonrpc.h"
 #include "api/jsonrpc/pubsub_json.h"
 #include "common/clock.h"
-#include "common/cpu.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
@@ -27,24 +22,20 @@ namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
-struct PubsubServer::Worker {
-  asio::io_context io_context{1};
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
-  std::vector<std::weak_ptr<Session>> sessions;  // touched only on this worker's thread
-  std::thread thread;
-};
-
 // One client connection. Lives on one worker's thread; every member is touched only there.
-class PubsubServer::Session : public PubsubClient, public std::enable_shared_from_this<Session> {
+class PubsubServer::Session : public PubsubClient,
+                              public UpgradedConnection,
+                              public std::enable_shared_from_this<Session> {
  public:
-  Session(size_t thread, tcp::socket socket, PubsubServer* server)
+  Session(size_t thread, tcp::socket socket, PubsubServer* server, ConnectionSlot slot)
       : PubsubClient(thread),
         ws_(std::move(socket)),
         server_(server),
         options_(server->options_),
-        metrics_(server->metrics_) {}
+        metrics_(server->metrics_),
+        slot_(std::move(slot)) {}
 
-  ~Session() override { server_->OnSessionClosed(); }
+  ~Session() override { metrics_->connections_open.Add(-1); }
 
   void Start(std::optional<HttpRequest> upgrade) {
     ws_.set_option(websocket::stream_base::timeout{ToChrono(options_.handshake_timeout),
@@ -52,6 +43,8 @@ class PubsubServer::Session : public PubsubClient, public std::enable_shared_fro
     ws_.read_message_max(options_.max_message_bytes);
     auto on_accept = [self = shared_from_this()](error_code ec) {
       if (ec) return self->Close();
+      self->open_ = true;
+      if (self->draining_) return self->SendClose();
       self->Read();
     };
     if (!upgrade) {
@@ -66,7 +59,7 @@ class PubsubServer::Session : public PubsubClient, public std::enable_shared_fro
     ws_.async_accept(request, std::move(on_accept));
   }
 
-  void Close() {
+  void Close() override {
     if (closed()) return;
     MarkClosed();
     error_code ignored;
@@ -79,6 +72,19 @@ class PubsubServer::Session : public PubsubClient, public std::enable_shared_fro
     subscriptions_.clear();
     by_key_.clear();
     server_->router_->RemoveClient(shared_from_this());
+  }
+
+  // The client gets a close frame (going away) once the message being written is out; the
+  // connection closes when it answers, or when the HttpServer cuts it.
+  void Drain() override {
+    if (closed() || draining_) return;
+    draining_ = true;
+    while (queue_.size() > (writing_ ? 1 : 0)) {
+      queued_bytes_ -= queue_.back()->size();
+      queue_.pop_back();
+    }
+    if (!open_) return;  // the handshake's answer sends the close frame
+    if (!writing_) SendClose();
   }
 
   void Deliver(const std::shared_ptr<const std::string>& message) override { Send(message); }
@@ -121,7 +127,7 @@ class PubsubServer::Session : public PubsubClient, public std::enable_shared_fro
       if (ec) return self->Close();
       if (self->closed()) return;
       const auto* data = static_cast<const char*>(self->buffer_.data().data());
-      self->OnMessage(std::string_view(data, size));
+      if (!self->draining_) self->OnMessage(std::string_view(data, size));
       self->buffer_.consume(size);
       if (!self->closed()) self->Read();
     });
@@ -190,8 +196,13 @@ class PubsubServer::Session : public PubsubClient, public std::enable_shared_fro
                       fmt::format("Method not found: {} is not a pubsub method", call.method))));
   }
 
+  void SendClose() {
+    ws_.async_close(websocket::close_code::going_away,
+                    [self = shared_from_this()](error_code) { self->Close(); });
+  }
+
   void Send(std::shared_ptr<const std::string> message) {
-    if (closed()) return;
+    if (closed() || draining_) return;
     if (queue_.size() >= options_.max_send_queue_messages ||
         queued_bytes_ + message->size() > options_.max_send_queue_bytes) {
       // The client does not read: keeping its messages would grow without a bound.
@@ -215,6 +226,7 @@ class PubsubServer::Session : public PubsubClient, public std::enable_shared_fro
                       if (self->closed() || self->queue_.empty()) return;
                       self->queued_bytes_ -= self->queue_.front()->size();
                       self->queue_.pop_front();
+                      if (self->draining_) return self->SendClose();
                       if (!self->queue_.empty()) self->Write();
                     });
   }
@@ -230,165 +242,62 @@ class PubsubServer::Session : public PubsubClient, public std::enable_shared_fro
   size_t in_flight_ = 0;  // subscribe calls not answered yet
   absl::flat_hash_map<uint64_t, Held> subscriptions_;
   absl::flat_hash_map<std::string, uint64_t> by_key_;
+  bool open_ = false;      // the handshake is done
+  bool draining_ = false;  // the HttpServer stops: a close frame, then nothing more
+  ConnectionSlot slot_;    // counts this connection against the HttpServer's limit
 };
 
 PubsubServer::PubsubServer(PubsubServerOptions options, RouterContext* context,
                            PubsubMetrics* metrics)
-    : options_(std::move(options)), context_(context), metrics_(metrics) {
-  size_t threads = options_.threads;
-  if (threads == 0) threads = UsableCpuCount();
-  for (size_t i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>());
-}
+    : options_(std::move(options)), context_(context), metrics_(metrics) {}
 
-PubsubServer::~PubsubServer() { Stop(); }
+PubsubServer::~PubsubServer() = default;
 
-absl::Status PubsubServer::Start() {
-  if (started_) return absl::FailedPreconditionError("PubsubServer already started");
+absl::Status PubsubServer::Attach(HttpServer* server) {
+  if (router_) return absl::FailedPreconditionError("PubsubServer already attached");
   std::vector<asio::io_context*> contexts;
-  for (auto& worker : workers_) contexts.push_back(&worker->io_context);
+  for (size_t i = 0; i < server->worker_count(); ++i)
+    contexts.push_back(&server->worker_context(i));
   absl::StatusOr<std::unique_ptr<PubsubRouter>> router =
       PubsubRouter::Create(options_.router, context_, metrics_, std::move(contexts));
   if (!router.ok()) return router.status();
   router_ = *std::move(router);
-  if (options_.port) {
-    error_code ec;
-    const asio::ip::address address = asio::ip::make_address(options_.address, ec);
-    if (ec)
-      return absl::InvalidArgumentError(fmt::format("bad listen address {}", options_.address));
-    acceptor_ = std::make_unique<tcp::acceptor>(workers_[0]->io_context);
-    const tcp::endpoint endpoint(address, *options_.port);
-    acceptor_->open(endpoint.protocol(), ec);
-    if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor_->bind(endpoint, ec);
-    if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      return absl::UnavailableError(fmt::format("cannot listen on {}:{}: {}", options_.address,
-                                                *options_.port, ec.message()));
-    }
-    port_ = acceptor_->local_endpoint().port();
-  }
   router_->Start();
-  for (auto& worker : workers_) worker->guard.emplace(worker->io_context.get_executor());
-  started_ = true;
-  if (acceptor_) asio::post(workers_[0]->io_context, [this] { Accept(); });
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    workers_[i]->thread = std::thread([w = workers_[i].get(), i] {
-      // Named for top -H and for the load harness's CPU accounting.
-      pthread_setname_np(pthread_self(), fmt::format("sy-pubsub-{}", i).c_str());
-      w->io_context.run();
-    });
-  }
+  server_ = server;
+  server->SetUpgradeHandler(this, options_.max_connections);
+  if (options_.port) listener_ = server->AddUpgradeListener(*options_.port);
   return absl::OkStatus();
 }
 
-bool PubsubServer::Admit() {
-  if (stopping_) return false;
-  if (live_sessions_.fetch_add(1) >= options_.max_connections) {
-    live_sessions_.fetch_sub(1);
-    metrics_->connections_rejected.Increment();
-    return false;
-  }
+uint16_t PubsubServer::port() const {
+  return server_ != nullptr && listener_ ? server_->port(*listener_) : 0;
+}
+
+std::shared_ptr<UpgradedConnection> PubsubServer::Adopt(size_t worker, tcp::socket socket,
+                                                        std::optional<HttpRequest> upgrade,
+                                                        ConnectionSlot slot) {
   metrics_->connections_accepted.Increment();
+  if (upgrade) metrics_->connections_upgraded.Increment();
   metrics_->connections_open.Add(1);
-  return true;
-}
-
-void PubsubServer::OnSessionClosed() {
-  live_sessions_.fetch_sub(1);
-  metrics_->connections_open.Add(-1);
-}
-
-void PubsubServer::Accept() {
-  const size_t index = next_worker_.fetch_add(1) % workers_.size();
-  acceptor_->async_accept(workers_[index]->io_context,
-                          [this, index](error_code ec, tcp::socket socket) {
-                            if (ec == asio::error::operation_aborted || stopping_) return;
-                            if (!ec) {
-                              if (Admit()) {
-                                Adopt(index, std::move(socket), std::nullopt);
-                              } else {
-                                error_code ignored;
-                                socket.close(ignored);
-                              }
-                            }
-                            Accept();
-                          });
-}
-
-void PubsubServer::Adopt(size_t index, tcp::socket socket, std::optional<HttpRequest> upgrade) {
-  Worker* worker = workers_[index].get();
-  asio::post(worker->io_context, [this, index, worker, socket = std::move(socket),
-                                  upgrade = std::move(upgrade)]() mutable {
-    error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);
-    if (options_.socket_send_buffer_bytes > 0) {
-      socket.set_option(asio::socket_base::send_buffer_size(options_.socket_send_buffer_bytes),
-                        ignored);
-    }
-    auto session = std::make_shared<Session>(index, std::move(socket), this);
-    std::erase_if(worker->sessions, [](const auto& weak) { return weak.expired(); });
-    worker->sessions.push_back(session);
-    if (stopping_) return session->Close();
-    session->Start(std::move(upgrade));
-  });
-}
-
-HttpServer::UpgradeHandler PubsubServer::UpgradeHandler() {
-  return [this](tcp::socket socket, HttpRequest request) {
-    if (!started_ || !Admit()) {
-      error_code ignored;
-      socket.close(ignored);
-      return;
-    }
-    metrics_->connections_upgraded.Increment();
-    // The socket belongs to an HTTP worker's io_context: move its descriptor to one of ours.
-    error_code ec;
-    const tcp::endpoint local = socket.local_endpoint(ec);
-    const tcp::socket::native_handle_type handle = ec ? -1 : socket.release(ec);
-    if (ec || handle < 0) {
-      socket.close(ec);
-      OnSessionClosed();
-      return;
-    }
-    const size_t index = next_worker_.fetch_add(1) % workers_.size();
-    tcp::socket adopted(workers_[index]->io_context);
-    adopted.assign(local.protocol(), handle, ec);
-    if (ec) {
-      OnSessionClosed();
-      return;
-    }
-    Adopt(index, std::move(adopted), std::move(request));
-  };
-}
-
-void PubsubServer::Stop() {
-  if (!started_) return;
-  started_ = false;
-  stopping_ = true;
-  if (acceptor_) {
-    absl::Notification closed;
-    asio::post(workers_[0]->io_context, [this, &closed] {
-      error_code ignored;
-      acceptor_->close(ignored);
-      closed.Notify();
-    });
-    closed.WaitForNotificationWithTimeout(absl::Seconds(5));
+  error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  if (options_.socket_send_buffer_bytes > 0) {
+    socket.set_option(asio::socket_base::send_buffer_size(options_.socket_send_buffer_bytes),
+                      ignored);
   }
-  router_->Shutdown();
-  for (auto& worker : workers_) {
-    asio::post(worker->io_context, [w = worker.get()] {
-      for (auto& weak : w->sessions) {
-        if (auto session = weak.lock()) session->Close();
-      }
-      w->sessions.clear();
-      w->guard.reset();
-    });
-  }
-  for (auto& worker : workers_) {
-    if (worker->thread.joinable()) worker->thread.join();
-  }
-  acceptor_.reset();
-  router_.reset();
+  auto session = std::make_shared<Session>(worker, std::move(socket), this, std::move(slot));
+  session->Start(std::move(upgrade));
+  return session;
 }
+
+void PubsubServer::OnRefused() { metrics_->connections_rejected.Increment(); }
+
+void PubsubServer::Shutdown(size_t worker) {
+  if (router_) router_->ShutdownShard(worker);
+}
+
+// Every worker has stopped: the shards and their connections go while the io_contexts they
+// live on still exist.
+void PubsubServer::Stopped() { router_.reset(); }
 
 }  // namespace switchyard

@@ -1,6 +1,5 @@
 #pragma once
 
-#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <cstddef>
@@ -8,8 +7,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -21,11 +18,11 @@
 namespace switchyard {
 
 struct PubsubServerOptions {
-  // The server's own WebSocket listener: nullopt for none (Upgrade on the HTTP port only);
-  // port 0 picks a free port (see port()).
+  // The server's own WebSocket listener, on the HTTP server's address: nullopt for none
+  // (Upgrade on the HTTP port only); port 0 picks a free port (see port()).
   std::optional<uint16_t> port = 0;
-  std::string address = "127.0.0.1";
-  size_t threads = 0;  // one io_context and one shard each; 0: one per usable CPU (affinity)
+  // WebSocket connections at a time, however they came in (HTTP connections count against the
+  // HTTP server's own limit).
   size_t max_connections = 10'000;
   size_t max_subscriptions_per_connection = 1000;
   size_t max_message_bytes = 1 << 20;  // a larger client message closes the connection
@@ -41,51 +38,43 @@ struct PubsubServerOptions {
   PubsubRouterOptions router;
 };
 
-// The pubsub front door: Solana's WebSocket JSON-RPC on its own listener (by convention the
-// HTTP port + 1) and on the HTTP port through Upgrade (HttpServer hands such connections over,
-// see UpgradeHandler()). Runs its own threads, one io_context each; each client connection
-// lives on one of them, and one PubsubRouter shard runs on each. Owned by the app; Start() and
-// Stop() are called from one control thread; the RouterContext and the metrics outlive it.
-class PubsubServer {
+// Solana's WebSocket JSON-RPC pubsub, served on the workers of an HttpServer (Attach): the
+// HttpServer hands over every WebSocket Upgrade on its port and every connection of the pubsub
+// listener (by convention the HTTP port + 1), and each such connection lives on the worker that
+// accepted it. One PubsubRouter shard runs on each worker's io_context. The HttpServer admits,
+// drains and stops the connections; this class holds the protocol. Owned by the app; it must
+// outlive the HttpServer. The RouterContext and the metrics outlive it.
+class PubsubServer : public UpgradeHandler {
  public:
   PubsubServer(PubsubServerOptions options, RouterContext* context, PubsubMetrics* metrics);
-  ~PubsubServer();
+  ~PubsubServer() override;
   PubsubServer(const PubsubServer&) = delete;
   PubsubServer& operator=(const PubsubServer&) = delete;
 
-  // Checks the upstream pubsub endpoints, binds (when it has a port) and starts the threads.
-  absl::Status Start();
-  // Stops accepting, drops every upstream connection, closes every client and joins the
-  // threads.
-  void Stop();
+  // Checks the upstream pubsub endpoints, creates the shards on `server`'s workers and becomes
+  // its upgrade handler (and, with a port, adds the pubsub listener). Before server->Start().
+  absl::Status Attach(HttpServer* server);
 
-  // The listener's port, 0 without one.
-  uint16_t port() const { return port_; }
-  // For HttpServer::SetUpgradeHandler. Any thread may call it.
-  HttpServer::UpgradeHandler UpgradeHandler();
+  // The listener's port once the HttpServer started; 0 without one.
+  uint16_t port() const;
+
+  // UpgradeHandler, called by the HttpServer on its workers.
+  std::shared_ptr<UpgradedConnection> Adopt(size_t worker, boost::asio::ip::tcp::socket socket,
+                                            std::optional<HttpRequest> upgrade,
+                                            ConnectionSlot slot) override;
+  void OnRefused() override;
+  void Shutdown(size_t worker) override;
+  void Stopped() override;
 
   class Session;
 
  private:
-  struct Worker;
-
-  void Accept();
-  void Adopt(size_t worker, boost::asio::ip::tcp::socket socket,
-             std::optional<HttpRequest> upgrade);
-  bool Admit();
-  void OnSessionClosed();
-
   const PubsubServerOptions options_;
   RouterContext* const context_;
   PubsubMetrics* const metrics_;
+  HttpServer* server_ = nullptr;
+  std::optional<size_t> listener_;  // the HttpServer's index of the pubsub listener
   std::unique_ptr<PubsubRouter> router_;
-  uint16_t port_ = 0;
-  std::atomic<bool> started_{false};
-  std::atomic<bool> stopping_{false};
-  std::atomic<size_t> live_sessions_{0};
-  std::atomic<size_t> next_worker_{0};
-  std::vector<std::unique_ptr<Worker>> workers_;
-  std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
 };
 
 }  // namespace switchyard

@@ -226,9 +226,8 @@ class PubsubRouterTest : public ::testing::Test {
   static void SetUpTestSuite() { ASSERT_GE(sodium_init(), 0); }
 
   void TearDown() override {
-    // The HTTP server hands Upgrade connections to the pubsub server: it stops first.
+    // The HTTP server runs the pubsub connections and shards: stopping it stops them.
     if (http_) http_->Stop();
-    if (pubsub_) pubsub_->Stop();
     for (pid_t pid : processes_) {
       kill(pid, SIGKILL);
       int status = 0;
@@ -282,16 +281,14 @@ class PubsubRouterTest : public ::testing::Test {
     context_ = *std::move(context);
 
     PubsubServerOptions pubsub_options;
-    pubsub_options.threads = 2;
     pubsub_options.router.upstream.reconnect_give_up = absl::Seconds(1);
     pubsub_options.router.upstream.reconnect_initial_backoff = absl::Milliseconds(50);
     if (customize) customize(pubsub_options);
     pubsub_ = std::make_unique<PubsubServer>(pubsub_options, context_.get(), pubsub_metrics_.get());
-    ASSERT_TRUE(pubsub_->Start().ok());
     HttpServerOptions http_options;
-    http_options.threads = 1;
+    http_options.threads = 2;
     http_ = std::make_unique<HttpServer>(http_options, context_->HandlerFactory(), &api_metrics_);
-    http_->SetUpgradeHandler(pubsub_->UpgradeHandler());
+    ASSERT_TRUE(pubsub_->Attach(http_.get()).ok());
     ASSERT_TRUE(http_->Start().ok());
   }
 
@@ -816,6 +813,33 @@ TEST_F(PubsubRouterTest, ClosesSubscriptionsWithAnErrorWhenTheirUpstreamIsGone) 
   auto slot = client.NextOf("slotNotification", 5s);
   ASSERT_NE(slot, nullptr);
   EXPECT_EQ(slot->Subscription(), slot_id);
+}
+
+// Stop drains pubsub with HTTP: clients on the pubsub port and upgraded on the HTTP port get a
+// close frame, and Stop returns once they are gone, well within the drain timeout.
+TEST_F(PubsubRouterTest, StopClosesClientsOnBothPortsWithinTheDrain) {
+  StartChains(/*er=*/false);
+  StartRouter();
+  PubsubClientForTest own(pubsub_->port());
+  PubsubClientForTest upgraded(http_->port());
+  ASSERT_TRUE(own.ok());
+  ASSERT_TRUE(upgraded.ok());
+  ASSERT_NE(own.Subscribe("slotSubscribe", "[]"), 0u);
+  ASSERT_NE(upgraded.Subscribe("slotSubscribe", "[]"), 0u);
+  ASSERT_NE(upgraded.NextOf("slotNotification", 5s), nullptr);
+  EXPECT_EQ(pubsub_metrics_->connections_open.value(), 2);
+
+  const auto started = std::chrono::steady_clock::now();
+  std::thread stopper([&] { http_->Stop(); });
+  for (PubsubClientForTest* client : {&own, &upgraded}) {
+    const auto end = std::chrono::steady_clock::now() + 5s;
+    while (!client->closed() && std::chrono::steady_clock::now() < end) client->Next(100ms);
+    EXPECT_TRUE(client->closed());
+  }
+  stopper.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
+  EXPECT_EQ(pubsub_metrics_->connections_open.value(), 0);
+  EXPECT_EQ(pubsub_metrics_->ClientSubscriptions("slot").value(), 0);
 }
 
 }  // namespace

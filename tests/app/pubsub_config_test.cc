@@ -57,7 +57,7 @@ er1 = ["ws://127.0.0.1:9000", "wss://er1.example/ws"]
   ASSERT_TRUE(config.ok()) << config.status();
   const PubsubServerOptions& pubsub = config->serve.pubsub;
   EXPECT_EQ(config->serve.pubsub_port, 0);
-  EXPECT_EQ(pubsub.threads, 3u);
+  EXPECT_EQ(config->serve.pubsub_threads, 3u);
   EXPECT_EQ(pubsub.max_connections, 50u);
   EXPECT_EQ(pubsub.max_subscriptions_per_connection, 7u);
   EXPECT_EQ(pubsub.max_message_bytes, 4096u);
