@@ -695,9 +695,9 @@ void HttpServer::Upgrade(size_t worker, tcp::socket socket, std::optional<HttpRe
     }
   }
   if (!admitted) {
+    if (!stopping_) upgrade_handler_->OnRefused();  // counted before the client sees the close
     error_code ignored;
     socket.close(ignored);
-    if (!stopping_) upgrade_handler_->OnRefused();
     return;
   }
   std::shared_ptr<UpgradedConnection> connection =
