@@ -669,9 +669,8 @@ bool HttpServer::AdmitHttp() {
 void HttpServer::StartSession(Worker& worker, tcp::socket socket) {
   error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
-  auto session =
-      std::make_shared<Session>(std::move(socket), worker.io_context, options_,
-                                worker.handler.get(), metrics_, this);
+  auto session = std::make_shared<Session>(std::move(socket), worker.io_context, options_,
+                                           worker.handler.get(), metrics_, this);
   std::erase_if(worker.sessions, [](const auto& weak) { return weak.expired(); });
   worker.sessions.push_back(session);
   if (stopping_) {
