@@ -23,9 +23,15 @@ HttpResponse JsonResponse(unsigned status, std::string body, Slot applied_slot) 
   return response;
 }
 
-RetryPolicy PolicyFor(std::string_view method) {
-  if (method == "sendTransaction") return RetryPolicy::kOtherEndpointOnly;
-  if (!IsSafeToRepeat(method)) return RetryPolicy::kNever;
+RetryPolicy PolicyOf(Resend resend) {
+  switch (resend) {
+    case Resend::kOtherEndpointOnly:
+      return RetryPolicy::kOtherEndpointOnly;
+    case Resend::kNever:
+      return RetryPolicy::kNever;
+    case Resend::kSafe:
+      break;
+  }
   return RetryPolicy::kSafe;
 }
 
@@ -122,6 +128,7 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
                                                                      const Clock* clock,
                                                                      ApiMetrics* metrics) {
   RoutingTable& routing = options.routing;
+  routing.verify = {options.verify_owner, options.verify_owner_multiple};
   for (const ErRoute& er : options.ers) {
     routing.er_by_identity[er.identity] = er.target;
     if (std::find(routing.er_targets.begin(), routing.er_targets.end(), er.target) ==
@@ -313,8 +320,7 @@ void Router::Dispatch(std::shared_ptr<Exchange> exchange) {
   exchange->decisions.resize(n);
   exchange->remaining = n;
   for (size_t i = 0; i < n; ++i) Decide(*exchange, i);
-  std::vector<UpstreamBatch> batches =
-      PlanUpstreamBatches(exchange->body, exchange->decisions, VerificationOf(*exchange));
+  std::vector<UpstreamBatch> batches = PlanUpstreamBatches(exchange->body, exchange->decisions);
   std::vector<bool> batched(n, false);
   for (const UpstreamBatch& batch : batches) {
     for (size_t i : batch.calls) batched[i] = true;
@@ -373,46 +379,28 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
   const RpcCall& call = exchange->body.calls[index];
   const RouteDecision& decision = exchange->decisions[index];
   Answer done = AnswerTo(exchange, index);
-  switch (decision.kind) {
-    case RouteKind::kError:
+  switch (decision.action) {
+    case RouteAction::kError:
       done(RpcErrorResponse(call.id_or_null(), decision.error), AtRouter(RpcOutcome::kRouterError));
       return;
-    case RouteKind::kForward: {
-      const ForwardMode mode = ForwardModeOf(call, decision, VerificationOf(*exchange));
-      if (decision.signature && mode != ForwardMode::kByRecords) {
-        context_->signatures().Remember(*decision.signature, decision.target);
-      }
-      switch (mode) {
-        case ForwardMode::kByRecords:
-          ForwardTransactionByRecords(exchange, index, std::move(done));
-          return;
-        case ForwardMode::kVerifyOwner:
-          ForwardVerified(exchange, index, std::move(done));
-          return;
-        case ForwardMode::kProbeOwner:
-          ForwardProbed(exchange, index, std::move(done));
-          return;
-        case ForwardMode::kVerifyAccountList:
-          ForwardAccountListVerified(exchange, index, std::move(done));
-          return;
-        case ForwardMode::kPlain:
-          Forward(decision.target, call, exchange, std::move(done));
-          return;
-      }
+    case RouteAction::kForward:
+      ExecuteForward(std::move(exchange), index, std::move(done));
       return;
-    }
-    case RouteKind::kSplitAccounts:
+    case RouteAction::kSplitAccounts:
       metrics_->rpc_split_accounts.Increment();
       SplitAccounts(exchange, index, std::move(done));
       return;
-    case RouteKind::kSignatures:
+    case RouteAction::kSignatures:
       metrics_->rpc_signature_fanouts.Increment();
       Signatures(exchange, index, std::move(done));
       return;
-    case RouteKind::kRouterMethod:
-      RouterMethod(exchange, index, std::move(done));
+    case RouteAction::kLatestBlockhash:
+      ForwardLatestBlockhash(exchange, index, std::move(done));
       return;
-    case RouteKind::kNeedLookupTables:
+    case RouteAction::kLocal:
+      AnswerLocal(*exchange, index, std::move(done));
+      return;
+    case RouteAction::kNeedLookupTables:
       if (round > 0) {
         done(RpcErrorResponse(
                  call.id_or_null(),
@@ -430,8 +418,33 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
   }
 }
 
-void Router::Forward(const std::string& target, const RpcCall& call,
-                     std::shared_ptr<Exchange> exchange, Answer done) {
+void Router::ExecuteForward(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
+  const RouteDecision& decision = exchange->decisions[index];
+  if (decision.signature && decision.verification != Verification::kByRecords) {
+    context_->signatures().Remember(*decision.signature, decision.target);
+  }
+  switch (decision.verification) {
+    case Verification::kByRecords:
+      ForwardTransactionByRecords(exchange, index, std::move(done));
+      return;
+    case Verification::kOwnerOfAnswer:
+      ForwardVerified(exchange, index, std::move(done));
+      return;
+    case Verification::kOwnerProbe:
+      ForwardProbed(exchange, index, std::move(done));
+      return;
+    case Verification::kAccountList:
+      ForwardAccountListVerified(exchange, index, std::move(done));
+      return;
+    case Verification::kNone:
+      Forward(decision.target, index, exchange, std::move(done));
+      return;
+  }
+}
+
+void Router::Forward(const std::string& target, size_t index, std::shared_ptr<Exchange> exchange,
+                     Answer done) {
+  const RpcCall& call = exchange->body.calls[index];
   if (!upstreams_->Has(target)) {
     done(RpcErrorResponse(
              call.id_or_null(),
@@ -440,7 +453,7 @@ void Router::Forward(const std::string& target, const RpcCall& call,
     return;
   }
   upstreams_->Send(
-      target, ForwardBody(call), PolicyFor(call.method),
+      target, ForwardBody(call), PolicyOf(exchange->decisions[index].resend),
       [this, exchange, &call, target, target_id = calls_->TargetId(target),
        done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
         if (!response.ok()) {
@@ -468,7 +481,7 @@ void Router::Forward(const std::string& target, const RpcCall& call,
 void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batch) {
   if (!upstreams_->Has(batch.target)) {
     for (size_t i : batch.calls) {
-      Forward(batch.target, exchange->body.calls[i], exchange, AnswerTo(exchange, i));
+      Forward(batch.target, i, exchange, AnswerTo(exchange, i));
     }
     return;
   }
@@ -521,7 +534,7 @@ void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batc
                            : std::string(answers.status().message()));
         }
         for (size_t i : alone) {
-          Forward(batch.target, exchange->body.calls[i], exchange, AnswerTo(exchange, i));
+          Forward(batch.target, i, exchange, AnswerTo(exchange, i));
         }
       });
 }

@@ -32,13 +32,6 @@ std::string PartRequest(std::string_view method, const RouteDecision& decision,
   return SubRequest(method, PartParams(decision.keys, indexes, decision.params_after_list));
 }
 
-// The invalid-params answer for a key that is not a public key.
-std::string BadKeyAnswer(const RpcCall& call, const std::string& text) {
-  return ErrorAnswer(
-      call, MakeRpcStatus(RpcErrorKind::kInvalidParams,
-                          fmt::format("Invalid params: invalid public key {}", JsonQuote(text))));
-}
-
 // The fqdn of the configured ER at `target`; empty when none is.
 std::string FqdnOf(const RouterOptions& options, const std::string& target) {
   for (const ErRoute& er : options.ers) {
@@ -89,7 +82,7 @@ void Router::SplitAccounts(std::shared_ptr<Exchange> exchange, size_t index, Ans
   for (const RoutePart& part : decision.parts) {
     requests.emplace_back(part.target, PartRequest(call.method, decision, part.indexes));
   }
-  const bool verify = VerifiesOwner(*exchange, /*account_list=*/true);
+  const bool verify = decision.verification == Verification::kAccountList;
   GatherLists(
       std::move(requests), RetryPolicy::kSafe,
       [this, exchange, index, verify,
@@ -148,7 +141,7 @@ void Router::Signatures(std::shared_ptr<Exchange> exchange, size_t index, Answer
   const RouteDecision& decision = exchange->decisions[index];
   std::vector<std::string> everyone = {options_.routing.base};
   for (const std::string& er : options_.routing.er_targets) everyone.push_back(er);
-  const bool single = call.method == "getTransaction";
+  const bool single = decision.merge == MergeKind::kFirstTransaction;
 
   std::vector<std::pair<std::string, std::string>> requests;
   for (const RoutePart& part : decision.parts) {
@@ -276,43 +269,34 @@ void Router::FetchLookupTables(const std::vector<Pubkey>& tables, std::function<
       });
 }
 
-void Router::RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
-  const RpcCall& call = exchange->body.calls[index];
-  if (call.method == "getIdentity") {
-    return done(RpcResultResponse(call.id_or_null(), IdentityResult(options_)),
-                AtRouter(RpcOutcome::kOk));
+void Router::AnswerLocal(const Exchange& exchange, size_t index, Answer done) {
+  const RpcCall& call = exchange.body.calls[index];
+  switch (exchange.decisions[index].local) {
+    case LocalMethod::kIdentity:
+      return done(RpcResultResponse(call.id_or_null(), IdentityResult(options_)),
+                  AtRouter(RpcOutcome::kOk));
+    case LocalMethod::kRoutes:
+      return done(RpcResultResponse(call.id_or_null(), RoutesResult(options_)),
+                  AtRouter(RpcOutcome::kOk));
+    case LocalMethod::kDelegationStatus:
+    case LocalMethod::kNone:
+      break;
   }
-  if (call.method == "getRoutes") {
-    return done(RpcResultResponse(call.id_or_null(), RoutesResult(options_)),
-                AtRouter(RpcOutcome::kOk));
-  }
-  absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
-  if (!params.ok()) {
-    done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
-    return;
-  }
-  if (call.method == "getDelegationStatus") {
-    return AnswerDelegationStatus(*exchange, call, *params, std::move(done));
-  }
-  ForwardBlockhashForAccounts(std::move(exchange), call, *params, std::move(done));
+  AnswerDelegationStatus(exchange, index, std::move(done));
 }
 
-void Router::AnswerDelegationStatus(const Exchange& exchange, const RpcCall& call,
-                                    const RpcParams& params, Answer done) {
-  const CallOutcome router_error = AtRouter(RpcOutcome::kRouterError);
-  absl::StatusOr<std::string> text = params.String(0);
-  if (!text.ok()) return done(ErrorAnswer(call, text.status()), router_error);
-  absl::StatusOr<Pubkey> key = Pubkey::FromBase58(*text);
-  if (!key.ok()) return done(BadKeyAnswer(call, *text), router_error);
+void Router::AnswerDelegationStatus(const Exchange& exchange, size_t index, Answer done) {
+  const RpcCall& call = exchange.body.calls[index];
+  const Pubkey& key = *exchange.decisions[index].account;
   const Snapshot& snapshot = *exchange.snapshot;
-  std::optional<AccountState> state = snapshot.FindDelegation(*key);
+  std::optional<AccountState> state = snapshot.FindDelegation(key);
   if (!state) {
     done(RpcResultResponse(call.id_or_null(), R"({"isDelegated":false})"),
          AtRouter(RpcOutcome::kOk));
     return;
   }
   std::string fqdn;
-  if (absl::StatusOr<std::string> target = TargetForAccount(*key, snapshot, options_.routing);
+  if (absl::StatusOr<std::string> target = TargetForAccount(key, snapshot, options_.routing);
       target.ok()) {
     fqdn = FqdnOf(options_, *target);
   }
@@ -327,23 +311,9 @@ void Router::AnswerDelegationStatus(const Exchange& exchange, const RpcCall& cal
        AtRouter(RpcOutcome::kOk));
 }
 
-void Router::ForwardBlockhashForAccounts(std::shared_ptr<Exchange> exchange, const RpcCall& call,
-                                         const RpcParams& params, Answer done) {
-  const CallOutcome router_error = AtRouter(RpcOutcome::kRouterError);
-  absl::StatusOr<std::vector<std::string>> keys =
-      params.StringList(0, options_.routing.max_accounts);
-  if (!keys.ok()) return done(ErrorAnswer(call, keys.status()), router_error);
-  std::string target = options_.routing.base;
-  for (const std::string& text : *keys) {
-    absl::StatusOr<Pubkey> key = Pubkey::FromBase58(text);
-    if (!key.ok()) return done(BadKeyAnswer(call, text), router_error);
-    absl::StatusOr<std::string> account_target =
-        TargetForAccount(*key, *exchange->snapshot, options_.routing);
-    if (account_target.ok() && *account_target != options_.routing.base) {
-      target = *account_target;
-      break;
-    }
-  }
+void Router::ForwardLatestBlockhash(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
+  const RpcCall& call = exchange->body.calls[index];
+  const std::string& target = exchange->decisions[index].target;
   Gather(
       {{target, SubRequest("getLatestBlockhash", "[]")}}, RetryPolicy::kSafe,
       [exchange, &call, target_id = calls_->TargetId(target),

@@ -71,11 +71,6 @@ std::string ProbeRequest(const RpcCall& call, const Pubkey& account) {
 
 }  // namespace
 
-bool Router::VerifiesOwner(const Exchange& exchange, bool account_list) const {
-  if (exchange.snapshot->limbo_since()) return true;
-  return account_list ? options_.verify_owner_multiple : options_.verify_owner;
-}
-
 void Router::ReadRecords(const std::vector<Pubkey>& accounts, Records done) {
   std::vector<std::string> pdas;
   std::vector<size_t> all;
@@ -151,7 +146,7 @@ void Router::ForwardTransactionByRecords(std::shared_ptr<Exchange> exchange, siz
                       return (*records)[i]->authority;
                     },
                     options_.routing);
-                if (routed.kind == RouteKind::kError) {
+                if (routed.action == RouteAction::kError) {
                   return done(RpcErrorResponse(call.id_or_null(), routed.error),
                               AtRouter(RpcOutcome::kRouterError));
                 }
@@ -159,7 +154,7 @@ void Router::ForwardTransactionByRecords(std::shared_ptr<Exchange> exchange, siz
                   metrics_->limbo_transaction_reroutes.Increment();
                 if (decision.signature)
                   context_->signatures().Remember(*decision.signature, routed.target);
-                Forward(routed.target, call, exchange, std::move(done));
+                Forward(routed.target, index, exchange, std::move(done));
               });
 }
 
@@ -167,7 +162,7 @@ void Router::ForwardVerified(std::shared_ptr<Exchange> exchange, size_t index, A
   const RouteDecision& decision = exchange->decisions[index];
   const Pubkey account = *decision.account;
   const bool delegated = decision.delegated;
-  Forward(decision.target, exchange->body.calls[index], exchange,
+  Forward(decision.target, index, exchange,
           [this, exchange, index, account, delegated, done = std::move(done)](
               std::string answer, CallOutcome outcome) mutable {
             // An answer that cannot call for a re-route needs no parsing: from base, one that
@@ -198,10 +193,11 @@ void Router::ForwardProbed(std::shared_ptr<Exchange> exchange, size_t index, Ans
     RerouteByOwner(exchange, index, account, delegated, *join->value,
                    std::move(join->answer->first), join->answer->second, std::move(join->done));
   };
-  Forward(decision.target, call, exchange, [join, decide](std::string answer, CallOutcome outcome) {
-    join->answer.emplace(std::move(answer), outcome);
-    decide();
-  });
+  Forward(decision.target, index, exchange,
+          [join, decide](std::string answer, CallOutcome outcome) {
+            join->answer.emplace(std::move(answer), outcome);
+            decide();
+          });
   Gather({{decision.target, ProbeRequest(call, *decision.account)}}, RetryPolicy::kSafe,
          [join, decide](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
            join->value = ResultValue(answers[0]);
@@ -219,7 +215,7 @@ void Router::RerouteByOwner(std::shared_ptr<Exchange> exchange, size_t index, co
     // The ER does not have it: the state is behind; base knows the account.
     metrics_->owner_reroutes.Increment();
     metrics_->OwnerReroutes(read, /*to_er=*/false).Increment();
-    Forward(options_.routing.base, call, exchange, std::move(done));
+    Forward(options_.routing.base, index, exchange, std::move(done));
     return;
   }
   if (delegated || !OwnedByDelegationProgram(*value)) return done(std::move(answer), outcome);
@@ -230,7 +226,7 @@ void Router::RerouteByOwner(std::shared_ptr<Exchange> exchange, size_t index, co
         if (!targets[0]) return done(std::move(answer), outcome);
         metrics_->owner_reroutes.Increment();
         metrics_->OwnerReroutes(read, /*to_er=*/true).Increment();
-        Forward(*targets[0], exchange->body.calls[index], exchange, std::move(done));
+        Forward(*targets[0], index, exchange, std::move(done));
       });
 }
 
@@ -238,7 +234,7 @@ void Router::ForwardAccountListVerified(std::shared_ptr<Exchange> exchange, size
                                         Answer done) {
   const RouteDecision& decision = exchange->decisions[index];
   Forward(
-      decision.target, exchange->body.calls[index], exchange,
+      decision.target, index, exchange,
       [this, exchange, index, done = std::move(done)](std::string answer,
                                                       CallOutcome outcome) mutable {
         const std::string& target = exchange->decisions[index].target;

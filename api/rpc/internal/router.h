@@ -64,11 +64,11 @@ class Router : public RequestHandler {
   void Decide(Exchange& exchange, size_t index);
   // Carries out exchange->decisions[index] (`round` 1: after its lookup tables were fetched).
   void Execute(std::shared_ptr<Exchange> exchange, size_t index, int round);
-  OwnerVerification VerificationOf(const Exchange& exchange) const {
-    return {VerifiesOwner(exchange, /*account_list=*/false),
-            VerifiesOwner(exchange, /*account_list=*/true)};
-  }
-  void Forward(const std::string& target, const RpcCall& call, std::shared_ptr<Exchange> exchange,
+  // A kForward decision: remembers a transaction's signature, then forwards with the
+  // decision's verification.
+  void ExecuteForward(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  // Sends call `index` as the client wrote it to `target`; its answer is the upstream's.
+  void Forward(const std::string& target, size_t index, std::shared_ptr<Exchange> exchange,
                Answer done);
   // Sends the calls of `batch` to its target as one JSON-RPC batch and answers each from its
   // element of the answer. Calls the answer does not carry (an HTTP error, an answer that is
@@ -90,9 +90,6 @@ class Router : public RequestHandler {
   // Keeps gate_timer_ set for the gate's earliest deadline.
   void ArmGateTimer();
   void FetchLookupTables(const std::vector<Pubkey>& tables, std::function<void()> then);
-  // Whether owner verification applies: always in limbo, else as configured (single-account
-  // reads or getMultipleAccounts).
-  bool VerifiesOwner(const Exchange& exchange, bool account_list) const;
   // getAccountInfo with owner verification: base showing the delegation program as owner → the
   // account's ER (found through its delegation record); an ER answering "not found" for a
   // delegated account → base.
@@ -135,16 +132,14 @@ class Router : public RequestHandler {
   bool SpliceReasked(ListVerification& verification, const std::vector<RoutePart>& parts,
                      std::vector<absl::StatusOr<ListAnswer>>& answers);
   void FinishListBranch(const std::shared_ptr<ListVerification>& verification);
-  // The methods the router answers itself: getIdentity, getRoutes, getDelegationStatus, and
-  // (any other) getBlockhashForAccounts.
-  void RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  // The methods the router answers itself (kLocal): getIdentity, getRoutes,
+  // getDelegationStatus.
+  void AnswerLocal(const Exchange& exchange, size_t index, Answer done);
   // getDelegationStatus [pubkey]: the account's delegation as the snapshot has it.
-  void AnswerDelegationStatus(const Exchange& exchange, const RpcCall& call,
-                              const RpcParams& params, Answer done);
-  // getBlockhashForAccounts [[pubkeys]]: the blockhash of the ER they are delegated to (the
-  // first delegated one's), else base's. `call` lives in `exchange`.
-  void ForwardBlockhashForAccounts(std::shared_ptr<Exchange> exchange, const RpcCall& call,
-                                   const RpcParams& params, Answer done);
+  void AnswerDelegationStatus(const Exchange& exchange, size_t index, Answer done);
+  // getBlockhashForAccounts (kLatestBlockhash): getLatestBlockhash of the decision's target,
+  // answered as the result's value.
+  void ForwardLatestBlockhash(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
   // Sends each (target, body) and hands back the parsed answers in the same order.
   void Gather(std::vector<std::pair<std::string, std::string>> requests, RetryPolicy policy,
               Gathered done);
