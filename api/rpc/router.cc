@@ -429,7 +429,7 @@ void Router::ExecuteForward(std::shared_ptr<Exchange> exchange, size_t index, An
       Run(exchange, index, ForwardTransactionByRecords(exchange, index));
       return;
     case Verification::kOwnerOfAnswer:
-      Run(exchange, index, ForwardVerified(exchange, index));
+      ForwardVerified(exchange, index, std::move(done));
       return;
     case Verification::kOwnerProbe:
       Run(exchange, index, ForwardProbed(exchange, index));

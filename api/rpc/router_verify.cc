@@ -147,16 +147,24 @@ Task<Router::CallAnswer> Router::ForwardTransactionByRecords(std::shared_ptr<Exc
   co_return co_await ForwardAsync(routed.target, exchange, index);
 }
 
-Task<Router::CallAnswer> Router::ForwardVerified(std::shared_ptr<Exchange> exchange, size_t index) {
-  const RouteDecision& decision = exchange->decisions[index];
-  CallAnswer answer = co_await ForwardAsync(decision.target, exchange, index);
-  // An answer that cannot call for a re-route needs no parsing: from base, one that does not
-  // mention the delegation program; from the ER, one without a null value.
-  if (answer.answer.find(decision.delegated ? "null" : kDelegationProgramId) == std::string::npos) {
-    co_return answer;
-  }
-  std::optional<std::string> value = ResultValue(ParseUpstreamAnswer(answer.answer));
-  co_return co_await RerouteByOwner(exchange, index, std::move(value), std::move(answer));
+void Router::ForwardVerified(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
+  const std::string& target = exchange->decisions[index].target;
+  // The first leg is a plain callback: most answers need no re-route, and they cost no
+  // coroutine. Only an answer that may call for one goes on in RerouteByOwner.
+  Forward(target, index, exchange,
+          [this, exchange, index, done = std::move(done)](std::string answer,
+                                                          CallOutcome outcome) mutable {
+            // An answer that cannot call for a re-route needs no parsing: from base, one that
+            // does not mention the delegation program; from the ER, one without a null value.
+            const bool delegated = exchange->decisions[index].delegated;
+            if (answer.find(delegated ? "null" : kDelegationProgramId) == std::string::npos) {
+              return done(std::move(answer), outcome);
+            }
+            std::optional<std::string> value = ResultValue(ParseUpstreamAnswer(answer));
+            Run(exchange, index,
+                RerouteByOwner(exchange, index, std::move(value),
+                               CallAnswer{std::move(answer), outcome}));
+          });
 }
 
 Task<std::optional<std::string>> Router::Probe(std::shared_ptr<Exchange> exchange, size_t index) {

@@ -109,8 +109,9 @@ class Router : public RequestHandler {
   Task<void> FetchLookupTablesThenExecute(std::shared_ptr<Exchange> exchange, size_t index);
   // getAccountInfo with owner verification: base showing the delegation program as owner → the
   // account's ER (found through its delegation record); an ER answering "not found" for a
-  // delegated account → base.
-  Task<CallAnswer> ForwardVerified(std::shared_ptr<Exchange> exchange, size_t index);
+  // delegated account → base. The first leg is a callback (the hottest verified path); a
+  // re-route runs as a coroutine.
+  void ForwardVerified(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
   // getBalance and getTokenAccountBalance, whose answers show no owner: the call and a
   // zero-length getAccountInfo probe of the account go to the target together; the probe's
   // owner decides as in ForwardVerified.
