@@ -419,6 +419,19 @@ TEST_F(PipelineTest, AFailedReaskOfAVerifiedListIsTheAnswer) {
   EXPECT_EQ(answer_->body, R"({"jsonrpc":"2.0","error":{"code":-32005,"message":"busy"},"id":3})");
 }
 
+TEST_F(PipelineTest, AListWholeOnAnErTakesBasesContextWhenBaseIsReasked) {
+  snapshots_.Publish(SnapshotBuilder().Delegate(Key(1), kEr1).Build(100, /*limbo_since=*/90));
+  Post(R"({"jsonrpc":"2.0","id":3,"method":"getMultipleAccounts","params":[[)" + Quoted(Key(1)) +
+       "]]}");
+  Answer(200, ListAnswerBody("null", 4));
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "base");
+  Answer(200, ListAnswerBody(AccountValue("B1"), 61));
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_EQ(answer_->body, R"({"jsonrpc":"2.0","result":{"context":{"slot":61},"value":[)" +
+                               AccountValue("B1") + R"(]},"id":3})");
+}
+
 // --- signatures (kSignatures) ---
 
 TEST_F(PipelineTest, AnUnknownTransactionIsAskedOfEveryoneAndTheFirstNonNullWins) {
@@ -494,6 +507,21 @@ TEST_F(PipelineTest, BlockhashForAccountsAsksTheErOfTheAccountsForItsLatestBlock
               R"("lastValidBlockHeight":5}},"id":1})");
   EXPECT_EQ(answer_->body,
             R"({"jsonrpc":"2.0","result":{"blockhash":"H","lastValidBlockHeight":5},"id":1})");
+}
+
+TEST_F(PipelineTest, ABlockhashThatCannotBeReadIsAnInternalError) {
+  Post(R"({"jsonrpc":"2.0","id":1,"method":"getBlockhashForAccounts","params":[[]]})");
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "base");
+  Fail(absl::DeadlineExceededError("timed out"));
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_NE(answer_->body.find("-32603"), std::string::npos) << answer_->body;
+  EXPECT_NE(answer_->body.find("upstream base failed: timed out"), std::string::npos)
+      << answer_->body;
+  Post(R"({"jsonrpc":"2.0","id":2,"method":"getBlockhashForAccounts","params":[[]]})");
+  Answer(200, R"({"jsonrpc":"2.0","result":{"context":{"slot":1}},"id":1})");
+  EXPECT_NE(answer_->body.find("upstream answered no blockhash"), std::string::npos)
+      << answer_->body;
 }
 
 TEST_F(PipelineTest, LocalMethodsSendNothing) {
