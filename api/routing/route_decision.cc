@@ -15,16 +15,30 @@ namespace {
 
 RouteDecision Error(absl::Status status) {
   RouteDecision decision;
-  decision.kind = RouteKind::kError;
+  decision.action = RouteAction::kError;
   decision.error = std::move(status);
   return decision;
 }
 
 RouteDecision Forward(std::string target) {
   RouteDecision decision;
-  decision.kind = RouteKind::kForward;
+  decision.action = RouteAction::kForward;
+  decision.merge = MergeKind::kPassThrough;
   decision.target = std::move(target);
   return decision;
+}
+
+RouteDecision Local(LocalMethod method) {
+  RouteDecision decision;
+  decision.action = RouteAction::kLocal;
+  decision.local = method;
+  return decision;
+}
+
+// Whether owner verification applies: always in limbo, else as configured.
+bool Verifies(const Snapshot& snapshot, const RoutingTable& table, bool account_list) {
+  if (snapshot.limbo_since()) return true;
+  return account_list ? table.verify.account_lists : table.verify.single_reads;
 }
 
 absl::Status InvalidParams(std::string_view why) {
@@ -48,7 +62,10 @@ RouteDecision DecideOneAccount(const RpcCall& call, const RpcParams& params,
   RouteDecision decision = Forward(*std::move(target));
   decision.account = *key;
   decision.delegated = snapshot.FindDelegation(*key).has_value();
-  (void)call;
+  if (Verifies(snapshot, table, /*account_list=*/false)) {
+    decision.verification =
+        call.method == "getAccountInfo" ? Verification::kOwnerOfAnswer : Verification::kOwnerProbe;
+  }
   return decision;
 }
 
@@ -95,11 +112,18 @@ RouteDecision DecideAccountList(const RpcParams& params, const Snapshot& snapsho
   }
   std::vector<RoutePart> parts = GroupByTarget(targets);
   RouteDecision decision;
+  const bool verify = Verifies(snapshot, table, /*account_list=*/true);
   if (parts.size() <= 1) {
     // One target: forwarded whole; parts and keys stay for owner verification.
     decision = Forward(parts.empty() ? table.base : parts[0].target);
+    if (verify && !parts.empty()) {
+      decision.verification = Verification::kAccountList;
+      decision.merge = MergeKind::kAccountsByKey;
+    }
   } else {
-    decision.kind = RouteKind::kSplitAccounts;
+    decision.action = RouteAction::kSplitAccounts;
+    decision.merge = MergeKind::kAccountsByKey;
+    if (verify) decision.verification = Verification::kAccountList;
   }
   decision.parts = std::move(parts);
   decision.keys = *std::move(keys);
@@ -138,7 +162,8 @@ RouteDecision DecideTransaction(const RpcParams& params, const Snapshot& snapsho
   RouteDecision decision;
   decision.signature = tx->id();
   if (calls_delegation_program) {
-    decision.kind = RouteKind::kForward;
+    decision.action = RouteAction::kForward;
+    decision.merge = MergeKind::kPassThrough;
     decision.target = table.base;
     return decision;
   }
@@ -153,7 +178,7 @@ RouteDecision DecideTransaction(const RpcParams& params, const Snapshot& snapsho
       if (lookup_tables(lookup.table) == nullptr) decision.missing_tables.push_back(lookup.table);
     }
     if (!decision.missing_tables.empty()) {
-      decision.kind = RouteKind::kNeedLookupTables;
+      decision.action = RouteAction::kNeedLookupTables;
       return decision;
     }
     absl::StatusOr<std::vector<AccountMeta>> metas = ResolveAccountKeys(*tx, lookup_tables);
@@ -173,8 +198,9 @@ RouteDecision DecideTransaction(const RpcParams& params, const Snapshot& snapsho
       },
       table);
   routed.signature = decision.signature;
-  if (snapshot.limbo_since() && routed.kind == RouteKind::kForward) {
+  if (snapshot.limbo_since() && routed.action == RouteAction::kForward && !writable.empty()) {
     routed.writable_in_doubt = std::move(writable);
+    routed.verification = Verification::kByRecords;
   }
   return routed;
 }
@@ -182,7 +208,8 @@ RouteDecision DecideTransaction(const RpcParams& params, const Snapshot& snapsho
 RouteDecision DecideSignatures(const RpcCall& call, const RpcParams& params,
                                const RoutingTable& table, SignatureTargetFn remembered) {
   std::vector<std::string> texts;
-  if (call.method == "getTransaction") {
+  const bool single = call.method == "getTransaction";
+  if (single) {
     absl::StatusOr<std::string> text = params.String(0);
     if (!text.ok()) return Error(text.status());
     texts.push_back(*std::move(text));
@@ -193,7 +220,8 @@ RouteDecision DecideSignatures(const RpcCall& call, const RpcParams& params,
   }
   if (texts.empty()) return Forward(table.base);
   RouteDecision decision;
-  decision.kind = RouteKind::kSignatures;
+  decision.action = RouteAction::kSignatures;
+  decision.merge = single ? MergeKind::kFirstTransaction : MergeKind::kStatusesBySignature;
   std::vector<std::string> known_targets;
   std::vector<size_t> known_indexes;
   for (size_t i = 0; i < texts.size(); ++i) {
@@ -308,36 +336,21 @@ std::optional<std::string> TargetForMethod(std::string_view method, const Routin
   return table.base;
 }
 
-ForwardMode ForwardModeOf(const RpcCall& call, const RouteDecision& decision,
-                          OwnerVerification verify) {
-  if (!decision.writable_in_doubt.empty()) return ForwardMode::kByRecords;
-  if (decision.account && verify.single_reads) {
-    if (call.method == "getAccountInfo") return ForwardMode::kVerifyOwner;
-    if (call.method == "getBalance" || call.method == "getTokenAccountBalance") {
-      return ForwardMode::kProbeOwner;
-    }
-  }
-  if (!decision.parts.empty() && call.method == "getMultipleAccounts" && verify.account_lists) {
-    return ForwardMode::kVerifyAccountList;
-  }
-  return ForwardMode::kPlain;
-}
-
-bool IsSafeToRepeat(std::string_view method) {
-  return method != "sendTransaction" && method != "requestAirdrop";
+Resend ResendOf(std::string_view method) {
+  if (method == "sendTransaction") return Resend::kOtherEndpointOnly;
+  if (method == "requestAirdrop") return Resend::kNever;
+  return Resend::kSafe;
 }
 
 std::vector<UpstreamBatch> PlanUpstreamBatches(const RpcBody& body,
-                                               const std::vector<RouteDecision>& decisions,
-                                               OwnerVerification verify) {
+                                               const std::vector<RouteDecision>& decisions) {
   std::vector<UpstreamBatch> batches;
   if (!body.batch) return batches;
   for (size_t i = 0; i < body.calls.size(); ++i) {
     const RpcCall& call = body.calls[i];
     const RouteDecision& decision = decisions[i];
-    if (decision.kind != RouteKind::kForward || !call.id || decision.signature ||
-        !IsSafeToRepeat(call.method) ||
-        ForwardModeOf(call, decision, verify) != ForwardMode::kPlain) {
+    if (decision.action != RouteAction::kForward || !call.id || decision.signature ||
+        decision.resend != Resend::kSafe || decision.verification != Verification::kNone) {
       continue;
     }
     auto it = std::find_if(batches.begin(), batches.end(), [&](const UpstreamBatch& batch) {
@@ -353,8 +366,52 @@ std::vector<UpstreamBatch> PlanUpstreamBatches(const RpcBody& body,
   return batches;
 }
 
-RouteDecision DecideRoute(const RpcCall& call, const Snapshot& snapshot, const RoutingTable& table,
-                          LookupTableFn lookup_tables, SignatureTargetFn remembered) {
+namespace {
+
+// getBlockhashForAccounts [[pubkeys]]: the latest blockhash of the ER the first delegated
+// account is on, else of base.
+RouteDecision DecideBlockhashForAccounts(const RpcParams& params, const Snapshot& snapshot,
+                                         const RoutingTable& table) {
+  absl::StatusOr<std::vector<std::string>> keys = params.StringList(0, table.max_accounts);
+  if (!keys.ok()) return Error(keys.status());
+  RouteDecision decision;
+  decision.action = RouteAction::kLatestBlockhash;
+  decision.merge = MergeKind::kResultValue;
+  decision.target = table.base;
+  for (const std::string& text : *keys) {
+    absl::StatusOr<Pubkey> key = ParsePubkey(text);
+    if (!key.ok()) return Error(key.status());
+    absl::StatusOr<std::string> target = TargetForAccount(*key, snapshot, table);
+    if (target.ok() && *target != table.base) {
+      decision.target = *std::move(target);
+      break;
+    }
+  }
+  return decision;
+}
+
+// The methods the router answers itself: getIdentity, getRoutes, getDelegationStatus and (any
+// other) getBlockhashForAccounts.
+RouteDecision DecideRouterMethod(const RpcCall& call, const Snapshot& snapshot,
+                                 const RoutingTable& table) {
+  if (call.method == "getIdentity") return Local(LocalMethod::kIdentity);
+  if (call.method == "getRoutes") return Local(LocalMethod::kRoutes);
+  absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
+  if (!params.ok()) return Error(params.status());
+  if (call.method != "getDelegationStatus") {
+    return DecideBlockhashForAccounts(*params, snapshot, table);
+  }
+  absl::StatusOr<std::string> text = params->String(0);
+  if (!text.ok()) return Error(text.status());
+  absl::StatusOr<Pubkey> key = ParsePubkey(*text);
+  if (!key.ok()) return Error(key.status());
+  RouteDecision decision = Local(LocalMethod::kDelegationStatus);
+  decision.account = *key;
+  return decision;
+}
+
+RouteDecision DecideCall(const RpcCall& call, const Snapshot& snapshot, const RoutingTable& table,
+                         LookupTableFn lookup_tables, SignatureTargetFn remembered) {
   if (!call.error.ok()) return Error(call.error);
   const RoutingClass routing = ClassifyMethod(call.method);
   if (routing == RoutingClass::kBaseOnly || routing == RoutingClass::kUnknown) {
@@ -365,11 +422,7 @@ RouteDecision DecideRoute(const RpcCall& call, const Snapshot& snapshot, const R
     }
     return Forward(*std::move(target));
   }
-  if (routing == RoutingClass::kRouter) {
-    RouteDecision decision;
-    decision.kind = RouteKind::kRouterMethod;
-    return decision;
-  }
+  if (routing == RoutingClass::kRouter) return DecideRouterMethod(call, snapshot, table);
   absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
   if (!params.ok()) return Error(params.status());
   switch (routing) {
@@ -385,6 +438,15 @@ RouteDecision DecideRoute(const RpcCall& call, const Snapshot& snapshot, const R
       break;
   }
   return Forward(table.base);
+}
+
+}  // namespace
+
+RouteDecision DecideRoute(const RpcCall& call, const Snapshot& snapshot, const RoutingTable& table,
+                          LookupTableFn lookup_tables, SignatureTargetFn remembered) {
+  RouteDecision decision = DecideCall(call, snapshot, table, lookup_tables, remembered);
+  decision.resend = ResendOf(call.method);
+  return decision;
 }
 
 }  // namespace switchyard

@@ -23,6 +23,13 @@ struct MethodRule {
   std::string target;
 };
 
+// Which owner verification (docs/architecture.md §10) is configured outside limbo; in limbo it
+// is always on.
+struct OwnerVerification {
+  bool single_reads = true;    // getAccountInfo, getBalance, getTokenAccountBalance
+  bool account_lists = false;  // getMultipleAccounts
+};
+
 // The targets the router knows and how methods map onto them. Built once from the config;
 // immutable afterwards, so any thread may read it.
 struct RoutingTable {
@@ -39,15 +46,54 @@ struct RoutingTable {
   bool forward_unknown_methods = false;
   size_t max_accounts = 100;    // getMultipleAccounts
   size_t max_signatures = 256;  // getSignatureStatuses
+  // RouterContext::Create sets it from RouterOptions::verify_owner and verify_owner_multiple.
+  OwnerVerification verify;
 };
 
-enum class RouteKind {
-  kForward,           // send the original bytes to `target`
-  kSplitAccounts,     // getMultipleAccounts: one request per part, merge in order
-  kSignatures,        // known signatures per target; unknown ones to base and every ER
-  kRouterMethod,      // answered by the router itself
+// What the router does with a call. Together with `verification` and `merge` it is the whole
+// plan: the router executes it without looking at the method again.
+enum class RouteAction {
+  kForward,           // send the call as the client wrote it to `target`
+  kSplitAccounts,     // getMultipleAccounts: one request per part, in parallel
+  kSignatures,        // known signatures to their parts; unknown ones to base and every ER
+  kLatestBlockhash,   // getBlockhashForAccounts: getLatestBlockhash of `target`
+  kLocal,             // answered by the router itself (`local` says which)
   kNeedLookupTables,  // fetch `missing_tables` from base, then decide again
   kError,             // answer `error`
+};
+
+// The methods the router answers from its configuration or the snapshot (kLocal).
+enum class LocalMethod {
+  kNone,
+  kIdentity,          // getIdentity
+  kRoutes,            // getRoutes
+  kDelegationStatus,  // getDelegationStatus of `account`
+};
+
+// Which owner verification applies to the answers of a call.
+enum class Verification {
+  kNone,
+  kOwnerOfAnswer,  // getAccountInfo: the answer's owner may send the call elsewhere
+  kOwnerProbe,     // getBalance, getTokenAccountBalance: judged by a zero-length probe beside
+  kAccountList,    // getMultipleAccounts, whole or split: each element's owner is checked
+  kByRecords,      // a transaction in limbo: placed by its delegation records on base first
+};
+
+// How the upstream answers become the call's answer.
+enum class MergeKind {
+  kNone,                 // no upstream answer (kLocal, kError, kNeedLookupTables)
+  kPassThrough,          // the one upstream answer, under the call's id
+  kAccountsByKey,        // list parts spliced in key order; `context` base's when it had one
+  kFirstTransaction,     // getTransaction: the first non-null answer, base first
+  kStatusesBySignature,  // each element from the first answer that has it
+  kResultValue,          // the `value` of the result (getBlockhashForAccounts)
+};
+
+// Whether a call may be sent again after an attempt whose outcome is unknown.
+enum class Resend {
+  kSafe,               // a read: once more
+  kOtherEndpointOnly,  // sendTransaction: only to another endpoint
+  kNever,              // requestAirdrop
 };
 
 // A subset of a key list that goes to one target; `indexes` into the request's list.
@@ -56,10 +102,14 @@ struct RoutePart {
   std::vector<size_t> indexes;
 };
 
-// Where one request goes. A value type.
+// The plan for one call: what to do, which verification applies, how to merge. A value type.
 struct RouteDecision {
-  RouteKind kind = RouteKind::kError;
-  std::string target;  // kForward
+  RouteAction action = RouteAction::kError;
+  Verification verification = Verification::kNone;
+  MergeKind merge = MergeKind::kNone;
+  Resend resend = Resend::kSafe;
+  LocalMethod local = LocalMethod::kNone;
+  std::string target;  // kForward, kLatestBlockhash
   // kSplitAccounts, kSignatures (known signatures); getMultipleAccounts forwarded to one
   // target has one part.
   std::vector<RoutePart> parts;
@@ -72,38 +122,21 @@ struct RouteDecision {
   std::string params_after_list;
   std::vector<Pubkey> missing_tables;
   absl::Status error;
-  // Single-account reads: the account, and whether the snapshot calls it delegated.
+  // Single-account reads and getDelegationStatus: the account, and whether the snapshot
+  // calls it delegated.
   std::optional<Pubkey> account;
   bool delegated = false;
   // Transactions: the id to remember with the target.
   std::optional<Signature> signature;
-  // Transactions decided in limbo: the accounts they write, whose state may be stale. The
-  // router decides again from their delegation records on base before it forwards.
+  // Transactions decided in limbo (Verification::kByRecords): the accounts they write, whose
+  // state may be stale. The router decides again from their delegation records on base before
+  // it forwards.
   std::vector<Pubkey> writable_in_doubt;
 };
 
-// How the router carries out a kForward decision.
-enum class ForwardMode {
-  kPlain,              // the call to `target`; the upstream's answer is the answer
-  kVerifyOwner,        // getAccountInfo: the answer's owner may send the call elsewhere
-  kProbeOwner,         // getBalance, getTokenAccountBalance: beside a zero-length probe
-  kVerifyAccountList,  // getMultipleAccounts to one target: each element's owner is checked
-  kByRecords,          // a transaction in limbo: placed by its delegation records on base
-};
-
-// Which owner verification (DESIGN.md §5) applies to a request.
-struct OwnerVerification {
-  bool single_reads = false;   // getAccountInfo, getBalance, getTokenAccountBalance
-  bool account_lists = false;  // getMultipleAccounts
-};
-
-// The mode of a kForward decision for `call`.
-ForwardMode ForwardModeOf(const RpcCall& call, const RouteDecision& decision,
-                          OwnerVerification verify);
-
 // Whether an upstream may be asked `method` again after an attempt whose outcome is unknown:
 // everything but sendTransaction and requestAirdrop, which act on the chain.
-bool IsSafeToRepeat(std::string_view method);
+Resend ResendOf(std::string_view method);
 
 // Calls of one client batch that go to `target` together, as one upstream JSON-RPC batch.
 struct UpstreamBatch {
@@ -112,12 +145,11 @@ struct UpstreamBatch {
 };
 
 // The upstream batches of a client batch (`decisions[i]` is the decision for call i): the calls
-// whose decision is a plain forward (ForwardMode::kPlain) of a call with an id that is safe to
+// whose decision is a forward without verification of a call with an id that is safe to
 // repeat and is not a transaction, grouped by target in first-seen order. A target with only
 // one such call gets no batch: that call is forwarded alone. Empty when `body` is not a batch.
 std::vector<UpstreamBatch> PlanUpstreamBatches(const RpcBody& body,
-                                               const std::vector<RouteDecision>& decisions,
-                                               OwnerVerification verify);
+                                               const std::vector<RouteDecision>& decisions);
 
 // The target for `account`: its ER when delegated (an all-zero authority → the default
 // ER), else base. Fails with a -32004 status naming the validator when it has no ER.
@@ -146,7 +178,8 @@ using LookupTableFn = absl::FunctionRef<const std::vector<Pubkey>*(const Pubkey&
 // Where the router sent a signature, or nullopt.
 using SignatureTargetFn = absl::FunctionRef<std::optional<std::string>(const Signature&)>;
 
-// The pure routing decision for one valid call (docs/architecture.md §9). No I/O; thread-safe.
+// The pure routing decision for one call (docs/architecture.md §9): the complete plan. No I/O;
+// thread-safe.
 RouteDecision DecideRoute(const RpcCall& call, const Snapshot& snapshot, const RoutingTable& table,
                           LookupTableFn lookup_tables, SignatureTargetFn remembered);
 

@@ -1,5 +1,7 @@
 #include "api/rpc/router.h"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
 
@@ -23,9 +25,15 @@ HttpResponse JsonResponse(unsigned status, std::string body, Slot applied_slot) 
   return response;
 }
 
-RetryPolicy PolicyFor(std::string_view method) {
-  if (method == "sendTransaction") return RetryPolicy::kOtherEndpointOnly;
-  if (!IsSafeToRepeat(method)) return RetryPolicy::kNever;
+RetryPolicy PolicyOf(Resend resend) {
+  switch (resend) {
+    case Resend::kOtherEndpointOnly:
+      return RetryPolicy::kOtherEndpointOnly;
+    case Resend::kNever:
+      return RetryPolicy::kNever;
+    case Resend::kSafe:
+      break;
+  }
   return RetryPolicy::kSafe;
 }
 
@@ -122,6 +130,7 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
                                                                      const Clock* clock,
                                                                      ApiMetrics* metrics) {
   RoutingTable& routing = options.routing;
+  routing.verify = {options.verify_owner, options.verify_owner_multiple};
   for (const ErRoute& er : options.ers) {
     routing.er_by_identity[er.identity] = er.target;
     if (std::find(routing.er_targets.begin(), routing.er_targets.end(), er.target) ==
@@ -314,8 +323,7 @@ void Router::Dispatch(std::shared_ptr<Exchange> exchange) {
   exchange->decisions.resize(n);
   exchange->remaining = n;
   for (size_t i = 0; i < n; ++i) Decide(*exchange, i);
-  std::vector<UpstreamBatch> batches =
-      PlanUpstreamBatches(exchange->body, exchange->decisions, VerificationOf(*exchange));
+  std::vector<UpstreamBatch> batches = PlanUpstreamBatches(exchange->body, exchange->decisions);
   std::vector<bool> batched(n, false);
   for (const UpstreamBatch& batch : batches) {
     for (size_t i : batch.calls) batched[i] = true;
@@ -374,46 +382,30 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
   const RpcCall& call = exchange->body.calls[index];
   const RouteDecision& decision = exchange->decisions[index];
   Answer done = AnswerTo(exchange, index);
-  switch (decision.kind) {
-    case RouteKind::kError:
+  switch (decision.action) {
+    case RouteAction::kError:
       done(RpcErrorResponse(call.id_or_null(), decision.error), AtRouter(RpcOutcome::kRouterError));
       return;
-    case RouteKind::kForward: {
-      const ForwardMode mode = ForwardModeOf(call, decision, VerificationOf(*exchange));
-      if (decision.signature && mode != ForwardMode::kByRecords) {
-        context_->signatures().Remember(*decision.signature, decision.target);
-      }
-      switch (mode) {
-        case ForwardMode::kByRecords:
-          ForwardTransactionByRecords(exchange, index, std::move(done));
-          return;
-        case ForwardMode::kVerifyOwner:
-          ForwardVerified(exchange, index, std::move(done));
-          return;
-        case ForwardMode::kProbeOwner:
-          ForwardProbed(exchange, index, std::move(done));
-          return;
-        case ForwardMode::kVerifyAccountList:
-          ForwardAccountListVerified(exchange, index, std::move(done));
-          return;
-        case ForwardMode::kPlain:
-          Forward(decision.target, call, exchange, std::move(done));
-          return;
-      }
+    case RouteAction::kForward:
+      ExecuteForward(std::move(exchange), index, std::move(done));
+      return;
+    case RouteAction::kSplitAccounts:
+      metrics_->rpc_split_accounts.Increment();
+      Run(exchange, index, SplitAccounts(exchange, index));
+      return;
+    case RouteAction::kSignatures:
+      metrics_->rpc_signature_fanouts.Increment();
+      Run(exchange, index, Signatures(exchange, index));
+      return;
+    case RouteAction::kLatestBlockhash:
+      Run(exchange, index, ForwardLatestBlockhash(exchange, index));
+      return;
+    case RouteAction::kLocal: {
+      CallAnswer answer = AnswerLocal(*exchange, index);
+      done(std::move(answer.answer), answer.outcome);
       return;
     }
-    case RouteKind::kSplitAccounts:
-      metrics_->rpc_split_accounts.Increment();
-      SplitAccounts(exchange, index, std::move(done));
-      return;
-    case RouteKind::kSignatures:
-      metrics_->rpc_signature_fanouts.Increment();
-      Signatures(exchange, index, std::move(done));
-      return;
-    case RouteKind::kRouterMethod:
-      RouterMethod(exchange, index, std::move(done));
-      return;
-    case RouteKind::kNeedLookupTables:
+    case RouteAction::kNeedLookupTables:
       if (round > 0) {
         done(RpcErrorResponse(
                  call.id_or_null(),
@@ -423,16 +415,76 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
              AtRouter(RpcOutcome::kRouterError));
         return;
       }
-      FetchLookupTables(decision.missing_tables, [this, exchange, index] {
-        Decide(*exchange, index);
-        Execute(exchange, index, 1);
-      });
+      asio::co_spawn(io_context_, FetchLookupTablesThenExecute(exchange, index), asio::detached);
       return;
   }
 }
 
-void Router::Forward(const std::string& target, const RpcCall& call,
-                     std::shared_ptr<Exchange> exchange, Answer done) {
+void Router::ExecuteForward(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
+  const RouteDecision& decision = exchange->decisions[index];
+  if (decision.signature && decision.verification != Verification::kByRecords) {
+    context_->signatures().Remember(*decision.signature, decision.target);
+  }
+  switch (decision.verification) {
+    case Verification::kByRecords:
+      Run(exchange, index, ForwardTransactionByRecords(exchange, index));
+      return;
+    case Verification::kOwnerOfAnswer:
+      ForwardVerified(exchange, index, std::move(done));
+      return;
+    case Verification::kOwnerProbe:
+      Run(exchange, index, ForwardProbed(exchange, index));
+      return;
+    case Verification::kAccountList:
+      Run(exchange, index, ForwardAccountListVerified(exchange, index));
+      return;
+    case Verification::kNone:
+      Forward(decision.target, index, exchange, std::move(done));
+      return;
+  }
+}
+
+void Router::Run(const std::shared_ptr<Exchange>& exchange, size_t index, Task<CallAnswer> plan) {
+  asio::co_spawn(io_context_, std::move(plan),
+                 [exchange, index, done = AnswerTo(exchange, index)](std::exception_ptr error,
+                                                                     CallAnswer answer) {
+                   if (error) {
+                     // Nothing in a plan throws but a failed allocation; the call still gets
+                     // its answer.
+                     answer = {RpcErrorResponse(exchange->body.calls[index].id_or_null(),
+                                                MakeRpcStatus(RpcErrorKind::kInternal,
+                                                              "the router failed the call")),
+                               AtRouter(RpcOutcome::kRouterError)};
+                   }
+                   done(std::move(answer.answer), answer.outcome);
+                 });
+}
+
+Router::CallAnswer Router::AnswerFromResponse(
+    const std::string& target, const RpcCall& call,
+    const absl::StatusOr<UpstreamResponse>& response) const {
+  const int target_id = calls_->TargetId(target);
+  if (!response.ok()) {
+    return {RpcErrorResponse(call.id_or_null(), UpstreamFailure(target, response.status())),
+            CallOutcome{target_id, RpcOutcome::kUpstreamFailure}};
+  }
+  bool is_error = false;
+  absl::StatusOr<std::string> answer = AnswerFromUpstream(response->body, call, &is_error);
+  if (!answer.ok()) {
+    return {RpcErrorResponse(call.id_or_null(),
+                             MakeRpcStatus(RpcErrorKind::kInternal,
+                                           fmt::format("upstream {} answered HTTP {} without a "
+                                                       "JSON-RPC answer",
+                                                       target, response->status))),
+            CallOutcome{target_id, RpcOutcome::kUpstreamFailure}};
+  }
+  return {*std::move(answer),
+          CallOutcome{target_id, is_error ? RpcOutcome::kRpcError : RpcOutcome::kOk}};
+}
+
+void Router::Forward(const std::string& target, size_t index, std::shared_ptr<Exchange> exchange,
+                     Answer done) {
+  const RpcCall& call = exchange->body.calls[index];
   if (!upstreams_->Has(target)) {
     done(RpcErrorResponse(
              call.id_or_null(),
@@ -440,36 +492,33 @@ void Router::Forward(const std::string& target, const RpcCall& call,
          AtRouter(RpcOutcome::kRouterError));
     return;
   }
-  upstreams_->Send(
-      target, ForwardBody(call), PolicyFor(call.method),
-      [this, exchange, &call, target, target_id = calls_->TargetId(target),
-       done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
-        if (!response.ok()) {
-          done(RpcErrorResponse(call.id_or_null(), UpstreamFailure(target, response.status())),
-               CallOutcome{target_id, RpcOutcome::kUpstreamFailure});
-          return;
-        }
-        bool is_error = false;
-        absl::StatusOr<std::string> answer = AnswerFromUpstream(response->body, call, &is_error);
-        if (!answer.ok()) {
-          done(RpcErrorResponse(
-                   call.id_or_null(),
-                   MakeRpcStatus(RpcErrorKind::kInternal,
-                                 fmt::format("upstream {} answered HTTP {} without a JSON-RPC "
-                                             "answer",
-                                             target, response->status))),
-               CallOutcome{target_id, RpcOutcome::kUpstreamFailure});
-          return;
-        }
-        done(*std::move(answer),
-             CallOutcome{target_id, is_error ? RpcOutcome::kRpcError : RpcOutcome::kOk});
-      });
+  upstreams_->Send(target, ForwardBody(call), PolicyOf(exchange->decisions[index].resend),
+                   [this, exchange, &call, target,
+                    done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
+                     CallAnswer answer = AnswerFromResponse(target, call, response);
+                     done(std::move(answer.answer), answer.outcome);
+                   });
+}
+
+Task<Router::CallAnswer> Router::ForwardAsync(std::string target,
+                                              std::shared_ptr<Exchange> exchange, size_t index) {
+  const RpcCall& call = exchange->body.calls[index];
+  if (!upstreams_->Has(target)) {
+    co_return CallAnswer{
+        RpcErrorResponse(
+            call.id_or_null(),
+            MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("no upstream named {}", target))),
+        AtRouter(RpcOutcome::kRouterError)};
+  }
+  absl::StatusOr<UpstreamResponse> response = co_await SendAsync(
+      *upstreams_, target, ForwardBody(call), PolicyOf(exchange->decisions[index].resend));
+  co_return AnswerFromResponse(target, call, response);
 }
 
 void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batch) {
   if (!upstreams_->Has(batch.target)) {
     for (size_t i : batch.calls) {
-      Forward(batch.target, exchange->body.calls[i], exchange, AnswerTo(exchange, i));
+      Forward(batch.target, i, exchange, AnswerTo(exchange, i));
     }
     return;
   }
@@ -522,81 +571,68 @@ void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batc
                            : std::string(answers.status().message()));
         }
         for (size_t i : alone) {
-          Forward(batch.target, exchange->body.calls[i], exchange, AnswerTo(exchange, i));
+          Forward(batch.target, i, exchange, AnswerTo(exchange, i));
         }
       });
 }
 
-void Router::Gather(std::vector<std::pair<std::string, std::string>> requests, RetryPolicy policy,
-                    Gathered done) {
-  GatherResponses(
-      std::move(requests), policy,
-      [done = std::move(done)](std::vector<absl::StatusOr<UpstreamResponse>> responses) {
-        std::vector<absl::StatusOr<UpstreamAnswer>> answers;
-        answers.reserve(responses.size());
-        for (absl::StatusOr<UpstreamResponse>& response : responses) {
-          if (!response.ok()) {
-            answers.push_back(response.status());
-          } else {
-            answers.push_back(ParseUpstreamAnswer(response->body));
-          }
-        }
-        done(std::move(answers));
-      });
+Task<absl::StatusOr<UpstreamResponse>> Router::SendOne(std::string target, std::string body,
+                                                       RetryPolicy policy) {
+  if (!upstreams_->Has(target)) {
+    co_return MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("no upstream named {}", target));
+  }
+  absl::StatusOr<UpstreamResponse> response =
+      co_await SendAsync(*upstreams_, target, std::move(body), policy);
+  if (!response.ok()) co_return UpstreamFailure(target, response.status());
+  co_return response;
 }
 
-void Router::GatherLists(std::vector<std::pair<std::string, std::string>> requests,
-                         RetryPolicy policy, GatheredLists done) {
-  GatherResponses(
-      std::move(requests), policy,
-      [done = std::move(done)](std::vector<absl::StatusOr<UpstreamResponse>> responses) {
-        std::vector<absl::StatusOr<ListAnswer>> answers;
-        answers.reserve(responses.size());
-        for (absl::StatusOr<UpstreamResponse>& response : responses) {
-          if (!response.ok()) {
-            answers.push_back(response.status());
-          } else {
-            answers.push_back(ListAnswer::Parse(response->body));
-          }
-        }
-        done(std::move(answers));
-      });
-}
-
-void Router::GatherResponses(std::vector<std::pair<std::string, std::string>> requests,
-                             RetryPolicy policy, GatheredResponses done) {
-  struct State {
+Task<std::vector<absl::StatusOr<UpstreamResponse>>> Router::SendAll(Requests requests,
+                                                                    RetryPolicy policy) {
+  if (requests.size() == 1) {  // no join needed
     std::vector<absl::StatusOr<UpstreamResponse>> responses;
-    size_t remaining = 0;
-    GatheredResponses done;
-  };
-  auto state = std::make_shared<State>();
-  state->responses.assign(requests.size(), absl::UnknownError("not sent"));
-  state->remaining = requests.size();
-  state->done = std::move(done);
-  if (requests.empty()) {
-    state->done({});
-    return;
+    responses.push_back(
+        co_await SendOne(std::move(requests[0].first), std::move(requests[0].second), policy));
+    co_return responses;
   }
-  for (size_t i = 0; i < requests.size(); ++i) {
-    auto finish = [state, i](absl::StatusOr<UpstreamResponse> response) {
-      state->responses[i] = std::move(response);
-      if (--state->remaining == 0) state->done(std::move(state->responses));
-    };
-    const std::string target = requests[i].first;
-    if (!upstreams_->Has(target)) {
-      finish(MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("no upstream named {}", target)));
-      continue;
+  std::vector<Task<absl::StatusOr<UpstreamResponse>>> sends;
+  sends.reserve(requests.size());
+  for (auto& [target, body] : requests) {
+    sends.push_back(SendOne(std::move(target), std::move(body), policy));
+  }
+  co_return co_await AwaitEach(std::move(sends));
+}
+
+Task<std::vector<absl::StatusOr<UpstreamAnswer>>> Router::Gather(Requests requests,
+                                                                 RetryPolicy policy) {
+  std::vector<absl::StatusOr<UpstreamResponse>> responses =
+      co_await SendAll(std::move(requests), policy);
+  std::vector<absl::StatusOr<UpstreamAnswer>> answers;
+  answers.reserve(responses.size());
+  for (absl::StatusOr<UpstreamResponse>& response : responses) {
+    if (!response.ok()) {
+      answers.push_back(response.status());
+    } else {
+      answers.push_back(ParseUpstreamAnswer(response->body));
     }
-    upstreams_->Send(target, std::move(requests[i].second), policy,
-                     [finish, target](absl::StatusOr<UpstreamResponse> response) {
-                       if (!response.ok()) {
-                         finish(UpstreamFailure(target, response.status()));
-                         return;
-                       }
-                       finish(std::move(response));
-                     });
   }
+  co_return answers;
+}
+
+Task<std::vector<absl::StatusOr<ListAnswer>>> Router::GatherLists(Requests requests,
+                                                                  RetryPolicy policy) {
+  std::vector<absl::StatusOr<UpstreamResponse>> responses =
+      co_await SendAll(std::move(requests), policy);
+  std::vector<absl::StatusOr<ListAnswer>> answers;
+  answers.reserve(responses.size());
+  for (absl::StatusOr<UpstreamResponse>& response : responses) {
+    if (!response.ok()) {
+      answers.push_back(response.status());
+    } else {
+      answers.push_back(ListAnswer::Parse(response->body));
+    }
+  }
+  co_return answers;
 }
 
 }  // namespace switchyard

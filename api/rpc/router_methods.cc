@@ -32,13 +32,6 @@ std::string PartRequest(std::string_view method, const RouteDecision& decision,
   return SubRequest(method, PartParams(decision.keys, indexes, decision.params_after_list));
 }
 
-// The invalid-params answer for a key that is not a public key.
-std::string BadKeyAnswer(const RpcCall& call, const std::string& text) {
-  return ErrorAnswer(
-      call, MakeRpcStatus(RpcErrorKind::kInvalidParams,
-                          fmt::format("Invalid params: invalid public key {}", JsonQuote(text))));
-}
-
 // The fqdn of the configured ER at `target`; empty when none is.
 std::string FqdnOf(const RouterOptions& options, const std::string& target) {
   for (const ErRoute& er : options.ers) {
@@ -81,76 +74,80 @@ std::string RoutesResult(const RouterOptions& options) {
 
 }  // namespace
 
-void Router::SplitAccounts(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
+Task<Router::CallAnswer> Router::SplitAccounts(std::shared_ptr<Exchange> exchange, size_t index) {
   const RpcCall& call = exchange->body.calls[index];
   const RouteDecision& decision = exchange->decisions[index];
-  std::vector<std::pair<std::string, std::string>> requests;
+  Requests requests;
   requests.reserve(decision.parts.size());
   for (const RoutePart& part : decision.parts) {
     requests.emplace_back(part.target, PartRequest(call.method, decision, part.indexes));
   }
-  const bool verify = VerifiesOwner(*exchange, /*account_list=*/true);
-  GatherLists(
-      std::move(requests), RetryPolicy::kSafe,
-      [this, exchange, index, verify,
-       done = std::move(done)](std::vector<absl::StatusOr<ListAnswer>> answers) mutable {
-        const RpcCall& call = exchange->body.calls[index];
-        const RouteDecision& decision = exchange->decisions[index];
-        const std::vector<RoutePart>& parts = decision.parts;
-        AccountList merged;
-        merged.values.assign(decision.keys.size(), "null");
-        merged.sources.reserve(parts.size());
-        for (size_t p = 0; p < parts.size(); ++p) {
-          if (!answers[p].ok()) {
-            done(ErrorAnswer(call, answers[p].status()),
-                 CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure});
-            return;
-          }
-          const ListAnswer& list = *answers[p];
-          if (list.is_error()) {
-            done(UpstreamErrorAnswer(call, list.error()),
-                 CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kRpcError});
-            return;
-          }
-          if (!list.is_list() || list.values().size() != parts[p].indexes.size()) {
-            done(ErrorAnswer(call, MakeRpcStatus(RpcErrorKind::kInternal,
-                                                 fmt::format("upstream {} answered a list of "
-                                                             "the wrong shape",
-                                                             parts[p].target))),
-                 CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure});
-            return;
-          }
-          // context.slot is the base layer's when base has a part (ER slots differ).
-          const bool on_base = parts[p].target == options_.routing.base;
-          if (merged.context.empty() || on_base) {
-            merged.context = list.context();
-            merged.context_from_base = on_base;
-          }
-          for (size_t k = 0; k < parts[p].indexes.size(); ++k) {
-            merged.values[parts[p].indexes[k]] = list.values()[k];
-          }
-          // The views stay valid: a ListAnswer owns its text, and moving it does not move it.
-          merged.sources.push_back(*std::move(answers[p]));
-        }
-        const CallOutcome ok{RpcCallMetrics::kSplitTarget, RpcOutcome::kOk};
-        if (!verify) return done(merged.Render(call), ok);
-        std::vector<std::string> key_targets(decision.keys.size());
-        for (const RoutePart& part : parts) {
-          for (size_t i : part.indexes) key_targets[i] = part.target;
-        }
-        VerifyAccountList(exchange, index, std::move(key_targets), std::move(merged), std::string(),
-                          ok, std::move(done));
-      });
+  std::vector<absl::StatusOr<ListAnswer>> answers =
+      co_await GatherLists(std::move(requests), RetryPolicy::kSafe);
+  std::variant<AccountList, CallAnswer> merged = MergeParts(*exchange, index, std::move(answers));
+  if (CallAnswer* failed = std::get_if<CallAnswer>(&merged)) co_return std::move(*failed);
+  AccountList& list = std::get<AccountList>(merged);
+  const CallOutcome ok{RpcCallMetrics::kSplitTarget, RpcOutcome::kOk};
+  if (decision.verification != Verification::kAccountList)
+    co_return CallAnswer{list.Render(call), ok};
+  std::vector<std::string> key_targets(decision.keys.size());
+  for (const RoutePart& part : decision.parts) {
+    for (size_t i : part.indexes) key_targets[i] = part.target;
+  }
+  CallAnswer original{std::string(), ok};  // none: the merged list is the answer
+  co_return co_await VerifyAccountList(exchange, index, std::move(key_targets), std::move(list),
+                                       std::move(original));
 }
 
-void Router::Signatures(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
+std::variant<Router::AccountList, Router::CallAnswer> Router::MergeParts(
+    const Exchange& exchange, size_t index, std::vector<absl::StatusOr<ListAnswer>> answers) {
+  const RpcCall& call = exchange.body.calls[index];
+  const RouteDecision& decision = exchange.decisions[index];
+  const std::vector<RoutePart>& parts = decision.parts;
+  AccountList merged;
+  merged.values.assign(decision.keys.size(), "null");
+  merged.sources.reserve(parts.size());
+  for (size_t p = 0; p < parts.size(); ++p) {
+    if (!answers[p].ok()) {
+      return CallAnswer{ErrorAnswer(call, answers[p].status()),
+                        CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure}};
+    }
+    const ListAnswer& list = *answers[p];
+    if (list.is_error()) {
+      return CallAnswer{UpstreamErrorAnswer(call, list.error()),
+                        CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kRpcError}};
+    }
+    if (!list.is_list() || list.values().size() != parts[p].indexes.size()) {
+      return CallAnswer{
+          ErrorAnswer(call, MakeRpcStatus(RpcErrorKind::kInternal,
+                                          fmt::format("upstream {} answered a list of the wrong "
+                                                      "shape",
+                                                      parts[p].target))),
+          CallOutcome{RpcCallMetrics::kSplitTarget, RpcOutcome::kUpstreamFailure}};
+    }
+    // context.slot is the base layer's when base has a part (ER slots differ).
+    const bool on_base = parts[p].target == options_.routing.base;
+    if (merged.context.empty() || on_base) {
+      merged.context = list.context();
+      merged.context_from_base = on_base;
+    }
+    for (size_t k = 0; k < parts[p].indexes.size(); ++k) {
+      merged.values[parts[p].indexes[k]] = list.values()[k];
+    }
+    // The views stay valid: a ListAnswer owns its text, and moving it does not move it.
+    merged.sources.push_back(*std::move(answers[p]));
+  }
+  return merged;
+}
+
+Task<Router::CallAnswer> Router::Signatures(std::shared_ptr<Exchange> exchange, size_t index) {
   const RpcCall& call = exchange->body.calls[index];
   const RouteDecision& decision = exchange->decisions[index];
   std::vector<std::string> everyone = {options_.routing.base};
   for (const std::string& er : options_.routing.er_targets) everyone.push_back(er);
-  const bool single = call.method == "getTransaction";
+  const bool single = decision.merge == MergeKind::kFirstTransaction;
 
-  std::vector<std::pair<std::string, std::string>> requests;
+  Requests requests;
   for (const RoutePart& part : decision.parts) {
     requests.emplace_back(part.target, PartRequest(call.method, decision, part.indexes));
   }
@@ -166,48 +163,43 @@ void Router::Signatures(std::shared_ptr<Exchange> exchange, size_t index, Answer
   const int label =
       decision.unknown.empty() ? RpcCallMetrics::kSplitTarget : RpcCallMetrics::kFanoutTarget;
   if (single) {
-    Gather(std::move(requests), RetryPolicy::kSafe,
-           [exchange, index, label,
-            done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
-             AnswerFirstTransaction(exchange->body.calls[index], answers, label, done);
-           });
-    return;
+    std::vector<absl::StatusOr<UpstreamAnswer>> answers =
+        co_await Gather(std::move(requests), RetryPolicy::kSafe);
+    co_return FirstTransaction(call, answers, label);
   }
-  GatherLists(std::move(requests), RetryPolicy::kSafe,
-              [this, exchange, index, known_parts, targets, label,
-               done = std::move(done)](std::vector<absl::StatusOr<ListAnswer>> answers) {
-                AnswerMergedStatuses(*exchange, index, known_parts, targets, label, answers, done);
-              });
+  std::vector<absl::StatusOr<ListAnswer>> answers =
+      co_await GatherLists(std::move(requests), RetryPolicy::kSafe);
+  co_return MergedStatuses(*exchange, index, known_parts, targets, label, answers);
 }
 
-void Router::AnswerFirstTransaction(const RpcCall& call,
-                                    const std::vector<absl::StatusOr<UpstreamAnswer>>& answers,
-                                    int label, const Answer& done) {
+Router::CallAnswer Router::FirstTransaction(
+    const RpcCall& call, const std::vector<absl::StatusOr<UpstreamAnswer>>& answers, int label) {
   // First non-null transaction in the order base, ERs; else base's answer.
   const absl::StatusOr<UpstreamAnswer>* fallback = nullptr;
   for (const auto& answer : answers) {
     if (!answer.ok()) continue;
     if (!fallback) fallback = &answer;
     if (!answer->is_error() && !IsJsonNull(answer->result)) {
-      done(RpcResultResponse(call.id_or_null(), answer->result),
-           CallOutcome{label, RpcOutcome::kOk});
-      return;
+      return {RpcResultResponse(call.id_or_null(), answer->result),
+              CallOutcome{label, RpcOutcome::kOk}};
     }
   }
   if (fallback == nullptr) {
-    done(ErrorAnswer(call, answers[0].status()), CallOutcome{label, RpcOutcome::kUpstreamFailure});
-  } else if ((*fallback)->is_error()) {
-    done(UpstreamErrorAnswer(call, (*fallback)->error), CallOutcome{label, RpcOutcome::kRpcError});
-  } else {
-    done(RpcResultResponse(call.id_or_null(), (*fallback)->result),
-         CallOutcome{label, RpcOutcome::kOk});
+    return {ErrorAnswer(call, answers[0].status()),
+            CallOutcome{label, RpcOutcome::kUpstreamFailure}};
   }
+  if ((*fallback)->is_error()) {
+    return {UpstreamErrorAnswer(call, (*fallback)->error),
+            CallOutcome{label, RpcOutcome::kRpcError}};
+  }
+  return {RpcResultResponse(call.id_or_null(), (*fallback)->result),
+          CallOutcome{label, RpcOutcome::kOk}};
 }
 
-void Router::AnswerMergedStatuses(const Exchange& exchange, size_t index, size_t known_parts,
-                                  const std::vector<std::string>& targets, int label,
-                                  const std::vector<absl::StatusOr<ListAnswer>>& answers,
-                                  const Answer& done) const {
+Router::CallAnswer Router::MergedStatuses(
+    const Exchange& exchange, size_t index, size_t known_parts,
+    const std::vector<std::string>& targets, int label,
+    const std::vector<absl::StatusOr<ListAnswer>>& answers) const {
   const RpcCall& call = exchange.body.calls[index];
   const RouteDecision& decision = exchange.decisions[index];
   std::vector<std::string_view> values(decision.keys.size(), "null");
@@ -229,24 +221,24 @@ void Router::AnswerMergedStatuses(const Exchange& exchange, size_t index, size_t
   if (!any) {
     for (const auto& answer : answers) {
       if (answer.ok() && answer->is_error()) {
-        done(UpstreamErrorAnswer(call, answer->error()), CallOutcome{label, RpcOutcome::kRpcError});
-        return;
+        return {UpstreamErrorAnswer(call, answer->error()),
+                CallOutcome{label, RpcOutcome::kRpcError}};
       }
     }
-    done(ErrorAnswer(call, answers[0].ok() ? MakeRpcStatus(RpcErrorKind::kInternal,
-                                                           "upstream answered a result without "
-                                                           "context or value")
-                                           : answers[0].status()),
-         CallOutcome{label, RpcOutcome::kUpstreamFailure});
-    return;
+    return {ErrorAnswer(call, answers[0].ok() ? MakeRpcStatus(RpcErrorKind::kInternal,
+                                                              "upstream answered a result "
+                                                              "without context or value")
+                                              : answers[0].status()),
+            CallOutcome{label, RpcOutcome::kUpstreamFailure}};
   }
-  // `values` and `context` view `answers`, alive until `done` returns.
-  done(ContextListResponse(call.id_or_null(), context, values),
-       CallOutcome{label, RpcOutcome::kOk});
+  // `values` and `context` view `answers`, alive until the answer is written.
+  return {ContextListResponse(call.id_or_null(), context, values),
+          CallOutcome{label, RpcOutcome::kOk}};
 }
 
-void Router::FetchLookupTables(const std::vector<Pubkey>& tables, std::function<void()> then) {
-  std::vector<std::pair<std::string, std::string>> requests;
+Task<void> Router::FetchLookupTablesThenExecute(std::shared_ptr<Exchange> exchange, size_t index) {
+  const std::vector<Pubkey> tables = exchange->decisions[index].missing_tables;
+  Requests requests;
   for (const Pubkey& table : tables) {
     metrics_->lookup_table_fetches.Increment();
     requests.emplace_back(
@@ -254,114 +246,91 @@ void Router::FetchLookupTables(const std::vector<Pubkey>& tables, std::function<
         SubRequest("getAccountInfo",
                    fmt::format(R"(["{}",{{"encoding":"base64"}}])", table.ToBase58())));
   }
-  Gather(
-      std::move(requests), RetryPolicy::kSafe,
-      [this, tables, then = std::move(then)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
-        for (size_t i = 0; i < answers.size(); ++i) {
-          if (!answers[i].ok() || answers[i]->is_error()) continue;
-          absl::StatusOr<std::string> value = JsonMember(answers[i]->result, "value");
-          if (!value.ok() || IsJsonNull(*value)) continue;
-          absl::StatusOr<std::string> data = JsonMember(*value, "data");
-          if (!data.ok()) continue;
-          absl::StatusOr<std::string> text = FirstString(*data);
-          if (!text.ok()) continue;
-          absl::StatusOr<std::string> bytes = Base64Decode(*text);
-          if (!bytes.ok()) continue;
-          absl::StatusOr<std::vector<Pubkey>> addresses = DecodeLookupTableAccount(
-              std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
-          if (!addresses.ok()) continue;
-          context_->lookup_tables().Insert(tables[i], *std::move(addresses));
-        }
-        then();
-      });
+  std::vector<absl::StatusOr<UpstreamAnswer>> answers =
+      co_await Gather(std::move(requests), RetryPolicy::kSafe);
+  for (size_t i = 0; i < answers.size(); ++i) {
+    if (!answers[i].ok() || answers[i]->is_error()) continue;
+    absl::StatusOr<std::string> value = JsonMember(answers[i]->result, "value");
+    if (!value.ok() || IsJsonNull(*value)) continue;
+    absl::StatusOr<std::string> data = JsonMember(*value, "data");
+    if (!data.ok()) continue;
+    absl::StatusOr<std::string> text = FirstString(*data);
+    if (!text.ok()) continue;
+    absl::StatusOr<std::string> bytes = Base64Decode(*text);
+    if (!bytes.ok()) continue;
+    absl::StatusOr<std::vector<Pubkey>> addresses = DecodeLookupTableAccount(
+        std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
+    if (!addresses.ok()) continue;
+    context_->lookup_tables().Insert(tables[i], *std::move(addresses));
+  }
+  Decide(*exchange, index);
+  Execute(exchange, index, 1);
 }
 
-void Router::RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
-  const RpcCall& call = exchange->body.calls[index];
-  if (call.method == "getIdentity") {
-    return done(RpcResultResponse(call.id_or_null(), IdentityResult(options_)),
-                AtRouter(RpcOutcome::kOk));
+Router::CallAnswer Router::AnswerLocal(const Exchange& exchange, size_t index) const {
+  const RpcCall& call = exchange.body.calls[index];
+  switch (exchange.decisions[index].local) {
+    case LocalMethod::kIdentity:
+      return {RpcResultResponse(call.id_or_null(), IdentityResult(options_)),
+              AtRouter(RpcOutcome::kOk)};
+    case LocalMethod::kRoutes:
+      return {RpcResultResponse(call.id_or_null(), RoutesResult(options_)),
+              AtRouter(RpcOutcome::kOk)};
+    case LocalMethod::kDelegationStatus:
+    case LocalMethod::kNone:
+      break;
   }
-  if (call.method == "getRoutes") {
-    return done(RpcResultResponse(call.id_or_null(), RoutesResult(options_)),
-                AtRouter(RpcOutcome::kOk));
-  }
-  absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
-  if (!params.ok()) {
-    done(ErrorAnswer(call, params.status()), AtRouter(RpcOutcome::kRouterError));
-    return;
-  }
-  if (call.method == "getDelegationStatus") {
-    return AnswerDelegationStatus(*exchange, call, *params, std::move(done));
-  }
-  ForwardBlockhashForAccounts(std::move(exchange), call, *params, std::move(done));
+  return AnswerDelegationStatus(exchange, index);
 }
 
-void Router::AnswerDelegationStatus(const Exchange& exchange, const RpcCall& call,
-                                    const RpcParams& params, Answer done) {
-  const CallOutcome router_error = AtRouter(RpcOutcome::kRouterError);
-  absl::StatusOr<std::string> text = params.String(0);
-  if (!text.ok()) return done(ErrorAnswer(call, text.status()), router_error);
-  absl::StatusOr<Pubkey> key = Pubkey::FromBase58(*text);
-  if (!key.ok()) return done(BadKeyAnswer(call, *text), router_error);
+Router::CallAnswer Router::AnswerDelegationStatus(const Exchange& exchange, size_t index) const {
+  const RpcCall& call = exchange.body.calls[index];
+  const Pubkey& key = *exchange.decisions[index].account;
   const Snapshot& snapshot = *exchange.snapshot;
-  std::optional<AccountState> state = snapshot.FindDelegation(*key);
+  std::optional<AccountState> state = snapshot.FindDelegation(key);
   if (!state) {
-    done(RpcResultResponse(call.id_or_null(), R"({"isDelegated":false})"),
-         AtRouter(RpcOutcome::kOk));
-    return;
+    return {RpcResultResponse(call.id_or_null(), R"({"isDelegated":false})"),
+            AtRouter(RpcOutcome::kOk)};
   }
   std::string fqdn;
-  if (absl::StatusOr<std::string> target = TargetForAccount(*key, snapshot, options_.routing);
+  if (absl::StatusOr<std::string> target = TargetForAccount(key, snapshot, options_.routing);
       target.ok()) {
     fqdn = FqdnOf(options_, *target);
   }
-  done(RpcResultResponse(
-           call.id_or_null(),
-           fmt::format(
-               R"({{"isDelegated":true,{}"delegationRecord":{{"authority":"{}","owner":"{}",)"
-               R"("delegationSlot":{},"lamports":{}}}}})",
-               fqdn.empty() ? "" : fmt::format("\"fqdn\":{},", JsonQuote(fqdn)),
-               state->validator.ToBase58(), state->owner_program.ToBase58(), state->delegation_slot,
-               state->lamports)),
-       AtRouter(RpcOutcome::kOk));
+  return {RpcResultResponse(
+              call.id_or_null(),
+              fmt::format(
+                  R"({{"isDelegated":true,{}"delegationRecord":{{"authority":"{}","owner":"{}",)"
+                  R"("delegationSlot":{},"lamports":{}}}}})",
+                  fqdn.empty() ? "" : fmt::format("\"fqdn\":{},", JsonQuote(fqdn)),
+                  state->validator.ToBase58(), state->owner_program.ToBase58(),
+                  state->delegation_slot, state->lamports)),
+          AtRouter(RpcOutcome::kOk)};
 }
 
-void Router::ForwardBlockhashForAccounts(std::shared_ptr<Exchange> exchange, const RpcCall& call,
-                                         const RpcParams& params, Answer done) {
-  const CallOutcome router_error = AtRouter(RpcOutcome::kRouterError);
-  absl::StatusOr<std::vector<std::string>> keys =
-      params.StringList(0, options_.routing.max_accounts);
-  if (!keys.ok()) return done(ErrorAnswer(call, keys.status()), router_error);
-  std::string target = options_.routing.base;
-  for (const std::string& text : *keys) {
-    absl::StatusOr<Pubkey> key = Pubkey::FromBase58(text);
-    if (!key.ok()) return done(BadKeyAnswer(call, text), router_error);
-    absl::StatusOr<std::string> account_target =
-        TargetForAccount(*key, *exchange->snapshot, options_.routing);
-    if (account_target.ok() && *account_target != options_.routing.base) {
-      target = *account_target;
-      break;
-    }
+Task<Router::CallAnswer> Router::ForwardLatestBlockhash(std::shared_ptr<Exchange> exchange,
+                                                        size_t index) {
+  const RpcCall& call = exchange->body.calls[index];
+  const std::string target = exchange->decisions[index].target;
+  const int target_id = calls_->TargetId(target);
+  Requests requests;
+  requests.emplace_back(target, SubRequest("getLatestBlockhash", "[]"));
+  std::vector<absl::StatusOr<UpstreamAnswer>> answers =
+      co_await Gather(std::move(requests), RetryPolicy::kSafe);
+  const CallOutcome failed{target_id, RpcOutcome::kUpstreamFailure};
+  if (!answers[0].ok()) co_return CallAnswer{ErrorAnswer(call, answers[0].status()), failed};
+  if (answers[0]->is_error()) {
+    co_return CallAnswer{UpstreamErrorAnswer(call, answers[0]->error),
+                         CallOutcome{target_id, RpcOutcome::kRpcError}};
   }
-  Gather(
-      {{target, SubRequest("getLatestBlockhash", "[]")}}, RetryPolicy::kSafe,
-      [exchange, &call, target_id = calls_->TargetId(target),
-       done = std::move(done)](std::vector<absl::StatusOr<UpstreamAnswer>> answers) {
-        const CallOutcome failed{target_id, RpcOutcome::kUpstreamFailure};
-        if (!answers[0].ok()) return done(ErrorAnswer(call, answers[0].status()), failed);
-        if (answers[0]->is_error()) {
-          return done(UpstreamErrorAnswer(call, answers[0]->error),
-                      CallOutcome{target_id, RpcOutcome::kRpcError});
-        }
-        absl::StatusOr<std::string> value = JsonMember(answers[0]->result, "value");
-        if (!value.ok()) {
-          return done(ErrorAnswer(call, MakeRpcStatus(RpcErrorKind::kInternal,
-                                                      "upstream answered no blockhash")),
-                      failed);
-        }
-        done(RpcResultResponse(call.id_or_null(), *value), CallOutcome{target_id, RpcOutcome::kOk});
-      });
+  absl::StatusOr<std::string> value = JsonMember(answers[0]->result, "value");
+  if (!value.ok()) {
+    co_return CallAnswer{
+        ErrorAnswer(call, MakeRpcStatus(RpcErrorKind::kInternal, "upstream answered no blockhash")),
+        failed};
+  }
+  co_return CallAnswer{RpcResultResponse(call.id_or_null(), *value),
+                       CallOutcome{target_id, RpcOutcome::kOk}};
 }
 
 }  // namespace switchyard

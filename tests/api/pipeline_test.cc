@@ -2,6 +2,7 @@
 // thread is the worker: it calls Handle and runs the worker's io_context.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <deque>
 #include <memory>
@@ -16,12 +17,42 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "engine/snapshot.h"
+#include "solana/base64.h"
+#include "solana/delegation.h"
 #include "tests/api/test_support.h"
+
+// GCC 12 reports a false -Wrestrict on `"literal" + std::string` (GCC bug 105329).
+#pragma GCC diagnostic ignored "-Wrestrict"
 
 namespace switchyard::api_test {
 namespace {
 
 const Pubkey kEr1 = Key(0xE1);
+constexpr std::string_view kSystemProgram = "11111111111111111111111111111111";
+
+std::string Quoted(const Pubkey& key) { return "\"" + key.ToBase58() + "\""; }
+
+// A getMultipleAccounts-shaped answer: `{"context":{"slot":7},"value":[values]}`.
+std::string ListAnswerBody(const std::string& values, int slot = 7) {
+  return R"({"jsonrpc":"2.0","result":{"context":{"slot":)" + std::to_string(slot) +
+         R"(},"value":[)" + values + R"(]},"id":1})";
+}
+
+// An account value owned by `owner` with base64 `data`.
+std::string AccountValue(std::string_view owner, const std::string& data = "") {
+  return R"({"data":[")" + data + R"(","base64"],"executable":false,"lamports":5,"owner":")" +
+         std::string(owner) + R"(","rentEpoch":0,"space":0})";
+}
+
+// The base64 data of a delegation record naming `validator`.
+std::string RecordData(const Pubkey& validator) {
+  DelegationRecord record;
+  record.authority = validator;
+  record.owner = Key(0xAA);
+  record.delegation_slot = 10;
+  record.lamports = 1000;
+  return Base64Encode(EncodeDelegationRecord(record));
+}
 
 // Records every Send; the test answers them.
 class FakeClient : public UpstreamClient {
@@ -35,9 +66,21 @@ class FakeClient : public UpstreamClient {
   bool Has(std::string_view target) const override { return target == "base" || target == "er1"; }
   void Send(std::string_view target, std::string body, RetryPolicy policy,
             UpstreamCallback done) override {
+    if (*shut_down) {  // as UpstreamSet: later sends fail, before Send returns
+      done(absl::UnavailableError("shut down"));
+      return;
+    }
     sent->push_back({std::string(target), std::move(body), policy, std::move(done)});
   }
-  void Shutdown() override { *shut_down = true; }
+  // As UpstreamSet: every send still out fails.
+  void Shutdown() override {
+    *shut_down = true;
+    while (!sent->empty()) {
+      Sent pending = std::move(sent->front());
+      sent->pop_front();
+      pending.done(absl::UnavailableError("shut down"));
+    }
+  }
 
   std::shared_ptr<std::deque<Sent>> sent = std::make_shared<std::deque<Sent>>();
   std::shared_ptr<bool> shut_down = std::make_shared<bool>(false);
@@ -84,6 +127,17 @@ class PipelineTest : public testing::Test {
     io_.poll();
     io_.restart();
   }
+  // Fails the oldest send with `status` (Unavailable, DeadlineExceeded: what the pool reports).
+  void Fail(absl::Status status) {
+    ASSERT_FALSE(sent_->empty());
+    FakeClient::Sent sent = std::move(sent_->front());
+    sent_->pop_front();
+    sent.done(std::move(status));
+    io_.poll();
+    io_.restart();
+  }
+  // The oldest send still unanswered.
+  const FakeClient::Sent& Oldest() const { return sent_->front(); }
   // Answers the oldest send with `status` and `body`.
   void Answer(unsigned status, std::string body) {
     ASSERT_FALSE(sent_->empty());
@@ -188,6 +242,312 @@ TEST_F(PipelineTest, TheGateHoldsARequestUntilItsSlotAndAnswers412AtItsDeadline)
 TEST_F(PipelineTest, ShutdownReachesTheUpstreams) {
   router_->Shutdown();
   EXPECT_TRUE(*shut_down_);
+}
+
+// --- owner verification of a single read (Verification::kOwnerOfAnswer) ---
+
+TEST_F(PipelineTest, BaseShowingTheDelegationProgramSendsTheReadToTheErItsRecordNames) {
+  const Pubkey account = Key(9);  // undelegated in the snapshot
+  const std::string body = R"({"jsonrpc":"2.0","id":5,"method":"getAccountInfo","params":[)" +
+                           Quoted(account) + R"(,{"encoding":"base64"}]})";
+  Post(body);
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "base");
+  Answer(200, AccountAnswer(5, kDelegationProgramId));
+  // The record is read from base: one getMultipleAccounts of its PDA.
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "base");
+  EXPECT_NE(Oldest().body.find("getMultipleAccounts"), std::string::npos);
+  EXPECT_NE(Oldest().body.find(DelegationRecordPda(account).ToBase58()), std::string::npos);
+  Answer(200, ListAnswerBody(AccountValue(kDelegationProgramId, RecordData(kEr1))));
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "er1");
+  EXPECT_EQ(Oldest().body, body);
+  EXPECT_FALSE(answer_.has_value());
+  const std::string er_answer = AccountAnswer(5, kSystemProgram);
+  Answer(200, er_answer);
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_EQ(answer_->body, er_answer);
+  EXPECT_EQ(metrics_.owner_reroutes.value(), 1u);
+}
+
+TEST_F(PipelineTest, ARecordThatCannotBeReadLeavesBasesAnswer) {
+  Post(R"({"jsonrpc":"2.0","id":5,"method":"getAccountInfo","params":[)" + Quoted(Key(9)) + "]}");
+  const std::string base_answer = AccountAnswer(5, kDelegationProgramId);
+  Answer(200, base_answer);
+  ASSERT_EQ(sent_->size(), 1u);
+  Fail(absl::DeadlineExceededError("timed out"));  // the record read times out
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_EQ(answer_->body, base_answer);
+  EXPECT_TRUE(sent_->empty());
+  EXPECT_EQ(metrics_.owner_reroutes.value(), 0u);
+}
+
+TEST_F(PipelineTest, AnErWithoutADelegatedAccountSendsTheReadToBase) {
+  const std::string body =
+      R"({"jsonrpc":"2.0","id":6,"method":"getAccountInfo","params":[)" + Quoted(Key(1)) + "]}";
+  Post(body);
+  EXPECT_EQ(Oldest().target, "er1");
+  Answer(200, R"({"jsonrpc":"2.0","result":{"context":{"slot":3},"value":null},"id":6})");
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "base");
+  EXPECT_EQ(Oldest().body, body);
+  // The re-asked upstream fails: that is the answer.
+  Fail(absl::UnavailableError("connection refused"));
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_NE(answer_->body.find("-32603"), std::string::npos) << answer_->body;
+  EXPECT_NE(answer_->body.find("upstream base failed"), std::string::npos) << answer_->body;
+}
+
+// --- the owner probe (Verification::kOwnerProbe) ---
+
+TEST_F(PipelineTest, ABalanceGoesOutWithAProbeAndANullProbeSendsItToBase) {
+  const std::string body = R"({"jsonrpc":"2.0","id":7,"method":"getBalance","params":[)" +
+                           Quoted(Key(1)) + R"(,{"commitment":"confirmed"}]})";
+  Post(body);
+  ASSERT_EQ(sent_->size(), 2u);
+  EXPECT_EQ((*sent_)[0].target, "er1");
+  EXPECT_EQ((*sent_)[0].body, body);
+  EXPECT_EQ((*sent_)[1].target, "er1");
+  EXPECT_NE(
+      (*sent_)[1].body.find(R"("dataSlice":{"offset":0,"length":0},"commitment":"confirmed")"),
+      std::string::npos)
+      << (*sent_)[1].body;
+  Answer(200, R"({"jsonrpc":"2.0","result":{"context":{"slot":3},"value":0},"id":7})");
+  EXPECT_FALSE(answer_.has_value()) << "the probe decides";
+  Answer(200, R"({"jsonrpc":"2.0","result":{"context":{"slot":3},"value":null},"id":1})");
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "base");
+  const std::string base_answer =
+      R"({"jsonrpc":"2.0","result":{"context":{"slot":9},"value":42},"id":7})";
+  Answer(200, base_answer);
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_EQ(answer_->body, base_answer);
+}
+
+TEST_F(PipelineTest, AFailedProbeLeavesTheAnswerAsItIs) {
+  Post(R"({"jsonrpc":"2.0","id":7,"method":"getBalance","params":[)" + Quoted(Key(1)) + "]}");
+  ASSERT_EQ(sent_->size(), 2u);
+  const std::string er_answer =
+      R"({"jsonrpc":"2.0","result":{"context":{"slot":3},"value":0},"id":7})";
+  // The probe fails first, then the call answers.
+  FakeClient::Sent call = std::move((*sent_)[0]);
+  sent_->pop_front();
+  Fail(absl::UnavailableError("reset"));
+  EXPECT_FALSE(answer_.has_value());
+  call.done(UpstreamResponse{200, er_answer});
+  io_.poll();
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_EQ(answer_->body, er_answer);
+  EXPECT_TRUE(sent_->empty());
+}
+
+// --- split account lists (kSplitAccounts, merged by key) ---
+
+TEST_F(PipelineTest, AListOnTwoChainsIsSplitAndMergedInKeyOrderWithBasesContext) {
+  Post(R"({"jsonrpc":"2.0","id":"m","method":"getMultipleAccounts","params":[[)" + Quoted(Key(1)) +
+       "," + Quoted(Key(9)) + R"(],{"encoding":"base64"}]})");
+  ASSERT_EQ(sent_->size(), 2u);
+  EXPECT_EQ((*sent_)[0].target, "er1");
+  EXPECT_NE((*sent_)[0].body.find("[[" + Quoted(Key(1)) + R"(],{"encoding":"base64"}])"),
+            std::string::npos)
+      << (*sent_)[0].body;
+  EXPECT_EQ((*sent_)[1].target, "base");
+  EXPECT_NE((*sent_)[1].body.find("[[" + Quoted(Key(9)) + "]"), std::string::npos);
+  Answer(200, ListAnswerBody(AccountValue("A1"), 3));
+  EXPECT_FALSE(answer_.has_value());
+  Answer(200, ListAnswerBody(AccountValue("B9"), 50));
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_EQ(answer_->body, R"({"jsonrpc":"2.0","result":{"context":{"slot":50},"value":[)" +
+                               AccountValue("A1") + "," + AccountValue("B9") + R"(]},"id":"m"})");
+  EXPECT_EQ(metrics_.rpc_split_accounts.value(), 1u);
+}
+
+TEST_F(PipelineTest, OneFailedLegOfASplitIsTheAnswer) {
+  Post(R"({"jsonrpc":"2.0","id":2,"method":"getMultipleAccounts","params":[[)" + Quoted(Key(1)) +
+       "," + Quoted(Key(9)) + "]]}");
+  ASSERT_EQ(sent_->size(), 2u);
+  Answer(200, ListAnswerBody(AccountValue("A1")));
+  Fail(absl::DeadlineExceededError("upstream timed out"));
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_NE(answer_->body.find("-32603"), std::string::npos) << answer_->body;
+  EXPECT_NE(answer_->body.find("upstream base failed: upstream timed out"), std::string::npos)
+      << answer_->body;
+}
+
+TEST_F(PipelineTest, AVerifiedListReasksBothChainsAtOnceAndSplicesTheAnswers) {
+  snapshots_.Publish(SnapshotBuilder().Delegate(Key(1), kEr1).Build(100, /*limbo_since=*/90));
+  // Key(1) on er1, Key(9) and Key(8) on base.
+  Post(R"({"jsonrpc":"2.0","id":3,"method":"getMultipleAccounts","params":[[)" + Quoted(Key(9)) +
+       "," + Quoted(Key(1)) + "," + Quoted(Key(8)) + "]]}");
+  ASSERT_EQ(sent_->size(), 2u);
+  EXPECT_EQ((*sent_)[0].target, "base");
+  EXPECT_EQ((*sent_)[1].target, "er1");
+  // Base shows Key(9) owned by the delegation program; er1 does not have Key(1).
+  Answer(200, ListAnswerBody(AccountValue(kDelegationProgramId) + "," + AccountValue("B8"), 60));
+  Answer(200, ListAnswerBody("null", 4));
+  // Both re-asks are out at once: Key(1) of base, Key(9)'s record of base.
+  ASSERT_EQ(sent_->size(), 2u);
+  EXPECT_EQ((*sent_)[0].target, "base");
+  EXPECT_NE((*sent_)[0].body.find("[[" + Quoted(Key(1)) + "]"), std::string::npos);
+  EXPECT_NE((*sent_)[1].body.find(DelegationRecordPda(Key(9)).ToBase58()), std::string::npos);
+  Answer(200, ListAnswerBody(AccountValue("B1"), 61));
+  EXPECT_FALSE(answer_.has_value());
+  Answer(200, ListAnswerBody(AccountValue(kDelegationProgramId, RecordData(kEr1))));
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "er1");
+  EXPECT_NE(Oldest().body.find("[[" + Quoted(Key(9)) + "]"), std::string::npos);
+  Answer(200, ListAnswerBody(AccountValue("E9"), 5));
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_EQ(answer_->body, R"({"jsonrpc":"2.0","result":{"context":{"slot":60},"value":[)" +
+                               AccountValue("E9") + "," + AccountValue("B1") + "," +
+                               AccountValue("B8") + R"(]},"id":3})");
+  EXPECT_EQ(metrics_.owner_reroutes.value(), 2u);
+}
+
+TEST_F(PipelineTest, AFailedReaskOfAVerifiedListIsTheAnswer) {
+  snapshots_.Publish(SnapshotBuilder().Delegate(Key(1), kEr1).Build(100, /*limbo_since=*/90));
+  Post(R"({"jsonrpc":"2.0","id":3,"method":"getMultipleAccounts","params":[[)" + Quoted(Key(1)) +
+       "]]}");
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "er1");
+  Answer(200, ListAnswerBody("null"));
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "base");
+  Answer(200, R"({"jsonrpc":"2.0","error":{"code":-32005,"message":"busy"},"id":1})");
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_EQ(answer_->body, R"({"jsonrpc":"2.0","error":{"code":-32005,"message":"busy"},"id":3})");
+}
+
+TEST_F(PipelineTest, AListWholeOnAnErTakesBasesContextWhenBaseIsReasked) {
+  snapshots_.Publish(SnapshotBuilder().Delegate(Key(1), kEr1).Build(100, /*limbo_since=*/90));
+  Post(R"({"jsonrpc":"2.0","id":3,"method":"getMultipleAccounts","params":[[)" + Quoted(Key(1)) +
+       "]]}");
+  Answer(200, ListAnswerBody("null", 4));
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "base");
+  Answer(200, ListAnswerBody(AccountValue("B1"), 61));
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_EQ(answer_->body, R"({"jsonrpc":"2.0","result":{"context":{"slot":61},"value":[)" +
+                               AccountValue("B1") + R"(]},"id":3})");
+}
+
+// --- signatures (kSignatures) ---
+
+TEST_F(PipelineTest, AnUnknownTransactionIsAskedOfEveryoneAndTheFirstNonNullWins) {
+  std::array<uint8_t, 64> bytes;
+  bytes.fill(3);
+  const std::string sig = Signature(bytes).ToBase58();
+  Post(R"({"jsonrpc":"2.0","id":4,"method":"getTransaction","params":[")" + sig + R"("]})");
+  ASSERT_EQ(sent_->size(), 2u);
+  EXPECT_EQ((*sent_)[0].target, "base");
+  EXPECT_EQ((*sent_)[1].target, "er1");
+  Answer(200, R"({"jsonrpc":"2.0","result":null,"id":1})");
+  Answer(200, R"({"jsonrpc":"2.0","result":{"slot":12},"id":1})");
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_EQ(answer_->body, R"({"jsonrpc":"2.0","result":{"slot":12},"id":4})");
+  EXPECT_EQ(metrics_.rpc_signature_fanouts.value(), 1u);
+}
+
+TEST_F(PipelineTest, SignatureStatusesTakeEachElementFromTheFirstAnswerThatHasIt) {
+  std::array<uint8_t, 64> bytes;
+  bytes.fill(3);
+  const std::string a = Signature(bytes).ToBase58();
+  bytes.fill(4);
+  const std::string b = Signature(bytes).ToBase58();
+  Post(R"({"jsonrpc":"2.0","id":4,"method":"getSignatureStatuses","params":[[")" + a + R"(",")" +
+       b + R"("]]})");
+  ASSERT_EQ(sent_->size(), 2u);
+  Fail(absl::UnavailableError("base down"));  // one leg fails: the other still answers
+  Answer(200, ListAnswerBody(R"(null,{"slot":8})", 9));
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_EQ(
+      answer_->body,
+      R"({"jsonrpc":"2.0","result":{"context":{"slot":9},"value":[null,{"slot":8}]},"id":4})");
+}
+
+// --- transactions in limbo (Verification::kByRecords) ---
+
+TEST_F(PipelineTest, ATransactionInLimboIsPlacedByItsRecordsOrRefusedWhenBaseCannotSay) {
+  snapshots_.Publish(SnapshotBuilder().Delegate(Key(1), kEr1).Build(100, /*limbo_since=*/90));
+  const std::string tx = TransactionBase64(MakeTransaction(Key(1), {}, Key(30)));
+  const std::string body = R"({"jsonrpc":"2.0","id":9,"method":"sendTransaction","params":[")" +
+                           tx + R"(",{"encoding":"base64"}]})";
+  Post(body);
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "base");
+  EXPECT_NE(Oldest().body.find(DelegationRecordPda(Key(1)).ToBase58()), std::string::npos);
+  // Base has no record any more: the account is undelegated, the transaction goes to base.
+  Answer(200, ListAnswerBody("null"));
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "base");
+  EXPECT_EQ(Oldest().body, body);
+  EXPECT_EQ(Oldest().policy, RetryPolicy::kOtherEndpointOnly);
+  Answer(200, R"({"jsonrpc":"2.0","result":"sig","id":9})");
+  EXPECT_EQ(answer_->body, R"({"jsonrpc":"2.0","result":"sig","id":9})");
+  EXPECT_EQ(metrics_.limbo_transaction_reroutes.value(), 1u);
+
+  Post(body);
+  Fail(absl::DeadlineExceededError("timed out"));
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_NE(answer_->body.find("the delegation state is being repaired"), std::string::npos)
+      << answer_->body;
+  EXPECT_TRUE(sent_->empty());
+}
+
+// --- the router's own methods ---
+
+TEST_F(PipelineTest, BlockhashForAccountsAsksTheErOfTheAccountsForItsLatestBlockhash) {
+  Post(R"({"jsonrpc":"2.0","id":1,"method":"getBlockhashForAccounts","params":[[)" +
+       Quoted(Key(1)) + "]]}");
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "er1");
+  EXPECT_NE(Oldest().body.find(R"("method":"getLatestBlockhash")"), std::string::npos);
+  Answer(200, R"({"jsonrpc":"2.0","result":{"context":{"slot":1},"value":{"blockhash":"H",)"
+              R"("lastValidBlockHeight":5}},"id":1})");
+  EXPECT_EQ(answer_->body,
+            R"({"jsonrpc":"2.0","result":{"blockhash":"H","lastValidBlockHeight":5},"id":1})");
+}
+
+TEST_F(PipelineTest, ABlockhashThatCannotBeReadIsAnInternalError) {
+  Post(R"({"jsonrpc":"2.0","id":1,"method":"getBlockhashForAccounts","params":[[]]})");
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "base");
+  Fail(absl::DeadlineExceededError("timed out"));
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_NE(answer_->body.find("-32603"), std::string::npos) << answer_->body;
+  EXPECT_NE(answer_->body.find("upstream base failed: timed out"), std::string::npos)
+      << answer_->body;
+  Post(R"({"jsonrpc":"2.0","id":2,"method":"getBlockhashForAccounts","params":[[]]})");
+  Answer(200, R"({"jsonrpc":"2.0","result":{"context":{"slot":1}},"id":1})");
+  EXPECT_NE(answer_->body.find("upstream answered no blockhash"), std::string::npos)
+      << answer_->body;
+}
+
+TEST_F(PipelineTest, LocalMethodsSendNothing) {
+  Post(R"({"jsonrpc":"2.0","id":1,"method":"getDelegationStatus","params":[)" + Quoted(Key(9)) +
+       "]}");
+  EXPECT_TRUE(sent_->empty());
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_EQ(answer_->body, R"({"jsonrpc":"2.0","result":{"isDelegated":false},"id":1})");
+  Post(R"({"jsonrpc":"2.0","id":2,"method":"getIdentity"})");
+  EXPECT_TRUE(sent_->empty());
+  EXPECT_NE(answer_->body.find(kEr1.ToBase58()), std::string::npos) << answer_->body;
+}
+
+// --- the awaitable adapter ---
+
+TEST_F(PipelineTest, AnUpstreamThatAnswersBeforeSendReturnsStillResumesThePlan) {
+  // After Shutdown the fake fails every Send inside Send itself.
+  router_->Shutdown();
+  Post(R"({"jsonrpc":"2.0","id":5,"method":"getAccountInfo","params":[)" + Quoted(Key(9)) + "]}");
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_NE(answer_->body.find("upstream base failed: shut down"), std::string::npos)
+      << answer_->body;
+  Post(R"({"jsonrpc":"2.0","id":6,"method":"getMultipleAccounts","params":[[)" + Quoted(Key(1)) +
+       "," + Quoted(Key(9)) + "]]}");
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_NE(answer_->body.find("shut down"), std::string::npos) << answer_->body;
 }
 
 }  // namespace

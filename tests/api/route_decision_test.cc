@@ -70,7 +70,7 @@ TEST_F(RouteDecisionTest, SingleAccountReadsGoToTheAccountsEr) {
   for (const std::string& method :
        std::vector<std::string>{"getAccountInfo", "getBalance", "getTokenAccountBalance"}) {
     RouteDecision d = Decide(method, "[" + Quoted(Key(2)) + "]");
-    EXPECT_EQ(d.kind, RouteKind::kForward) << method;
+    EXPECT_EQ(d.action, RouteAction::kForward) << method;
     EXPECT_EQ(d.target, "er2") << method;
     EXPECT_TRUE(d.delegated);
     EXPECT_EQ(d.account, Key(2));
@@ -79,7 +79,7 @@ TEST_F(RouteDecisionTest, SingleAccountReadsGoToTheAccountsEr) {
 
 TEST_F(RouteDecisionTest, UndelegatedAccountGoesToBase) {
   RouteDecision d = Decide("getAccountInfo", "[" + Quoted(Key(9)) + ",{\"encoding\":\"base64\"}]");
-  EXPECT_EQ(d.kind, RouteKind::kForward);
+  EXPECT_EQ(d.action, RouteAction::kForward);
   EXPECT_EQ(d.target, "base");
   EXPECT_FALSE(d.delegated);
 }
@@ -88,13 +88,13 @@ TEST_F(RouteDecisionTest, AllZeroAuthorityGoesToTheDefaultEr) {
   EXPECT_EQ(Decide("getBalance", "[" + Quoted(Key(3)) + "]").target, "er1");
   table_.default_er.clear();
   RouteDecision d = Decide("getBalance", "[" + Quoted(Key(3)) + "]");
-  EXPECT_EQ(d.kind, RouteKind::kError);
+  EXPECT_EQ(d.action, RouteAction::kError);
   EXPECT_EQ(RpcErrorFromStatus(d.error).code, -32004);
 }
 
 TEST_F(RouteDecisionTest, UnconfiguredValidatorIsAnErrorThatNamesIt) {
   RouteDecision d = Decide("getAccountInfo", "[" + Quoted(Key(4)) + "]");
-  ASSERT_EQ(d.kind, RouteKind::kError);
+  ASSERT_EQ(d.action, RouteAction::kError);
   RpcError error = RpcErrorFromStatus(d.error);
   EXPECT_EQ(error.code, -32004);
   EXPECT_NE(error.message.find(kUnknownEr.ToBase58()), std::string::npos) << error.message;
@@ -110,7 +110,7 @@ TEST_F(RouteDecisionTest, MultipleAccountsSplitByTargetInOrder) {
   RouteDecision d = Decide("getMultipleAccounts", "[[" + Quoted(Key(9)) + "," + Quoted(Key(1)) +
                                                       "," + Quoted(Key(2)) + "," + Quoted(Key(8)) +
                                                       "," + Quoted(Key(5)) + "]]");
-  ASSERT_EQ(d.kind, RouteKind::kSplitAccounts);
+  ASSERT_EQ(d.action, RouteAction::kSplitAccounts);
   ASSERT_EQ(d.parts.size(), 3u);
   EXPECT_EQ(d.parts[0].target, "base");
   EXPECT_EQ(d.parts[0].indexes, (std::vector<size_t>{0, 3}));
@@ -124,42 +124,78 @@ TEST_F(RouteDecisionTest, MultipleAccountsSplitByTargetInOrder) {
 TEST_F(RouteDecisionTest, MultipleAccountsOnOneTargetAreForwardedWhole) {
   RouteDecision d =
       Decide("getMultipleAccounts", "[[" + Quoted(Key(1)) + "," + Quoted(Key(5)) + "]]");
-  EXPECT_EQ(d.kind, RouteKind::kForward);
+  EXPECT_EQ(d.action, RouteAction::kForward);
   EXPECT_EQ(d.target, "er1");
 }
 
 TEST_F(RouteDecisionTest, MultipleAccountsCarryTheDecodedKeysAndTheParamsAfterTheList) {
   RouteDecision d = Decide("getMultipleAccounts", "[[" + Quoted(Key(9)) + "," + Quoted(Key(1)) +
                                                       R"(], {"encoding" : "base64"},7])");
-  ASSERT_EQ(d.kind, RouteKind::kSplitAccounts);
+  ASSERT_EQ(d.action, RouteAction::kSplitAccounts);
   EXPECT_EQ(d.accounts, (std::vector<Pubkey>{Key(9), Key(1)}));
   EXPECT_EQ(d.params_after_list, R"(,{"encoding" : "base64"},7)");
   RouteDecision whole = Decide("getMultipleAccounts", "[[" + Quoted(Key(5)) + "]]");
-  ASSERT_EQ(whole.kind, RouteKind::kForward);
+  ASSERT_EQ(whole.action, RouteAction::kForward);
   EXPECT_EQ(whole.accounts, (std::vector<Pubkey>{Key(5)}));
   EXPECT_EQ(whole.params_after_list, "");
 }
 
-TEST_F(RouteDecisionTest, ForwardModeFollowsTheMethodAndTheVerification) {
-  auto mode = [&](const std::string& method, const std::string& params, OwnerVerification verify) {
-    RpcCall call;
-    call.id = "1";
-    call.method = method;
-    call.params = params;
-    return ForwardModeOf(call, Decide(method, params), verify);
-  };
+TEST_F(RouteDecisionTest, VerificationFollowsTheMethodAndTheConfiguration) {
   const std::string one = "[" + Quoted(Key(2)) + "]";
   const std::string list = "[[" + Quoted(Key(2)) + "]]";
-  const OwnerVerification all{true, true};
-  const OwnerVerification none{false, false};
-  EXPECT_EQ(mode("getAccountInfo", one, all), ForwardMode::kVerifyOwner);
-  EXPECT_EQ(mode("getBalance", one, all), ForwardMode::kProbeOwner);
-  EXPECT_EQ(mode("getTokenAccountBalance", one, all), ForwardMode::kProbeOwner);
-  EXPECT_EQ(mode("getMultipleAccounts", list, all), ForwardMode::kVerifyAccountList);
-  EXPECT_EQ(mode("getMultipleAccounts", list, {true, false}), ForwardMode::kPlain);
-  EXPECT_EQ(mode("getAccountInfo", one, {false, true}), ForwardMode::kPlain);
-  EXPECT_EQ(mode("getAccountInfo", one, none), ForwardMode::kPlain);
-  EXPECT_EQ(mode("getSlot", "[]", all), ForwardMode::kPlain);
+  const std::string split = "[[" + Quoted(Key(2)) + "," + Quoted(Key(9)) + "]]";
+  table_.verify = {true, true};
+  EXPECT_EQ(Decide("getAccountInfo", one).verification, Verification::kOwnerOfAnswer);
+  EXPECT_EQ(Decide("getBalance", one).verification, Verification::kOwnerProbe);
+  EXPECT_EQ(Decide("getTokenAccountBalance", one).verification, Verification::kOwnerProbe);
+  EXPECT_EQ(Decide("getMultipleAccounts", list).verification, Verification::kAccountList);
+  EXPECT_EQ(Decide("getMultipleAccounts", list).merge, MergeKind::kAccountsByKey);
+  EXPECT_EQ(Decide("getMultipleAccounts", split).verification, Verification::kAccountList);
+  EXPECT_EQ(Decide("getMultipleAccounts", "[[]]").verification, Verification::kNone);
+  EXPECT_EQ(Decide("getSlot", "[]").verification, Verification::kNone);
+  EXPECT_EQ(Decide("getSlot", "[]").merge, MergeKind::kPassThrough);
+  table_.verify = {true, false};
+  EXPECT_EQ(Decide("getMultipleAccounts", list).verification, Verification::kNone);
+  EXPECT_EQ(Decide("getMultipleAccounts", list).merge, MergeKind::kPassThrough);
+  EXPECT_EQ(Decide("getMultipleAccounts", split).verification, Verification::kNone);
+  EXPECT_EQ(Decide("getMultipleAccounts", split).merge, MergeKind::kAccountsByKey);
+  table_.verify = {false, true};
+  EXPECT_EQ(Decide("getAccountInfo", one).verification, Verification::kNone);
+  table_.verify = {false, false};
+  EXPECT_EQ(Decide("getAccountInfo", one).verification, Verification::kNone);
+  EXPECT_EQ(Decide("getBalance", one).verification, Verification::kNone);
+  // In limbo every verification applies, whatever the configuration.
+  snapshot_ = SnapshotBuilder().Delegate(Key(2), kEr2).Build(100, /*limbo_since=*/90);
+  EXPECT_EQ(Decide("getAccountInfo", one).verification, Verification::kOwnerOfAnswer);
+  EXPECT_EQ(Decide("getMultipleAccounts", list).verification, Verification::kAccountList);
+}
+
+TEST_F(RouteDecisionTest, ResendFollowsWhetherTheMethodActsOnTheChain) {
+  EXPECT_EQ(Decide("getSlot", "[]").resend, Resend::kSafe);
+  EXPECT_EQ(Decide("getAccountInfo", "[" + Quoted(Key(2)) + "]").resend, Resend::kSafe);
+  EXPECT_EQ(Decide("requestAirdrop", "[" + Quoted(Key(2)) + ",1]").resend, Resend::kNever);
+  Transaction tx = MakeTransaction(Key(20), {Key(21)}, Key(30));
+  const std::string params = "[\"" + TransactionBase64(tx) + "\",{\"encoding\":\"base64\"}]";
+  EXPECT_EQ(Decide("sendTransaction", params).resend, Resend::kOtherEndpointOnly);
+  EXPECT_EQ(Decide("simulateTransaction", params).resend, Resend::kSafe);
+}
+
+TEST_F(RouteDecisionTest, ATransactionInLimboIsPlacedByItsRecords) {
+  snapshot_ = SnapshotBuilder()
+                  .Delegate(Key(1), kEr1)
+                  .Delegate(Key(5), kEr1)
+                  .Build(100, /*limbo_since=*/90);
+  Transaction tx = MakeTransaction(Key(1), {Key(5)}, Key(30));
+  RouteDecision d =
+      Decide("sendTransaction", "[\"" + TransactionBase64(tx) + "\",{\"encoding\":\"base64\"}]");
+  EXPECT_EQ(d.action, RouteAction::kForward);
+  EXPECT_EQ(d.verification, Verification::kByRecords);
+  EXPECT_EQ(d.writable_in_doubt, (std::vector<Pubkey>{Key(1), Key(5)}));
+  // Calling the delegation program still goes to base without a records check.
+  tx = MakeTransaction(Key(1), {Key(2)}, DelegationProgramId());
+  d = Decide("sendTransaction", "[\"" + TransactionBase64(tx) + "\",{\"encoding\":\"base64\"}]");
+  EXPECT_EQ(d.target, "base");
+  EXPECT_EQ(d.verification, Verification::kNone);
 }
 
 TEST_F(RouteDecisionTest, UpstreamBatchesGroupThePlainForwardsByTarget) {
@@ -182,34 +218,40 @@ TEST_F(RouteDecisionTest, UpstreamBatchesGroupThePlainForwardsByTarget) {
           R"({"jsonrpc":"2.0","id":11,"method":"getBlockTime","params":[1]}])",
       {});
   ASSERT_TRUE(body.ok()) << body.status();
-  std::vector<RouteDecision> decisions;
-  for (const RpcCall& call : body->calls) {
-    decisions.push_back(DecideRoute(
-        call, *snapshot_, table_,
-        [](const Pubkey&) -> const std::vector<Pubkey>* { return nullptr; },
-        [](const Signature&) -> std::optional<std::string> { return std::nullopt; }));
-  }
+  auto decide_all = [&] {
+    std::vector<RouteDecision> decisions;
+    for (const RpcCall& call : body->calls) {
+      decisions.push_back(DecideRoute(
+          call, *snapshot_, table_,
+          [](const Pubkey&) -> const std::vector<Pubkey>* { return nullptr; },
+          [](const Signature&) -> std::optional<std::string> { return std::nullopt; }));
+    }
+    return decisions;
+  };
+  table_.verify = {false, false};
+  std::vector<RouteDecision> decisions = decide_all();
   // The table's rules send get* (but getSlot) to "wide".
-  std::vector<UpstreamBatch> batches = PlanUpstreamBatches(*body, decisions, {false, false});
+  std::vector<UpstreamBatch> batches = PlanUpstreamBatches(*body, decisions);
   ASSERT_EQ(batches.size(), 2u);
   EXPECT_EQ(batches[0].target, "er1");
   EXPECT_EQ(batches[0].calls, (std::vector<size_t>{1, 2}));
   EXPECT_EQ(batches[1].target, "wide");
   EXPECT_EQ(batches[1].calls, (std::vector<size_t>{3, 11}));
   // With verification the reads of er1 keep their own exchange; base has only getSlot.
-  batches = PlanUpstreamBatches(*body, decisions, {true, true});
+  table_.verify = {true, true};
+  batches = PlanUpstreamBatches(*body, decide_all());
   ASSERT_EQ(batches.size(), 1u);
   EXPECT_EQ(batches[0].target, "wide");
   // A single call is never put into an upstream batch.
   body->batch = false;
-  EXPECT_TRUE(PlanUpstreamBatches(*body, decisions, {false, false}).empty());
+  EXPECT_TRUE(PlanUpstreamBatches(*body, decisions).empty());
 }
 
 TEST_F(RouteDecisionTest, MoreThanTheLimitOfAccountsIsInvalidParams) {
   std::string list;
   for (int i = 0; i < 101; ++i) list += std::string(i ? "," : "") + Quoted(Key(9));
   RouteDecision d = Decide("getMultipleAccounts", "[[" + list + "]]");
-  ASSERT_EQ(d.kind, RouteKind::kError);
+  ASSERT_EQ(d.action, RouteAction::kError);
   EXPECT_EQ(RpcErrorFromStatus(d.error).code, -32602);
 }
 
@@ -217,7 +259,7 @@ TEST_F(RouteDecisionTest, TransactionWithOnlyUndelegatedWritablesGoesToBase) {
   Transaction tx = MakeTransaction(Key(20), {Key(21)}, Key(30));
   RouteDecision d =
       Decide("sendTransaction", "[\"" + TransactionBase64(tx) + "\",{\"encoding\":\"base64\"}]");
-  EXPECT_EQ(d.kind, RouteKind::kForward);
+  EXPECT_EQ(d.action, RouteAction::kForward);
   EXPECT_EQ(d.target, "base");
   EXPECT_EQ(d.signature, tx.id());
 }
@@ -226,7 +268,7 @@ TEST_F(RouteDecisionTest, TransactionDelegatedToOneErGoesThere) {
   Transaction tx = MakeTransaction(Key(1), {Key(5)}, Key(30));
   RouteDecision d = Decide("simulateTransaction",
                            "[\"" + TransactionBase64(tx) + "\",{\"encoding\":\"base64\"}]");
-  EXPECT_EQ(d.kind, RouteKind::kForward);
+  EXPECT_EQ(d.action, RouteAction::kForward);
   EXPECT_EQ(d.target, "er1");
 }
 
@@ -240,7 +282,7 @@ TEST_F(RouteDecisionTest, TransactionOnTwoErsIsAClearError) {
   Transaction tx = MakeTransaction(Key(1), {Key(2)}, Key(30));
   RouteDecision d =
       Decide("sendTransaction", "[\"" + TransactionBase64(tx) + "\",{\"encoding\":\"base64\"}]");
-  ASSERT_EQ(d.kind, RouteKind::kError);
+  ASSERT_EQ(d.action, RouteAction::kError);
   RpcError error = RpcErrorFromStatus(d.error);
   EXPECT_EQ(error.code, -32602);
   EXPECT_NE(error.message.find("two ERs"), std::string::npos) << error.message;
@@ -250,7 +292,7 @@ TEST_F(RouteDecisionTest, TransactionMixingDelegatedAndUndelegatedIsAClearError)
   Transaction tx = MakeTransaction(Key(20), {Key(1)}, Key(30));
   RouteDecision d =
       Decide("sendTransaction", "[\"" + TransactionBase64(tx) + "\",{\"encoding\":\"base64\"}]");
-  ASSERT_EQ(d.kind, RouteKind::kError);
+  ASSERT_EQ(d.action, RouteAction::kError);
   EXPECT_NE(RpcErrorFromStatus(d.error).message.find("undelegated"), std::string::npos);
 }
 
@@ -258,7 +300,7 @@ TEST_F(RouteDecisionTest, TransactionCallingTheDelegationProgramGoesToBase) {
   Transaction tx = MakeTransaction(Key(1), {Key(2)}, DelegationProgramId());
   RouteDecision d =
       Decide("sendTransaction", "[\"" + TransactionBase64(tx) + "\",{\"encoding\":\"base64\"}]");
-  EXPECT_EQ(d.kind, RouteKind::kForward);
+  EXPECT_EQ(d.action, RouteAction::kForward);
   EXPECT_EQ(d.target, "base");
 }
 
@@ -269,15 +311,15 @@ TEST_F(RouteDecisionTest, V0TransactionNeedsItsLookupTablesThenRoutesByThem) {
   tx.lookups.push_back(AddressTableLookup{Key(0x77), {1}, {}});
   const std::string params = "[\"" + TransactionBase64(tx) + "\",{\"encoding\":\"base64\"}]";
   RouteDecision d = Decide("sendTransaction", params);
-  ASSERT_EQ(d.kind, RouteKind::kNeedLookupTables);
+  ASSERT_EQ(d.action, RouteAction::kNeedLookupTables);
   EXPECT_EQ(d.missing_tables, std::vector<Pubkey>{Key(0x77)});
 
   tables_[Key(0x77)] = {Key(40), Key(5)};  // index 1 → Key(5), delegated to er1
   d = Decide("sendTransaction", params);
-  EXPECT_EQ(d.kind, RouteKind::kForward);
+  EXPECT_EQ(d.action, RouteAction::kForward);
   EXPECT_EQ(d.target, "er1");
   tables_[Key(0x77)] = {Key(40), Key(2)};  // → er2: conflicts with the payer on er1
-  EXPECT_EQ(Decide("sendTransaction", params).kind, RouteKind::kError);
+  EXPECT_EQ(Decide("sendTransaction", params).action, RouteAction::kError);
 }
 
 TEST_F(RouteDecisionTest, UndecodableTransactionIsInvalidParams) {
@@ -299,7 +341,7 @@ TEST_F(RouteDecisionTest, SignaturesSplitByMemoryAndUnknownOnesFanOut) {
   RouteDecision d =
       Decide("getSignatureStatuses", "[[\"" + sigs[0].ToBase58() + "\",\"" + sigs[1].ToBase58() +
                                          "\",\"" + sigs[2].ToBase58() + "\"]]");
-  ASSERT_EQ(d.kind, RouteKind::kSignatures);
+  ASSERT_EQ(d.action, RouteAction::kSignatures);
   ASSERT_EQ(d.parts.size(), 2u);
   EXPECT_EQ(d.parts[0].target, "er1");
   EXPECT_EQ(d.parts[0].indexes, std::vector<size_t>{0});
@@ -308,19 +350,19 @@ TEST_F(RouteDecisionTest, SignaturesSplitByMemoryAndUnknownOnesFanOut) {
   EXPECT_EQ(d.unknown, std::vector<size_t>{1});
 
   d = Decide("getTransaction", "[\"" + sigs[0].ToBase58() + "\"]");
-  EXPECT_EQ(d.kind, RouteKind::kForward);
+  EXPECT_EQ(d.action, RouteAction::kForward);
   EXPECT_EQ(d.target, "er1");
   d = Decide("getTransaction", "[\"" + sigs[1].ToBase58() + "\"]");
-  EXPECT_EQ(d.kind, RouteKind::kSignatures);
+  EXPECT_EQ(d.action, RouteAction::kSignatures);
   EXPECT_EQ(d.unknown, std::vector<size_t>{0});
 }
 
 TEST_F(RouteDecisionTest, EmptyListsGoToBaseWhole) {
   RouteDecision d = Decide("getSignatureStatuses", "[[]]");
-  EXPECT_EQ(d.kind, RouteKind::kForward);
+  EXPECT_EQ(d.action, RouteAction::kForward);
   EXPECT_EQ(d.target, "base");
   d = Decide("getMultipleAccounts", "[[]]");
-  EXPECT_EQ(d.kind, RouteKind::kForward);
+  EXPECT_EQ(d.action, RouteAction::kForward);
   EXPECT_EQ(d.target, "base");
 }
 
@@ -336,17 +378,46 @@ TEST_F(RouteDecisionTest, OtherMethodsFollowLongestPrefixRules) {
 
 TEST_F(RouteDecisionTest, UnknownMethodIsMethodNotFoundUnlessForwarded) {
   RouteDecision d = Decide("fooBar", "[]");
-  ASSERT_EQ(d.kind, RouteKind::kError);
+  ASSERT_EQ(d.action, RouteAction::kError);
   EXPECT_EQ(RpcErrorFromStatus(d.error).code, -32601);
   table_.forward_unknown_methods = true;
   EXPECT_EQ(Decide("fooBar", "[]").target, "base");
 }
 
 TEST_F(RouteDecisionTest, RouterMethodsAreAnsweredLocally) {
-  for (const std::string& method : std::vector<std::string>{
-           "getDelegationStatus", "getRoutes", "getIdentity", "getBlockhashForAccounts"}) {
-    EXPECT_EQ(Decide(method, "[]").kind, RouteKind::kRouterMethod) << method;
-  }
+  EXPECT_EQ(Decide("getIdentity", "[]").local, LocalMethod::kIdentity);
+  EXPECT_EQ(Decide("getRoutes", "[]").local, LocalMethod::kRoutes);
+  EXPECT_EQ(Decide("getIdentity", "[]").action, RouteAction::kLocal);
+  RouteDecision d = Decide("getDelegationStatus", "[" + Quoted(Key(1)) + "]");
+  EXPECT_EQ(d.action, RouteAction::kLocal);
+  EXPECT_EQ(d.local, LocalMethod::kDelegationStatus);
+  EXPECT_EQ(d.account, Key(1));
+  EXPECT_EQ(RpcErrorFromStatus(Decide("getDelegationStatus", R"(["nope"])").error).code, -32602);
+  EXPECT_EQ(RpcErrorFromStatus(Decide("getDelegationStatus", "[]").error).code, -32602);
+}
+
+TEST_F(RouteDecisionTest, BlockhashForAccountsAsksTheErOfTheFirstDelegatedAccount) {
+  RouteDecision d = Decide("getBlockhashForAccounts", "[[" + Quoted(Key(9)) + "," + Quoted(Key(2)) +
+                                                          "," + Quoted(Key(1)) + "]]");
+  EXPECT_EQ(d.action, RouteAction::kLatestBlockhash);
+  EXPECT_EQ(d.merge, MergeKind::kResultValue);
+  EXPECT_EQ(d.target, "er2");
+  EXPECT_EQ(Decide("getBlockhashForAccounts", "[[" + Quoted(Key(9)) + "]]").target, "base");
+  EXPECT_EQ(Decide("getBlockhashForAccounts", "[[]]").target, "base");
+  // A key after the first delegated one is not looked at.
+  EXPECT_EQ(Decide("getBlockhashForAccounts", "[[" + Quoted(Key(1)) + R"(,"nope"]])").target,
+            "er1");
+  EXPECT_EQ(RpcErrorFromStatus(Decide("getBlockhashForAccounts", R"([["nope"]])").error).code,
+            -32602);
+}
+
+TEST_F(RouteDecisionTest, SignatureMergeFollowsTheMethod) {
+  std::array<uint8_t, 64> bytes;
+  bytes.fill(9);
+  const std::string sig = Signature(bytes).ToBase58();
+  EXPECT_EQ(Decide("getTransaction", "[\"" + sig + "\"]").merge, MergeKind::kFirstTransaction);
+  EXPECT_EQ(Decide("getSignatureStatuses", "[[\"" + sig + "\"]]").merge,
+            MergeKind::kStatusesBySignature);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -16,6 +17,7 @@
 #include "api/jsonrpc/rpc_merge.h"
 #include "api/routing/consistency_gate.h"
 #include "api/rpc/router.h"
+#include "api/upstream/upstream_await.h"
 #include "solana/delegation.h"
 
 namespace switchyard {
@@ -38,21 +40,25 @@ class Router : public RequestHandler {
  private:
   struct Exchange;
   struct AccountList;
-  struct ListVerification;
   // The elements of an account list to re-ask, by index into the call's keys.
   struct ListReasks {
     std::vector<size_t> to_er;    // base showed the delegation program as owner
     std::vector<size_t> to_base;  // an ER did not have an account the state calls delegated
   };
+  // Re-asked parts of an account list and their answers, in the same order.
+  struct Reasked {
+    std::vector<RoutePart> parts;
+    std::vector<absl::StatusOr<ListAnswer>> answers;
+  };
   // A call's answer, with where it came from and how it ended (for the metrics).
+  struct CallAnswer {
+    std::string answer;
+    CallOutcome outcome;
+  };
   using Answer = std::function<void(std::string answer, CallOutcome outcome)>;
-  using Gathered = std::function<void(std::vector<absl::StatusOr<UpstreamAnswer>>)>;
-  using GatheredLists = std::function<void(std::vector<absl::StatusOr<ListAnswer>>)>;
-  using GatheredResponses = std::function<void(std::vector<absl::StatusOr<UpstreamResponse>>)>;
-  // The ER target each account's delegation record names (nullopt: no record, or no ER).
-  using RecordTargets = std::function<void(std::vector<std::optional<std::string>>)>;
+  using Requests = std::vector<std::pair<std::string, std::string>>;  // (target, body)
   // Each account's delegation record on base (nullopt: none), or why base could not say.
-  using Records = std::function<void(absl::StatusOr<std::vector<std::optional<DelegationRecord>>>)>;
+  using Records = absl::StatusOr<std::vector<std::optional<DelegationRecord>>>;
 
   // Decides every call, sends the upstream batches of the plan, then executes the other calls.
   void Dispatch(std::shared_ptr<Exchange> exchange);
@@ -64,97 +70,105 @@ class Router : public RequestHandler {
   void Decide(Exchange& exchange, size_t index);
   // Carries out exchange->decisions[index] (`round` 1: after its lookup tables were fetched).
   void Execute(std::shared_ptr<Exchange> exchange, size_t index, int round);
-  OwnerVerification VerificationOf(const Exchange& exchange) const {
-    return {VerifiesOwner(exchange, /*account_list=*/false),
-            VerifiesOwner(exchange, /*account_list=*/true)};
-  }
-  void Forward(const std::string& target, const RpcCall& call, std::shared_ptr<Exchange> exchange,
+  // Runs a multi-step plan as a coroutine on this worker; its result is call `index`'s answer.
+  void Run(const std::shared_ptr<Exchange>& exchange, size_t index, Task<CallAnswer> plan);
+  // A kForward decision: remembers a transaction's signature, then forwards with the
+  // decision's verification.
+  void ExecuteForward(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  // Sends call `index` as the client wrote it to `target`; its answer is the upstream's. The
+  // plain forward, the hottest path, stays a callback; ForwardAsync is its coroutine form.
+  void Forward(const std::string& target, size_t index, std::shared_ptr<Exchange> exchange,
                Answer done);
+  Task<CallAnswer> ForwardAsync(std::string target, std::shared_ptr<Exchange> exchange,
+                                size_t index);
+  // The answer to call `index` from `target`'s HTTP answer (or its failure).
+  CallAnswer AnswerFromResponse(const std::string& target, const RpcCall& call,
+                                const absl::StatusOr<UpstreamResponse>& response) const;
   // Sends the calls of `batch` to its target as one JSON-RPC batch and answers each from its
   // element of the answer. Calls the answer does not carry (an HTTP error, an answer that is
   // not an array, ids missing) are forwarded one by one; a connection failure or timeout is
   // every call's answer.
   void ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batch);
-  void SplitAccounts(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
-  void Signatures(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  Task<CallAnswer> SplitAccounts(std::shared_ptr<Exchange> exchange, size_t index);
+  // The parts' answers merged in key order (an error answer: a part that failed).
+  std::variant<AccountList, CallAnswer> MergeParts(const Exchange& exchange, size_t index,
+                                                   std::vector<absl::StatusOr<ListAnswer>> answers);
+  Task<CallAnswer> Signatures(std::shared_ptr<Exchange> exchange, size_t index);
   // Signatures' answers: for getTransaction, the first non-null transaction (base, then the
   // ERs), else the first answer there is; for a signature list, each element from the first
   // answer that has it (`known_parts`: how many of `answers` are the split of known ones).
-  static void AnswerFirstTransaction(const RpcCall& call,
+  static CallAnswer FirstTransaction(const RpcCall& call,
                                      const std::vector<absl::StatusOr<UpstreamAnswer>>& answers,
-                                     int label, const Answer& done);
-  void AnswerMergedStatuses(const Exchange& exchange, size_t index, size_t known_parts,
+                                     int label);
+  CallAnswer MergedStatuses(const Exchange& exchange, size_t index, size_t known_parts,
                             const std::vector<std::string>& targets, int label,
-                            const std::vector<absl::StatusOr<ListAnswer>>& answers,
-                            const Answer& done) const;
+                            const std::vector<absl::StatusOr<ListAnswer>>& answers) const;
   // Keeps gate_timer_ set for the gate's earliest deadline.
   void ArmGateTimer();
-  void FetchLookupTables(const std::vector<Pubkey>& tables, std::function<void()> then);
-  // Whether owner verification applies: always in limbo, else as configured (single-account
-  // reads or getMultipleAccounts).
-  bool VerifiesOwner(const Exchange& exchange, bool account_list) const;
+  // Reads the lookup tables from base into the cache, then decides call `index` again.
+  Task<void> FetchLookupTablesThenExecute(std::shared_ptr<Exchange> exchange, size_t index);
   // getAccountInfo with owner verification: base showing the delegation program as owner → the
   // account's ER (found through its delegation record); an ER answering "not found" for a
-  // delegated account → base.
+  // delegated account → base. The first leg is a callback (the hottest verified path); a
+  // re-route runs as a coroutine.
   void ForwardVerified(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
   // getBalance and getTokenAccountBalance, whose answers show no owner: the call and a
   // zero-length getAccountInfo probe of the account go to the target together; the probe's
   // owner decides as in ForwardVerified.
-  void ForwardProbed(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  Task<CallAnswer> ForwardProbed(std::shared_ptr<Exchange> exchange, size_t index);
+  // The account's `value` as the probe showed it (nullopt: unknown).
+  Task<std::optional<std::string>> Probe(std::shared_ptr<Exchange> exchange, size_t index);
   // The decision of ForwardVerified and ForwardProbed, from the account's `value` as the
-  // target showed it (nullopt: unknown): answers `answer`, or re-sends the call elsewhere.
-  void RerouteByOwner(std::shared_ptr<Exchange> exchange, size_t index, const Pubkey& account,
-                      bool delegated, const std::optional<std::string>& value, std::string answer,
-                      CallOutcome outcome, Answer done);
+  // target showed it (nullopt: unknown): `answer` stands, or the call is sent elsewhere.
+  Task<CallAnswer> RerouteByOwner(std::shared_ptr<Exchange> exchange, size_t index,
+                                  std::optional<std::string> value, CallAnswer answer);
   // Reads the delegation record of each account from base: one getMultipleAccounts of the
   // record PDAs.
-  void ReadRecords(const std::vector<Pubkey>& accounts, Records done);
-  // The ER of each account as its delegation record on base names it.
-  void FindRecordTargets(const std::vector<Pubkey>& accounts, RecordTargets done);
+  Task<Records> ReadRecords(std::vector<Pubkey> accounts);
+  // The ER of each account as its delegation record on base names it (nullopt: no record, no
+  // ER for it, or base could not say).
+  Task<std::vector<std::optional<std::string>>> FindRecordTargets(std::vector<Pubkey> accounts);
   // A transaction decided in limbo: routed by the delegation records of the accounts it
   // writes as base has them now, not by the state, which may be stale.
-  void ForwardTransactionByRecords(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  Task<CallAnswer> ForwardTransactionByRecords(std::shared_ptr<Exchange> exchange, size_t index);
   // getMultipleAccounts forwarded whole, with owner verification of each element.
-  void ForwardAccountListVerified(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  Task<CallAnswer> ForwardAccountListVerified(std::shared_ptr<Exchange> exchange, size_t index);
   // Owner verification of a merged getMultipleAccounts answer (`key_targets[i]`: where key i
   // of the call's decision went): base elements owned by the delegation program are re-asked
-  // of the ERs their records name, null ER elements of base, and the answers spliced in.
-  // Answers `original` (when not empty) if nothing was re-asked; a re-ask that fails is the
-  // answer.
-  void VerifyAccountList(std::shared_ptr<Exchange> exchange, size_t index,
-                         std::vector<std::string> key_targets, AccountList list,
-                         std::string original, CallOutcome outcome, Answer done);
-  // VerifyAccountList's steps: which elements need re-asking; re-asking the ERs the records
-  // of `to_er` name; re-asking `parts` and splicing the answers in (false: a failed re-ask was
-  // the answer); and the join of the branches, which answers after the last.
+  // of the ERs their records name, null ER elements of base, both at once, and the answers
+  // spliced in. `original` (when not empty) stands if nothing was re-asked; a re-ask that
+  // fails is the answer.
+  Task<CallAnswer> VerifyAccountList(std::shared_ptr<Exchange> exchange, size_t index,
+                                     std::vector<std::string> key_targets, AccountList list,
+                                     CallAnswer original);
+  // VerifyAccountList's steps: which elements need re-asking; re-asking `parts`; re-asking the
+  // ERs the records of `to_er` name; and splicing the answers in (an error answer: a re-ask
+  // that failed).
   ListReasks FindListReasks(const std::vector<std::string>& key_targets,
                             const AccountList& list) const;
-  void ReaskListOfRecordErs(std::shared_ptr<ListVerification> verification,
-                            std::vector<size_t> to_er);
-  void ReaskListParts(std::shared_ptr<ListVerification> verification, std::vector<RoutePart> parts);
-  bool SpliceReasked(ListVerification& verification, const std::vector<RoutePart>& parts,
-                     std::vector<absl::StatusOr<ListAnswer>>& answers);
-  void FinishListBranch(const std::shared_ptr<ListVerification>& verification);
-  // The methods the router answers itself: getIdentity, getRoutes, getDelegationStatus, and
-  // (any other) getBlockhashForAccounts.
-  void RouterMethod(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  Task<Reasked> ReaskParts(std::shared_ptr<Exchange> exchange, size_t index,
+                           std::vector<RoutePart> parts);
+  Task<Reasked> ReaskRecordErs(std::shared_ptr<Exchange> exchange, size_t index,
+                               std::vector<size_t> to_er);
+  std::optional<CallAnswer> SpliceReasked(const RpcCall& call, Reasked& reasked, AccountList& list,
+                                          size_t& rerouted);
+  // The methods the router answers itself (kLocal): getIdentity, getRoutes,
+  // getDelegationStatus.
+  CallAnswer AnswerLocal(const Exchange& exchange, size_t index) const;
   // getDelegationStatus [pubkey]: the account's delegation as the snapshot has it.
-  void AnswerDelegationStatus(const Exchange& exchange, const RpcCall& call,
-                              const RpcParams& params, Answer done);
-  // getBlockhashForAccounts [[pubkeys]]: the blockhash of the ER they are delegated to (the
-  // first delegated one's), else base's. `call` lives in `exchange`.
-  void ForwardBlockhashForAccounts(std::shared_ptr<Exchange> exchange, const RpcCall& call,
-                                   const RpcParams& params, Answer done);
-  // Sends each (target, body) and hands back the parsed answers in the same order.
-  void Gather(std::vector<std::pair<std::string, std::string>> requests, RetryPolicy policy,
-              Gathered done);
-  // Gather for list reads: the answers parsed as ListAnswer.
-  void GatherLists(std::vector<std::pair<std::string, std::string>> requests, RetryPolicy policy,
-                   GatheredLists done);
-  // Gather's sending: each HTTP answer, or why there is none (as an Internal status naming the
-  // target).
-  void GatherResponses(std::vector<std::pair<std::string, std::string>> requests,
-                       RetryPolicy policy, GatheredResponses done);
+  CallAnswer AnswerDelegationStatus(const Exchange& exchange, size_t index) const;
+  // getBlockhashForAccounts (kLatestBlockhash): getLatestBlockhash of the decision's target,
+  // answered as the result's value.
+  Task<CallAnswer> ForwardLatestBlockhash(std::shared_ptr<Exchange> exchange, size_t index);
+  // Sends each (target, body) at once; each HTTP answer, or why there is none (as an Internal
+  // status naming the target), in the same order.
+  Task<std::vector<absl::StatusOr<UpstreamResponse>>> SendAll(Requests requests,
+                                                              RetryPolicy policy);
+  Task<absl::StatusOr<UpstreamResponse>> SendOne(std::string target, std::string body,
+                                                 RetryPolicy policy);
+  // SendAll with the answers parsed as UpstreamAnswer, and as ListAnswer.
+  Task<std::vector<absl::StatusOr<UpstreamAnswer>>> Gather(Requests requests, RetryPolicy policy);
+  Task<std::vector<absl::StatusOr<ListAnswer>>> GatherLists(Requests requests, RetryPolicy policy);
   // An outcome of an answer the router made itself.
   static CallOutcome AtRouter(RpcOutcome outcome) {
     return CallOutcome{RpcCallMetrics::kRouterTarget, outcome};
