@@ -407,6 +407,7 @@ def markdown(report):
         f"- commit `{report['git']['commit']}`" + (" (with uncommitted changes)"
                                                      if report["git"]["dirty"] else ""),
         f"- machine: {m['cores']} cores, {m['cpu_model']}, Linux {m['kernel']}",
+        f"- switchyard binary: `{s.get('switchyard_binary') or 'build/release/app/switchyard'}`",
         f"- load average (1/5/15 min): start {m['loadavg_start']}, end {m['loadavg_end']}"
         " — the machine is shared; compare systems through the ratios, which are measured "
         "back to back in the same repetition",
@@ -615,7 +616,7 @@ def main():
                     "loadavg_start": loadavg(os.path.join(raw, "loadavg_start.txt")),
                     "loadavg_end": loadavg(os.path.join(raw, "loadavg_end.txt"))},
         "settings": {k: stack.get(k) for k in ("quick", "reps", "duration_s", "wallets",
-                                               "delegated")} | {
+                                               "delegated", "switchyard_binary")} | {
             "transactions": (load_json(os.path.join(raw, "transactions.json"), {}) or {}).get(
                 "generated")},
         "workloads": workloads,
