@@ -350,7 +350,9 @@ std::vector<UpstreamBatch> PlanUpstreamBatches(const RpcBody& body,
     const RpcCall& call = body.calls[i];
     const RouteDecision& decision = decisions[i];
     if (decision.action != RouteAction::kForward || !call.id || decision.signature ||
-        decision.resend != Resend::kSafe || decision.verification != Verification::kNone) {
+        decision.resend != Resend::kSafe ||
+        (decision.verification != Verification::kNone &&
+         decision.verification != Verification::kOwnerOfAnswer)) {
       continue;
     }
     auto it = std::find_if(batches.begin(), batches.end(), [&](const UpstreamBatch& batch) {

@@ -145,8 +145,9 @@ struct UpstreamBatch {
 };
 
 // The upstream batches of a client batch (`decisions[i]` is the decision for call i): the calls
-// whose decision is a forward without verification of a call with an id that is safe to
-// repeat and is not a transaction, grouped by target in first-seen order. A target with only
+// whose decision is a forward, without verification or checked by the owner in its own answer
+// (the check runs on the element's answer), of a call with an id that is safe to repeat and is
+// not a transaction, grouped by target in first-seen order. A target with only
 // one such call gets no batch: that call is forwarded alone. Empty when `body` is not a batch.
 std::vector<UpstreamBatch> PlanUpstreamBatches(const RpcBody& body,
                                                const std::vector<RouteDecision>& decisions);

@@ -518,7 +518,7 @@ Task<Router::CallAnswer> Router::ForwardAsync(std::string target,
 void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batch) {
   if (!upstreams_->Has(batch.target)) {
     for (size_t i : batch.calls) {
-      Forward(batch.target, i, exchange, AnswerTo(exchange, i));
+      Forward(batch.target, i, exchange, BatchedAnswerTo(exchange, i));
     }
     return;
   }
@@ -533,8 +533,9 @@ void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batc
         if (!response.ok()) {
           const absl::Status failure = UpstreamFailure(batch.target, response.status());
           for (size_t i : batch.calls) {
-            AnswerTo(exchange, i)(RpcErrorResponse(exchange->body.calls[i].id_or_null(), failure),
-                                  CallOutcome{target_id, RpcOutcome::kUpstreamFailure});
+            BatchedAnswerTo(exchange, i)(
+                RpcErrorResponse(exchange->body.calls[i].id_or_null(), failure),
+                CallOutcome{target_id, RpcOutcome::kUpstreamFailure});
           }
           return;
         }
@@ -552,11 +553,11 @@ void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batc
           const UpstreamAnswer& answer = *(*answers)[k];
           const std::string_view id = exchange->body.calls[i].id_or_null();
           if (answer.is_error()) {
-            AnswerTo(exchange, i)(UpstreamErrorResponse(id, answer.error),
-                                  CallOutcome{target_id, RpcOutcome::kRpcError});
+            BatchedAnswerTo(exchange, i)(UpstreamErrorResponse(id, answer.error),
+                                         CallOutcome{target_id, RpcOutcome::kRpcError});
           } else {
-            AnswerTo(exchange, i)(RpcResultResponse(id, answer.result),
-                                  CallOutcome{target_id, RpcOutcome::kOk});
+            BatchedAnswerTo(exchange, i)(RpcResultResponse(id, answer.result),
+                                         CallOutcome{target_id, RpcOutcome::kOk});
           }
         }
         if (alone.empty()) return;
@@ -571,7 +572,7 @@ void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batc
                            : std::string(answers.status().message()));
         }
         for (size_t i : alone) {
-          Forward(batch.target, i, exchange, AnswerTo(exchange, i));
+          Forward(batch.target, i, exchange, BatchedAnswerTo(exchange, i));
         }
       });
 }

@@ -149,22 +149,31 @@ Task<Router::CallAnswer> Router::ForwardTransactionByRecords(std::shared_ptr<Exc
 
 void Router::ForwardVerified(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
   const std::string& target = exchange->decisions[index].target;
-  // The first leg is a plain callback: most answers need no re-route, and they cost no
-  // coroutine. Only an answer that may call for one goes on in RerouteByOwner.
-  Forward(target, index, exchange,
-          [this, exchange, index, done = std::move(done)](std::string answer,
-                                                          CallOutcome outcome) mutable {
-            // An answer that cannot call for a re-route needs no parsing: from base, one that
-            // does not mention the delegation program; from the ER, one without a null value.
-            const bool delegated = exchange->decisions[index].delegated;
-            if (answer.find(delegated ? "null" : kDelegationProgramId) == std::string::npos) {
-              return done(std::move(answer), outcome);
-            }
-            std::optional<std::string> value = ResultValue(ParseUpstreamAnswer(answer));
-            Run(exchange, index,
-                RerouteByOwner(exchange, index, std::move(value),
-                               CallAnswer{std::move(answer), outcome}));
-          });
+  Forward(target, index, exchange, CheckOwnerOfAnswer(exchange, index, std::move(done)));
+}
+
+Router::Answer Router::CheckOwnerOfAnswer(std::shared_ptr<Exchange> exchange, size_t index,
+                                          Answer done) {
+  // A plain callback: most answers need no re-route, and they cost no coroutine. Only an
+  // answer that may call for one goes on in RerouteByOwner.
+  return [this, exchange = std::move(exchange), index, done = std::move(done)](
+             std::string answer, CallOutcome outcome) mutable {
+    // An answer that cannot call for a re-route needs no parsing: from base, one that does not
+    // mention the delegation program; from the ER, one without a null value.
+    const bool delegated = exchange->decisions[index].delegated;
+    if (answer.find(delegated ? "null" : kDelegationProgramId) == std::string::npos) {
+      return done(std::move(answer), outcome);
+    }
+    std::optional<std::string> value = ResultValue(ParseUpstreamAnswer(answer));
+    Run(exchange, index,
+        RerouteByOwner(exchange, index, std::move(value), CallAnswer{std::move(answer), outcome}));
+  };
+}
+
+Router::Answer Router::BatchedAnswerTo(const std::shared_ptr<Exchange>& exchange, size_t index) {
+  Answer done = AnswerTo(exchange, index);
+  if (exchange->decisions[index].verification != Verification::kOwnerOfAnswer) return done;
+  return CheckOwnerOfAnswer(exchange, index, std::move(done));
 }
 
 Task<std::optional<std::string>> Router::Probe(std::shared_ptr<Exchange> exchange, size_t index) {

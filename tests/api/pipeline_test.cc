@@ -271,6 +271,41 @@ TEST_F(PipelineTest, BaseShowingTheDelegationProgramSendsTheReadToTheErItsRecord
   EXPECT_EQ(metrics_.owner_reroutes.value(), 1u);
 }
 
+// Reads whose owner is checked in their own answer share an upstream batch; the check runs
+// on each element's answer, and only the one that shows the delegation program is re-routed.
+TEST_F(PipelineTest, BatchedReadsAreCheckedByTheirOwnAnswersAndRerouteAlone) {
+  const Pubkey moved = Key(9);  // undelegated in the snapshot, delegated on base
+  const Pubkey plain = Key(8);
+  const std::string moved_call =
+      R"({"jsonrpc":"2.0","id":"m","method":"getAccountInfo","params":[)" + Quoted(moved) +
+      R"(,{"encoding":"base64"}]})";
+  Post("[" + moved_call + R"(,{"jsonrpc":"2.0","id":"p","method":"getAccountInfo","params":[)" +
+       Quoted(plain) + R"(,{"encoding":"base64"}]}])");
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "base");
+  EXPECT_EQ(Oldest().body.front(), '[');
+  EXPECT_NE(Oldest().body.find(moved.ToBase58()), std::string::npos);
+  EXPECT_NE(Oldest().body.find(plain.ToBase58()), std::string::npos);
+  Answer(200, "[" + AccountAnswer(0, kDelegationProgramId) + "," +
+                  AccountAnswer(1, kSystemProgram) + "]");
+  EXPECT_FALSE(answer_.has_value());
+  // Only the read that showed the delegation program goes on: its record, then its ER.
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_NE(Oldest().body.find(DelegationRecordPda(moved).ToBase58()), std::string::npos);
+  Answer(200, ListAnswerBody(AccountValue(kDelegationProgramId, RecordData(kEr1))));
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "er1");
+  EXPECT_EQ(Oldest().body, moved_call);
+  Answer(200, AccountAnswer(7, kSystemProgram));
+  ASSERT_TRUE(answer_.has_value());
+  const std::string body = answer_->body;
+  EXPECT_EQ(body.front(), '[');
+  EXPECT_LT(body.find(R"("id":"m")"), body.find(R"("id":"p")")) << body;
+  EXPECT_EQ(body.find(kDelegationProgramId), std::string::npos) << body;
+  EXPECT_EQ(metrics_.upstream_batches.value(), 1u);
+  EXPECT_EQ(metrics_.owner_reroutes.value(), 1u);
+}
+
 TEST_F(PipelineTest, ARecordThatCannotBeReadLeavesBasesAnswer) {
   Post(R"({"jsonrpc":"2.0","id":5,"method":"getAccountInfo","params":[)" + Quoted(Key(9)) + "]}");
   const std::string base_answer = AccountAnswer(5, kDelegationProgramId);

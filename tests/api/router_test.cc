@@ -87,13 +87,13 @@ TEST_F(RouterTest, BatchAnswersInRequestOrderWithoutNotifications) {
   EXPECT_TRUE(base_.WaitForRequests(2));  // the notification was forwarded too
 }
 
-// A batch of ten getAccountInfo calls of undelegated accounts with ids 0 to 9. Owner
-// verification (on by default) keeps each call in its own upstream exchange.
-std::string TenVerifiedReads() {
+// A batch of ten requestAirdrop calls with ids 0 to 9: a call that must not be sent twice
+// never goes in an upstream batch, so each is its own upstream exchange.
+std::string TenUnbatchedCalls() {
   std::string body = "[";
   for (int i = 0; i < 10; ++i) {
-    body += (i ? "," : "") + Call(std::to_string(i), "getAccountInfo",
-                                  "[\"" + Key(static_cast<uint8_t>(40 + i)).ToBase58() + "\"]");
+    body += (i ? "," : "") + Call(std::to_string(i), "requestAirdrop",
+                                  "[\"" + Key(static_cast<uint8_t>(40 + i)).ToBase58() + "\", 1]");
   }
   return body + "]";
 }
@@ -105,10 +105,10 @@ TEST_F(RouterTest, CallsBeyondTheConnectionLimitWaitForAConnection) {
     options.upstream.max_connections_per_endpoint = 2;
     server.threads = 1;
   });
-  ClientResponse response = TestClient(port()).Post(TenVerifiedReads());
+  ClientResponse response = TestClient(port()).Post(TenUnbatchedCalls());
   ASSERT_EQ(response.status, 200u);
   for (int i = 0; i < 10; ++i) {
-    EXPECT_NE(response.body.find(R"("method":"getAccountInfo"},"id":)" + std::to_string(i) + "}"),
+    EXPECT_NE(response.body.find(R"("method":"requestAirdrop"},"id":)" + std::to_string(i) + "}"),
               std::string::npos)
         << i << ": " << response.body;
   }
@@ -125,7 +125,7 @@ TEST_F(RouterTest, CallsBeyondTheWaitQueueFailClearly) {
     options.upstream.max_waiting_per_endpoint = 2;
     server.threads = 1;
   });
-  ClientResponse response = TestClient(port()).Post(TenVerifiedReads());
+  ClientResponse response = TestClient(port()).Post(TenUnbatchedCalls());
   ASSERT_EQ(response.status, 200u);
   size_t answered = 0;
   size_t busy = 0;

@@ -112,6 +112,12 @@ class Router : public RequestHandler {
   // delegated account → base. The first leg is a callback (the hottest verified path); a
   // re-route runs as a coroutine.
   void ForwardVerified(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  // `done` behind the owner check of a getAccountInfo answer (Verification::kOwnerOfAnswer):
+  // an answer that may call for a re-route goes on in RerouteByOwner. For a read sent alone
+  // and for one sent inside an upstream batch.
+  Answer CheckOwnerOfAnswer(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
+  // The answer callback of batched call `index`: AnswerTo, behind its owner check if any.
+  Answer BatchedAnswerTo(const std::shared_ptr<Exchange>& exchange, size_t index);
   // getBalance and getTokenAccountBalance, whose answers show no owner: the call and a
   // zero-length getAccountInfo probe of the account go to the target together; the probe's
   // owner decides as in ForwardVerified.
