@@ -2,13 +2,13 @@
 
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <deque>
 
 #include "absl/container/flat_hash_map.h"
 #include "api/jsonrpc/jsonrpc.h"
 #include "api/jsonrpc/pubsub_json.h"
+#include "api/net/websocket_accept.h"
 #include "common/clock.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
@@ -17,7 +17,6 @@ namespace switchyard {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-namespace http = beast::http;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
@@ -47,16 +46,7 @@ class PubsubServer::Session : public PubsubClient,
       if (self->draining_) return self->SendClose();
       self->Read();
     };
-    if (!upgrade) {
-      ws_.async_accept(std::move(on_accept));
-      return;
-    }
-    http::request<http::empty_body> request;
-    request.method_string(upgrade->method);
-    request.target(upgrade->target);
-    request.version(11);
-    for (const auto& [name, value] : upgrade->headers) request.insert(name, value);
-    ws_.async_accept(request, std::move(on_accept));
+    AcceptWebSocket(ws_, upgrade, std::move(on_accept));
   }
 
   void Close() override {

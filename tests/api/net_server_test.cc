@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "api/metrics/api_metrics.h"
 #include "api/net/http_server.h"
+#include "api/net/websocket_accept.h"
 #include "common/metrics.h"
 #include "fmt/format.h"
 
@@ -81,13 +82,7 @@ class EchoConnection : public UpgradedConnection,
     auto on_accept = [self = shared_from_this()](error_code ec) {
       if (!ec) self->Read();
     };
-    if (!upgrade) return ws_.async_accept(std::move(on_accept));
-    http::request<http::empty_body> request;
-    request.method_string(upgrade->method);
-    request.target(upgrade->target);
-    request.version(11);
-    for (const auto& [name, value] : upgrade->headers) request.insert(name, value);
-    ws_.async_accept(request, std::move(on_accept));
+    AcceptWebSocket(ws_, upgrade, std::move(on_accept));
   }
   void Drain() override {
     ws_.async_close(websocket::close_code::going_away,

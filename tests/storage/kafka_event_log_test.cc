@@ -77,6 +77,37 @@ std::vector<std::tuple<int32_t, int64_t, std::string>> ReadAll(EventLogReader& r
   return out;
 }
 
+// For a failure message: per partition, how many records were read, the offsets missing
+// among them, and the partition's high watermark as the cluster reports it.
+std::string ReadVersusLog(const MockKafka& kafka, const std::string& topic, int32_t partitions,
+                          const std::vector<std::tuple<int32_t, int64_t, std::string>>& read) {
+  char error[256];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", kafka.bootstraps().c_str(), error, sizeof(error));
+  rd_kafka_conf_set(conf, "group.id", "diagnostic", error, sizeof(error));
+  rd_kafka_conf_set(conf, "log_level", "0", error, sizeof(error));
+  rd_kafka_t* consumer = rd_kafka_new(RD_KAFKA_CONSUMER, conf, error, sizeof(error));
+  std::string out;
+  for (int32_t p = 0; p < partitions; ++p) {
+    std::set<int64_t> offsets;
+    for (const auto& [partition, offset, payload] : read) {
+      if (partition == p) offsets.insert(offset);
+    }
+    int64_t low = -1, high = -1;
+    const rd_kafka_resp_err_t err =
+        rd_kafka_query_watermark_offsets(consumer, topic.c_str(), p, &low, &high, 5000);
+    std::string missing;
+    for (int64_t o = 0; o < high; ++o) {
+      if (!offsets.contains(o)) missing += " " + std::to_string(o);
+    }
+    out += "partition " + std::to_string(p) + ": read " + std::to_string(offsets.size()) +
+           ", high watermark " + std::to_string(high) + " (" + rd_kafka_err2str(err) +
+           "), offsets not read:" + (missing.empty() ? " none" : missing) + "\n";
+  }
+  rd_kafka_destroy(consumer);
+  return out;
+}
+
 TEST(KafkaEventLogTest, AccountEventsStayInOnePartitionAndWatermarksReachEvery) {
   MockKafka kafka;
   kafka.CreateTopic("delegations", 4);
@@ -178,7 +209,7 @@ TEST(KafkaEventLogTest, RetriedProduceErrorsWriteEachRecordOnce) {
   auto reader = (*log)->OpenReader();
   ASSERT_TRUE(reader.ok());
   auto read = ReadAll(**reader, records.size());
-  ASSERT_EQ(read.size(), records.size());
+  ASSERT_EQ(read.size(), records.size()) << ReadVersusLog(kafka, "delegations", 2, read);
   // Nothing beyond them: no record was written twice.
   auto more = (*reader)->Poll(10, absl::Seconds(1), [&](const LogRecordView& r) {
     read.emplace_back(r.partition, r.offset, std::string(r.payload));
