@@ -515,8 +515,18 @@ Task<Router::CallAnswer> Router::ForwardAsync(std::string target,
   co_return AnswerFromResponse(target, call, response);
 }
 
+namespace {
+// How long a target that refused a whole upstream batch gets its calls one by one.
+constexpr absl::Duration kBatchRefusalMemory = absl::Minutes(5);
+}  // namespace
+
 void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batch) {
-  if (!upstreams_->Has(batch.target)) {
+  bool refused = false;
+  if (auto it = batches_refused_until_.find(batch.target); it != batches_refused_until_.end()) {
+    refused = context_->clock()->Monotonic() < it->second;
+    if (!refused) batches_refused_until_.erase(it);  // time to try a batch again
+  }
+  if (!upstreams_->Has(batch.target) || refused) {
     for (size_t i : batch.calls) {
       Forward(batch.target, i, exchange, BatchedAnswerTo(exchange, i));
     }
@@ -562,11 +572,16 @@ void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batc
         }
         if (alone.empty()) return;
         metrics_->upstream_batch_fallbacks.Increment(alone.size());
+        if (response->status != 200) {  // batches refused as such (HTTP 400, 405, 413...)
+          batches_refused_until_[batch.target] =
+              context_->clock()->Monotonic() + kBatchRefusalMemory;
+        }
         if (batch_fallbacks_logged_.insert(batch.target).second) {
           spdlog::warn(
               "upstream {} did not answer every call of a JSON-RPC batch ({}); such calls are "
               "sent again one by one (switchyard_api_upstream_batch_fallbacks_total; logged once "
-              "per upstream and worker)",
+              "per upstream and worker); after an HTTP error for a whole batch this worker "
+              "sends that upstream no batch for 5 minutes",
               batch.target,
               answers.ok() ? fmt::format("{} of {} calls missing", alone.size(), batch.calls.size())
                            : std::string(answers.status().message()));

@@ -136,6 +136,13 @@ TEST_F(UpstreamBatchTest, UpstreamRejectingBatchesWithAnHttpErrorGetsEachCallAlo
     EXPECT_EQ(std::count(received.begin(), received.end(), call), 1) << call;
   }
   EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 3u);
+  // The refusal is remembered: the next client batch sends each call alone at once.
+  EXPECT_EQ(client.Post(Batch(kBaseCalls)).body, kBaseAnswers);
+  const std::vector<std::string> again = base_.received();
+  ASSERT_EQ(again.size(), 7u);
+  for (size_t i = 4; i < again.size(); ++i) EXPECT_FALSE(FakeUpstream::IsBatch(again[i])) << i;
+  EXPECT_EQ(metrics_.upstream_batches.value(), 1u);
+  EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 3u);
 }
 
 // MagicBlock's ER answers a batch that holds a method it does not know with one error object.

@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -192,6 +193,9 @@ class Router : public RequestHandler {
   uint64_t listener_id_ = 0;
   // Targets whose batch fallback was logged by this worker (once each).
   absl::flat_hash_set<std::string> batch_fallbacks_logged_;
+  // Targets that answered a whole upstream batch with an HTTP error, until when their calls go
+  // one by one without trying a batch first.
+  absl::flat_hash_map<std::string, absl::Duration> batches_refused_until_;
 };
 
 // One HTTP request in flight: its calls, the snapshot they are routed against, the decision
