@@ -163,6 +163,9 @@ bool IsWebSocketUpgrade(const HttpRequest& request, unsigned version) {
          ListsToken(*upgrade, "websocket");
 }
 
+// An answer that has no body by definition, and so no Content-Length (RFC 9110 8.6).
+bool IsBodiless(unsigned status) { return status < 200 || status == 204 || status == 304; }
+
 // The status line and header fields of an answer, Content-Length and the connection's fate
 // included.
 void WriteHead(const HttpResponse& answer, unsigned version, bool keep_alive, std::string& head) {
@@ -181,11 +184,14 @@ void WriteHead(const HttpResponse& answer, unsigned version, bool keep_alive, st
     head += value;
     head += "\r\n";
   }
-  head += "Content-Length: ";
-  head += std::to_string(answer.body.size());
-  if (version == 10 && keep_alive) head += "\r\nConnection: keep-alive";
-  if (version != 10 && !keep_alive) head += "\r\nConnection: close";
-  head += "\r\n\r\n";
+  if (!IsBodiless(answer.status)) {
+    head += "Content-Length: ";
+    head += std::to_string(answer.body.size());
+    head += "\r\n";
+  }
+  if (version == 10 && keep_alive) head += "Connection: keep-alive\r\n";
+  if (version != 10 && !keep_alive) head += "Connection: close\r\n";
+  head += "\r\n";
 }
 
 }  // namespace
@@ -430,7 +436,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     handler_->Handle(std::move(request_), [self = shared_from_this(), pending, keep_alive,
                                            version](HttpResponse answer) {
       WriteHead(answer, version, keep_alive, pending->head);
-      pending->body = std::move(answer.body);
+      if (!IsBodiless(answer.status)) pending->body = std::move(answer.body);
       pending->ready = true;
       self->WriteNext();
     });

@@ -28,6 +28,21 @@ TEST_F(HttpServerTest, KeepAliveServesManyRequestsOnOneConnection) {
   EXPECT_EQ(base_.connections_accepted(), 1u);
 }
 
+// A 204 has no body and so no Content-Length (RFC 9110 8.6); the connection goes on framed.
+TEST_F(HttpServerTest, AnAnswerWithoutBodyCarriesNoLengthAndKeepsTheConnection) {
+  Start();
+  TestClient client(port());
+  ClientResponse empty = client.Post(R"({"jsonrpc":"2.0","method":"getSlot"})");
+  EXPECT_EQ(empty.status, 204u);
+  EXPECT_EQ(empty.body, "");
+  EXPECT_EQ(empty.headers.count("Content-Length"), 0u);
+  EXPECT_EQ(empty.headers["X-Delegation-Slot"], "100");
+  ClientResponse next = client.Post(kGetSlot);
+  EXPECT_EQ(next.status, 200u);
+  EXPECT_EQ(next.headers["Content-Length"], std::to_string(next.body.size()));
+  EXPECT_EQ(metrics_.connections_accepted.value(), 1u);
+}
+
 TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrderWithinTheBound) {
   Start([](RouterOptions&, HttpServerOptions& server) { server.max_pipelined = 2; });
   base_.Hold();
