@@ -213,19 +213,24 @@ std::string ContextListResponse(std::string_view id_json, std::string_view conte
   return out;
 }
 
-std::string UpstreamBatchBody(const std::vector<RpcCall>& calls,
-                              const std::vector<size_t>& indexes) {
+std::string UpstreamBatchBody(const std::vector<RpcCall>& calls, const std::vector<size_t>& indexes,
+                              const std::vector<std::pair<std::string_view, std::string>>& extra) {
   std::string out = "[";
-  for (size_t k = 0; k < indexes.size(); ++k) {
-    const RpcCall& call = calls[indexes[k]];
-    if (k > 0) out.push_back(',');
-    fmt::format_to(std::back_inserter(out), R"({{"jsonrpc":"2.0","id":{},"method":{})", k,
-                   JsonQuote(call.method));
-    if (!call.params.empty()) {
+  auto element = [&](size_t id, std::string_view method, std::string_view params) {
+    if (id > 0) out.push_back(',');
+    fmt::format_to(std::back_inserter(out), R"({{"jsonrpc":"2.0","id":{},"method":{})", id,
+                   JsonQuote(method));
+    if (!params.empty()) {
       out += R"(,"params":)";
-      out += call.params;
+      out += params;
     }
     out.push_back('}');
+  };
+  for (size_t k = 0; k < indexes.size(); ++k) {
+    element(k, calls[indexes[k]].method, calls[indexes[k]].params);
+  }
+  for (size_t j = 0; j < extra.size(); ++j) {
+    element(indexes.size() + j, extra[j].first, extra[j].second);
   }
   out.push_back(']');
   return out;

@@ -83,9 +83,11 @@ std::string ContextListResponse(std::string_view id_json, std::string_view conte
                                 const std::vector<std::string_view>& values);
 
 // The body of an upstream JSON-RPC batch of `calls[indexes[k]]` for each k, with id k in place
-// of the client's id: `[{"jsonrpc":"2.0","id":0,"method":…,"params":…},…]`.
-std::string UpstreamBatchBody(const std::vector<RpcCall>& calls,
-                              const std::vector<size_t>& indexes);
+// of the client's id: `[{"jsonrpc":"2.0","id":0,"method":…,"params":…},…]`, then each of
+// `extra` (a method and its raw params) with the ids that follow.
+std::string UpstreamBatchBody(
+    const std::vector<RpcCall>& calls, const std::vector<size_t>& indexes,
+    const std::vector<std::pair<std::string_view, std::string>>& extra = {});
 
 // An upstream's answer to a batch made by UpstreamBatchBody of `count` calls: element k is the
 // answer with id k, or nullopt when there is none (an id that is missing, not one of those

@@ -352,7 +352,8 @@ std::vector<UpstreamBatch> PlanUpstreamBatches(const RpcBody& body,
     if (decision.action != RouteAction::kForward || !call.id || decision.signature ||
         decision.resend != Resend::kSafe ||
         (decision.verification != Verification::kNone &&
-         decision.verification != Verification::kOwnerOfAnswer)) {
+         decision.verification != Verification::kOwnerOfAnswer &&
+         decision.verification != Verification::kOwnerProbe)) {
       continue;
     }
     auto it = std::find_if(batches.begin(), batches.end(), [&](const UpstreamBatch& batch) {

@@ -527,69 +527,95 @@ void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batc
     if (!refused) batches_refused_until_.erase(it);  // time to try a batch again
   }
   if (!upstreams_->Has(batch.target) || refused) {
-    for (size_t i : batch.calls) {
-      Forward(batch.target, i, exchange, BatchedAnswerTo(exchange, i));
-    }
+    for (size_t i : batch.calls) SendAlone(exchange, batch.target, i);
     return;
   }
   metrics_->upstream_batches.Increment();
   metrics_->upstream_batch_calls.Increment(batch.calls.size());
-  std::string body = UpstreamBatchBody(exchange->body.calls, batch.calls);
+  // A call judged by a probe (getBalance) takes its probe along: element calls.size() + j is
+  // the probe of calls[probed[j]].
+  std::vector<size_t> probed;
+  std::vector<std::pair<std::string_view, std::string>> probes;
+  for (size_t k = 0; k < batch.calls.size(); ++k) {
+    const RouteDecision& decision = exchange->decisions[batch.calls[k]];
+    if (decision.verification == Verification::kOwnerProbe && decision.account) {
+      probed.push_back(k);
+      probes.emplace_back("getAccountInfo", OwnerProbeParams(exchange->body.calls[batch.calls[k]],
+                                                             *decision.account));
+    }
+  }
+  std::string body = UpstreamBatchBody(exchange->body.calls, batch.calls, probes);
   const std::string target = batch.target;  // `batch` moves into the callback
-  upstreams_->Send(
-      target, std::move(body), RetryPolicy::kSafe,
-      [this, exchange, batch = std::move(batch)](absl::StatusOr<UpstreamResponse> response) {
-        const int target_id = calls_->TargetId(batch.target);
-        if (!response.ok()) {
-          const absl::Status failure = UpstreamFailure(batch.target, response.status());
-          for (size_t i : batch.calls) {
-            BatchedAnswerTo(exchange, i)(
-                RpcErrorResponse(exchange->body.calls[i].id_or_null(), failure),
-                CallOutcome{target_id, RpcOutcome::kUpstreamFailure});
-          }
-          return;
-        }
-        absl::StatusOr<std::vector<std::optional<UpstreamAnswer>>> answers =
-            response->status == 200
-                ? ParseUpstreamBatchAnswer(response->body, batch.calls.size())
-                : absl::UnavailableError(fmt::format("HTTP {}", response->status));
-        std::vector<size_t> alone;
-        for (size_t k = 0; k < batch.calls.size(); ++k) {
-          const size_t i = batch.calls[k];
-          if (!answers.ok() || !(*answers)[k]) {
-            alone.push_back(i);
-            continue;
-          }
-          const UpstreamAnswer& answer = *(*answers)[k];
-          const std::string_view id = exchange->body.calls[i].id_or_null();
-          if (answer.is_error()) {
-            BatchedAnswerTo(exchange, i)(UpstreamErrorResponse(id, answer.error),
-                                         CallOutcome{target_id, RpcOutcome::kRpcError});
-          } else {
-            BatchedAnswerTo(exchange, i)(RpcResultResponse(id, answer.result),
-                                         CallOutcome{target_id, RpcOutcome::kOk});
-          }
-        }
-        if (alone.empty()) return;
-        metrics_->upstream_batch_fallbacks.Increment(alone.size());
-        if (response->status != 200) {  // batches refused as such (HTTP 400, 405, 413...)
-          batches_refused_until_[batch.target] =
-              context_->clock()->Monotonic() + kBatchRefusalMemory;
-        }
-        if (batch_fallbacks_logged_.insert(batch.target).second) {
-          spdlog::warn(
-              "upstream {} did not answer every call of a JSON-RPC batch ({}); such calls are "
-              "sent again one by one (switchyard_api_upstream_batch_fallbacks_total; logged once "
-              "per upstream and worker); after an HTTP error for a whole batch this worker "
-              "sends that upstream no batch for 5 minutes",
-              batch.target,
-              answers.ok() ? fmt::format("{} of {} calls missing", alone.size(), batch.calls.size())
-                           : std::string(answers.status().message()));
-        }
-        for (size_t i : alone) {
-          Forward(batch.target, i, exchange, BatchedAnswerTo(exchange, i));
-        }
-      });
+  upstreams_->Send(target, std::move(body), RetryPolicy::kSafe,
+                   [this, exchange, batch = std::move(batch),
+                    probed = std::move(probed)](absl::StatusOr<UpstreamResponse> response) {
+                     OnBatchAnswer(exchange, batch, probed, std::move(response));
+                   });
+}
+
+void Router::SendAlone(const std::shared_ptr<Exchange>& exchange, const std::string& target,
+                       size_t index) {
+  if (exchange->decisions[index].verification == Verification::kOwnerProbe) {
+    Run(exchange, index, ForwardProbed(exchange, index));
+  } else {
+    Forward(target, index, exchange, BatchedAnswerTo(exchange, index));
+  }
+}
+
+void Router::OnBatchAnswer(const std::shared_ptr<Exchange>& exchange, const UpstreamBatch& batch,
+                           const std::vector<size_t>& probed,
+                           absl::StatusOr<UpstreamResponse> response) {
+  const int target_id = calls_->TargetId(batch.target);
+  if (!response.ok()) {
+    const absl::Status failure = UpstreamFailure(batch.target, response.status());
+    for (size_t i : batch.calls) {
+      BatchedAnswerTo(exchange, i)(RpcErrorResponse(exchange->body.calls[i].id_or_null(), failure),
+                                   CallOutcome{target_id, RpcOutcome::kUpstreamFailure});
+    }
+    return;
+  }
+  absl::StatusOr<std::vector<std::optional<UpstreamAnswer>>> answers =
+      response->status == 200
+          ? ParseUpstreamBatchAnswer(response->body, batch.calls.size() + probed.size())
+          : absl::UnavailableError(fmt::format("HTTP {}", response->status));
+  std::vector<size_t> alone;
+  for (size_t k = 0; k < batch.calls.size(); ++k) {
+    const size_t i = batch.calls[k];
+    if (!answers.ok() || !(*answers)[k]) {
+      alone.push_back(i);
+      continue;
+    }
+    const UpstreamAnswer& answer = *(*answers)[k];
+    const std::string_view id = exchange->body.calls[i].id_or_null();
+    CallAnswer call_answer = answer.is_error()
+                                 ? CallAnswer{UpstreamErrorResponse(id, answer.error),
+                                              CallOutcome{target_id, RpcOutcome::kRpcError}}
+                                 : CallAnswer{RpcResultResponse(id, answer.result),
+                                              CallOutcome{target_id, RpcOutcome::kOk}};
+    const auto probe = std::find(probed.begin(), probed.end(), k);
+    if (probe != probed.end()) {
+      AnswerProbedInBatch(exchange, i, std::move(call_answer),
+                          (*answers)[batch.calls.size() + (probe - probed.begin())]);
+    } else {
+      BatchedAnswerTo(exchange, i)(std::move(call_answer.answer), call_answer.outcome);
+    }
+  }
+  if (alone.empty()) return;
+  metrics_->upstream_batch_fallbacks.Increment(alone.size());
+  if (response->status != 200) {  // batches refused as such (HTTP 400, 405, 413...)
+    batches_refused_until_[batch.target] = context_->clock()->Monotonic() + kBatchRefusalMemory;
+  }
+  if (batch_fallbacks_logged_.insert(batch.target).second) {
+    spdlog::warn(
+        "upstream {} did not answer every call of a JSON-RPC batch ({}); such calls are sent "
+        "again one by one (switchyard_api_upstream_batch_fallbacks_total; logged once per "
+        "upstream and worker); after an HTTP error for a whole batch this worker sends that "
+        "upstream no batch for 5 minutes",
+        batch.target,
+        answers.ok() ? fmt::format("{} of {} calls missing", alone.size(), batch.calls.size())
+                     : std::string(answers.status().message()));
+  }
+  for (size_t i : alone) SendAlone(exchange, batch.target, i);
 }
 
 Task<absl::StatusOr<UpstreamResponse>> Router::SendOne(std::string target, std::string body,

@@ -57,19 +57,21 @@ VerifiedRead ReadOf(std::string_view method) {
 
 // The zero-length getAccountInfo probe of `account`, at the call's commitment.
 std::string ProbeRequest(const RpcCall& call, const Pubkey& account) {
+  return SubRequest("getAccountInfo", OwnerProbeParams(call, account));
+}
+
+}  // namespace
+
+std::string OwnerProbeParams(const RpcCall& call, const Pubkey& account) {
   std::string commitment;
   if (absl::StatusOr<RpcParams> params = ParseRpcParams(call.params); params.ok()) {
     if (std::optional<std::string> level = params->ConfigString(1, "commitment")) {
       commitment = fmt::format(R"(,"commitment":{})", JsonQuote(*level));
     }
   }
-  return SubRequest(
-      "getAccountInfo",
-      fmt::format(R"(["{}",{{"encoding":"base64","dataSlice":{{"offset":0,"length":0}}{}}}])",
-                  account.ToBase58(), commitment));
+  return fmt::format(R"(["{}",{{"encoding":"base64","dataSlice":{{"offset":0,"length":0}}{}}}])",
+                     account.ToBase58(), commitment);
 }
-
-}  // namespace
 
 Task<Router::Records> Router::ReadRecords(std::vector<Pubkey> accounts) {
   std::vector<std::string> pdas;
@@ -168,6 +170,14 @@ Router::Answer Router::CheckOwnerOfAnswer(std::shared_ptr<Exchange> exchange, si
     Run(exchange, index,
         RerouteByOwner(exchange, index, std::move(value), CallAnswer{std::move(answer), outcome}));
   };
+}
+
+void Router::AnswerProbedInBatch(std::shared_ptr<Exchange> exchange, size_t index,
+                                 CallAnswer answer, const std::optional<UpstreamAnswer>& probe) {
+  // A probe missing from the batch answer leaves the answer as it is, as a failed probe does.
+  std::optional<std::string> value =
+      probe ? ResultValue(absl::StatusOr<UpstreamAnswer>(*probe)) : std::nullopt;
+  Run(exchange, index, RerouteByOwner(exchange, index, std::move(value), std::move(answer)));
 }
 
 Router::Answer Router::BatchedAnswerTo(const std::shared_ptr<Exchange>& exchange, size_t index) {

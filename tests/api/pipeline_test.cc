@@ -360,6 +360,32 @@ TEST_F(PipelineTest, ABalanceGoesOutWithAProbeAndANullProbeSendsItToBase) {
   EXPECT_EQ(answer_->body, base_answer);
 }
 
+// In a batch the probe rides along: a balance of a delegated account goes to its ER in one
+// upstream batch with its probe; a null probe sends the balance to base, alone.
+TEST_F(PipelineTest, ABatchedBalanceTakesItsProbeAlongAndANullProbeSendsItToBase) {
+  Post(R"([{"jsonrpc":"2.0","id":"b","method":"getBalance","params":[)" + Quoted(Key(1)) +
+       R"(]},{"jsonrpc":"2.0","id":"s","method":"getAccountInfo","params":[)" + Quoted(Key(1)) +
+       R"(,{"encoding":"base64"}]}])");
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "er1");
+  EXPECT_NE(Oldest().body.find(R"("id":2,"method":"getAccountInfo")"), std::string::npos)
+      << Oldest().body;
+  EXPECT_NE(Oldest().body.find(R"("dataSlice":{"offset":0,"length":0})"), std::string::npos);
+  Answer(200, R"([{"jsonrpc":"2.0","result":{"context":{"slot":3},"value":0},"id":0},)" +
+                  AccountAnswer(1, kSystemProgram) +
+                  R"(,{"jsonrpc":"2.0","result":{"context":{"slot":3},"value":null},"id":2}])");
+  EXPECT_FALSE(answer_.has_value()) << "the null probe sends the balance to base";
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(Oldest().target, "base");
+  EXPECT_NE(Oldest().body.find("getBalance"), std::string::npos);
+  Answer(200, R"({"jsonrpc":"2.0","result":{"context":{"slot":9},"value":42},"id":"b"})");
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_NE(answer_->body.find(R"("value":42},"id":"b")"), std::string::npos) << answer_->body;
+  EXPECT_NE(answer_->body.find(R"("owner":"11111111111111111111111111111111")"), std::string::npos)
+      << answer_->body;
+  EXPECT_EQ(metrics_.upstream_batches.value(), 1u);
+}
+
 TEST_F(PipelineTest, AFailedProbeLeavesTheAnswerAsItIs) {
   Post(R"({"jsonrpc":"2.0","id":7,"method":"getBalance","params":[)" + Quoted(Key(1)) + "]}");
   ASSERT_EQ(sent_->size(), 2u);

@@ -237,11 +237,14 @@ TEST_F(RouteDecisionTest, UpstreamBatchesGroupThePlainForwardsByTarget) {
   EXPECT_EQ(batches[0].calls, (std::vector<size_t>{1, 2}));
   EXPECT_EQ(batches[1].target, "wide");
   EXPECT_EQ(batches[1].calls, (std::vector<size_t>{3, 11}));
-  // With verification the reads of er1 keep their own exchange; base has only getSlot.
+  // With verification the same: getAccountInfo is checked by its own answer and getBalance by
+  // a probe that rides in the same batch; base still has only getSlot.
   table_.verify = {true, true};
   batches = PlanUpstreamBatches(*body, decide_all());
-  ASSERT_EQ(batches.size(), 1u);
-  EXPECT_EQ(batches[0].target, "wide");
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(batches[0].target, "er1");
+  EXPECT_EQ(batches[0].calls, (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(batches[1].target, "wide");
   // A single call is never put into an upstream batch.
   body->batch = false;
   EXPECT_TRUE(PlanUpstreamBatches(*body, decisions).empty());

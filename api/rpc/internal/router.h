@@ -27,6 +27,10 @@ struct RpcParams;
 
 // The request pipeline of one worker: parse, gate, route, forward, merge. Lives on the
 // worker's thread; see RouterContext for what it shares.
+// The params of the zero-length getAccountInfo probe that judges `call` (getBalance,
+// getTokenAccountBalance) by the owner of `account`.
+std::string OwnerProbeParams(const RpcCall& call, const Pubkey& account);
+
 class Router : public RequestHandler {
  public:
   Router(boost::asio::io_context& io_context, RouterContext* context,
@@ -90,6 +94,10 @@ class Router : public RequestHandler {
   // not an array, ids missing) are forwarded one by one; a connection failure or timeout is
   // every call's answer.
   void ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batch);
+  // The answer to an upstream batch: each call's element, its probe's where it took one, and
+  // the calls missing from it sent again alone.
+  void OnBatchAnswer(const std::shared_ptr<Exchange>& exchange, const UpstreamBatch& batch,
+                     const std::vector<size_t>& probed, absl::StatusOr<UpstreamResponse> response);
   Task<CallAnswer> SplitAccounts(std::shared_ptr<Exchange> exchange, size_t index);
   // The parts' answers merged in key order (an error answer: a part that failed).
   std::variant<AccountList, CallAnswer> MergeParts(const Exchange& exchange, size_t index,
@@ -119,6 +127,14 @@ class Router : public RequestHandler {
   Answer CheckOwnerOfAnswer(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
   // The answer callback of batched call `index`: AnswerTo, behind its owner check if any.
   Answer BatchedAnswerTo(const std::shared_ptr<Exchange>& exchange, size_t index);
+  // Batched call `index` judged by a probe (getBalance) that rode in the same upstream batch:
+  // `probe` is the probe's element of the answer (nullopt: missing), judged as in
+  // ForwardProbed.
+  void AnswerProbedInBatch(std::shared_ptr<Exchange> exchange, size_t index, CallAnswer answer,
+                           const std::optional<UpstreamAnswer>& probe);
+  // Sends call `index` of a planned batch on its own, with its verification.
+  void SendAlone(const std::shared_ptr<Exchange>& exchange, const std::string& target,
+                 size_t index);
   // getBalance and getTokenAccountBalance, whose answers show no owner: the call and a
   // zero-length getAccountInfo probe of the account go to the target together; the probe's
   // owner decides as in ForwardVerified.
