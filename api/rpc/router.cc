@@ -645,36 +645,40 @@ Task<std::vector<absl::StatusOr<UpstreamResponse>>> Router::SendAll(Requests req
   co_return co_await AwaitEach(std::move(sends));
 }
 
+namespace {
+
+// Each response parsed by `parse`, a failed one kept as its status.
+template <typename T, typename Parse>
+std::vector<absl::StatusOr<T>> ParseEach(
+    const std::vector<absl::StatusOr<UpstreamResponse>>& responses, Parse parse) {
+  std::vector<absl::StatusOr<T>> answers;
+  answers.reserve(responses.size());
+  for (const absl::StatusOr<UpstreamResponse>& response : responses) {
+    if (response.ok()) {
+      answers.push_back(parse(response->body));
+    } else {
+      answers.push_back(response.status());
+    }
+  }
+  return answers;
+}
+
+}  // namespace
+
 Task<std::vector<absl::StatusOr<UpstreamAnswer>>> Router::Gather(Requests requests,
                                                                  RetryPolicy policy) {
   std::vector<absl::StatusOr<UpstreamResponse>> responses =
       co_await SendAll(std::move(requests), policy);
-  std::vector<absl::StatusOr<UpstreamAnswer>> answers;
-  answers.reserve(responses.size());
-  for (absl::StatusOr<UpstreamResponse>& response : responses) {
-    if (!response.ok()) {
-      answers.push_back(response.status());
-    } else {
-      answers.push_back(ParseUpstreamAnswer(response->body));
-    }
-  }
-  co_return answers;
+  co_return ParseEach<UpstreamAnswer>(
+      responses, [](std::string_view body) { return ParseUpstreamAnswer(body); });
 }
 
 Task<std::vector<absl::StatusOr<ListAnswer>>> Router::GatherLists(Requests requests,
                                                                   RetryPolicy policy) {
   std::vector<absl::StatusOr<UpstreamResponse>> responses =
       co_await SendAll(std::move(requests), policy);
-  std::vector<absl::StatusOr<ListAnswer>> answers;
-  answers.reserve(responses.size());
-  for (absl::StatusOr<UpstreamResponse>& response : responses) {
-    if (!response.ok()) {
-      answers.push_back(response.status());
-    } else {
-      answers.push_back(ListAnswer::Parse(response->body));
-    }
-  }
-  co_return answers;
+  co_return ParseEach<ListAnswer>(responses,
+                                  [](std::string_view body) { return ListAnswer::Parse(body); });
 }
 
 }  // namespace switchyard
