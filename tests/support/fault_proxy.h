@@ -25,10 +25,10 @@ enum class FaultMode {
 
 struct Fault {
   FaultMode mode = FaultMode::kPass;
-  unsigned status = 503;             // kStatus
-  uint32_t retry_after_seconds = 1;  // kTooMany
-  absl::Duration delay;              // kDelay
-  uint64_t lag_slots = 0;            // kLag
+  unsigned status = 503;                        // kStatus
+  uint32_t retry_after_seconds = 1;             // kTooMany
+  absl::Duration delay = absl::ZeroDuration();  // kDelay
+  uint64_t lag_slots = 0;                       // kLag
 };
 
 // An HTTP/1.1 proxy on 127.0.0.1 in front of one upstream (a localnet, a node) for tests and
