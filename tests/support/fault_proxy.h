@@ -35,7 +35,15 @@ struct Fault {
 // benches of clients that must survive a bad endpoint: keep-alive on both sides; a WebSocket
 // upgrade is forwarded and its connection then pumps bytes both ways (kBlackHole holds them,
 // kReset cuts them, the HTTP-level modes leave it alone). Runs its own threads; every method
-// may be called from any thread.
+// may be called from any thread. An upstream that cannot be reached is answered 502.
+//
+// The path /_fault is the proxy's own, answered whatever the mode (black hole included), so
+// that a process running it (switchyard-fault-proxy) can be switched from outside: `POST
+// /_fault` with {"mode":"pass"|"black_hole"|"reset"|"status"|"too_many"|"delay"|"lag",
+// "status":503, "retry_after_seconds":1, "delay_ms":200, "lag_slots":100} (fields left out
+// take Fault's defaults) sets the fault, and `GET /_fault` (or the POST) answers the current
+// fault with `requests` and `connections`. A connection that has used it is not reset at a
+// switch, so that its answer arrives.
 class FaultProxy {
  public:
   // Listens on 127.0.0.1:`port` (0: a free port) and forwards to `upstream_url`
@@ -48,7 +56,8 @@ class FaultProxy {
   virtual Fault fault() const = 0;
   virtual uint16_t port() const = 0;
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port()); }
-  // HTTP requests read from clients since start (whatever the mode did with them).
+  // HTTP requests read from clients since start (whatever the mode did with them), a WebSocket
+  // upgrade included, the control path's not.
   virtual uint64_t requests() const = 0;
   // Connections accepted since start.
   virtual uint64_t connections() const = 0;
