@@ -25,6 +25,17 @@ HttpResponse JsonResponse(unsigned status, std::string body, Slot applied_slot) 
   return response;
 }
 
+// What the choice of endpoint must respect for `call` sent to `target` (docs/architecture.md
+// §11): its minContextSlot, and X-Min-Slot on the base layer (an ER's slots run on its own
+// clock).
+SendOptions SendOptionsFor(RetryPolicy policy, const RpcCall& call, const std::string& target,
+                           const std::string& base, Slot header_min_slot) {
+  SendOptions options(policy);
+  options.min_slot = call.min_context_slot.value_or(0);
+  if (target == base) options.min_slot = std::max<uint64_t>(options.min_slot, header_min_slot);
+  return options;
+}
+
 RetryPolicy PolicyOf(Resend resend) {
   switch (resend) {
     case Resend::kOtherEndpointOnly:
@@ -129,6 +140,7 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
                                                                      SnapshotHolder* snapshots,
                                                                      const Clock* clock,
                                                                      ApiMetrics* metrics) {
+  if (absl::Status health = ValidateHealthOptions(options.health); !health.ok()) return health;
   RoutingTable& routing = options.routing;
   routing.verify = {options.verify_owner, options.verify_owner_multiple};
   for (const ErRoute& er : options.ers) {
@@ -181,13 +193,15 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
     metrics->ForUpstream(target.name);
   }
   if (needs_tls) context->tls_ = MakeClientTlsContext(context->options_.upstream.verify_tls);
+  context->health_ = std::make_unique<UpstreamHealth>(context->options_.upstreams,
+                                                      context->options_.health, &metrics->registry);
   return context;
 }
 
 RequestHandlerFactory RouterContext::HandlerFactory() {
   return [this](asio::io_context& io_context) -> std::unique_ptr<RequestHandler> {
     absl::StatusOr<std::unique_ptr<UpstreamSet>> upstreams = UpstreamSet::Create(
-        io_context, options_.upstreams, options_.upstream, tls_.get(), metrics_);
+        io_context, options_.upstreams, options_.upstream, tls_.get(), metrics_, health_.get());
     // Create() checked every URL, so this cannot fail; an empty set answers errors.
     if (!upstreams.ok()) upstreams = std::make_unique<UpstreamSet>();
     return std::make_unique<Router>(io_context, this, *std::move(upstreams));
@@ -262,6 +276,7 @@ void Router::Handle(HttpRequest request, Done done) {
       return;
     }
   }
+  const Slot header_min_slot = min_slot;
   for (const RpcCall& call : body->calls) {
     if (call.min_context_slot) min_slot = std::max(min_slot, *call.min_context_slot);
   }
@@ -269,6 +284,7 @@ void Router::Handle(HttpRequest request, Done done) {
   exchange->body = *std::move(body);
   exchange->done = std::move(done);
   exchange->start = start;
+  exchange->header_min_slot = header_min_slot;
   metrics_->rpc_calls.Increment(exchange->body.calls.size());
   if (min_slot <= applied) {
     Dispatch(std::move(exchange));
@@ -492,7 +508,9 @@ void Router::Forward(const std::string& target, size_t index, std::shared_ptr<Ex
          AtRouter(RpcOutcome::kRouterError));
     return;
   }
-  upstreams_->Send(target, ForwardBody(call), PolicyOf(exchange->decisions[index].resend),
+  upstreams_->Send(target, ForwardBody(call),
+                   SendOptionsFor(PolicyOf(exchange->decisions[index].resend), call, target,
+                                  options_.routing.base, exchange->header_min_slot),
                    [this, exchange, &call, target,
                     done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
                      CallAnswer answer = AnswerFromResponse(target, call, response);
@@ -510,8 +528,10 @@ Task<Router::CallAnswer> Router::ForwardAsync(std::string target,
             MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("no upstream named {}", target))),
         AtRouter(RpcOutcome::kRouterError)};
   }
-  absl::StatusOr<UpstreamResponse> response = co_await SendAsync(
-      *upstreams_, target, ForwardBody(call), PolicyOf(exchange->decisions[index].resend));
+  absl::StatusOr<UpstreamResponse> response =
+      co_await SendAsync(*upstreams_, target, ForwardBody(call),
+                         SendOptionsFor(PolicyOf(exchange->decisions[index].resend), call, target,
+                                        options_.routing.base, exchange->header_min_slot));
   co_return AnswerFromResponse(target, call, response);
 }
 
@@ -546,7 +566,14 @@ void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batc
   }
   std::string body = UpstreamBatchBody(exchange->body.calls, batch.calls, probes);
   const std::string target = batch.target;  // `batch` moves into the callback
-  upstreams_->Send(target, std::move(body), RetryPolicy::kSafe,
+  SendOptions send(RetryPolicy::kSafe);
+  for (size_t i : batch.calls) {
+    send.min_slot =
+        std::max(send.min_slot, SendOptionsFor(RetryPolicy::kSafe, exchange->body.calls[i], target,
+                                               options_.routing.base, exchange->header_min_slot)
+                                    .min_slot);
+  }
+  upstreams_->Send(target, std::move(body), send,
                    [this, exchange, batch = std::move(batch),
                     probed = std::move(probed)](absl::StatusOr<UpstreamResponse> response) {
                      OnBatchAnswer(exchange, batch, probed, std::move(response));

@@ -43,6 +43,7 @@ struct RouterOptions {
   std::vector<ErRoute> ers;
   std::vector<UpstreamTarget> upstreams;  // base, every ER target and every other group
   UpstreamOptions upstream;
+  UpstreamHealthOptions health;  // [upstream_health]
   // getIdentity.
   Pubkey identity;
   std::string fqdn;
@@ -85,6 +86,8 @@ class RouterContext {
   RpcCallMetrics* call_metrics() const { return call_metrics_.get(); }
   const Clock* clock() const { return clock_; }
   boost::asio::ssl::context* tls() const { return tls_.get(); }
+  // Every endpoint's health, shared by the workers' pools; the UpstreamMonitor probes into it.
+  UpstreamHealth* health() const { return health_.get(); }
   ~RouterContext();
 
  private:
@@ -99,6 +102,7 @@ class RouterContext {
   SignatureMemory signatures_;
   LookupTableCache lookup_tables_;
   std::unique_ptr<boost::asio::ssl::context> tls_;
+  std::unique_ptr<UpstreamHealth> health_;
 };
 
 }  // namespace switchyard

@@ -1,11 +1,13 @@
 #include "api/upstream/upstream.h"
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/error.hpp>
 #include <chrono>
 #include <deque>
+#include <optional>
 
 #include "api/upstream/internal/upstream_connection.h"
 #include "common/clock.h"
@@ -46,6 +48,37 @@ namespace {
 // An idle connection used within this time is handed out without asking the kernel whether
 // the peer closed it (see UpstreamConnection::Usable).
 constexpr auto kCheckIdleAfter = std::chrono::milliseconds(250);
+// A 429 or 503 without Retry-After keeps requests off the endpoint this long.
+constexpr auto kDefaultRetryAfter = std::chrono::seconds(1);
+// Node errors are looked for only in answers this small: an error answer is short, and a large
+// answer is never scanned.
+constexpr size_t kNodeErrorScanLimit = 2048;
+
+// The node error a single JSON-RPC answer carries that means "this node cannot answer now".
+std::optional<ExchangeOutcome> NodeErrorOf(const std::string& body) {
+  if (body.size() > kNodeErrorScanLimit) return std::nullopt;
+  const size_t first = body.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || body[first] != '{') return std::nullopt;
+  const size_t error = body.find("\"error\"");
+  if (error == std::string::npos) return std::nullopt;
+  const size_t code = body.find("\"code\"", error);
+  if (code == std::string::npos) return std::nullopt;
+  const size_t value = body.find_first_not_of(" \t\r\n:", code + 6);
+  if (value == std::string::npos) return std::nullopt;
+  const std::string_view number = std::string_view(body).substr(value, 6);
+  if (number == "-32005") return ExchangeOutcome::kNodeUnhealthy;
+  if (number == "-32016") return ExchangeOutcome::kNodeBehind;
+  return std::nullopt;
+}
+
+ExchangeOutcome OutcomeOf(const UpstreamResponse& response) {
+  if (response.status == 429) return ExchangeOutcome::kTooManyRequests;
+  if (response.status >= 500) return ExchangeOutcome::kServerError;
+  if (response.status == 200) {
+    if (std::optional<ExchangeOutcome> node = NodeErrorOf(response.body)) return *node;
+  }
+  return ExchangeOutcome::kOk;
+}
 }  // namespace
 
 struct UpstreamPool::SweepTimer {
@@ -57,25 +90,54 @@ struct UpstreamPool::SweepTimer {
   UpstreamPool* pool;  // null once the pool is gone (a cancelled wait may still run)
 };
 
-struct UpstreamPool::Attempt {
+struct UpstreamPool::HedgeTimer : SweepTimer {
+  using SweepTimer::SweepTimer;
+};
+
+// One request and every attempt made for it.
+struct UpstreamPool::Request {
   std::string body;
-  RetryPolicy policy = RetryPolicy::kSafe;
+  SendOptions options;
   UpstreamCallback done;
-  int tries = 0;
+  SteadyClock::time_point deadline;
+  uint64_t tried = 0;  // endpoints an attempt went to (bit i: endpoint i; i < 64)
   size_t last_endpoint = SIZE_MAX;
+  uint32_t attempts = 0;     // started, hedges included
+  uint32_t outstanding = 0;  // attempts not ended yet
+  uint32_t budget = 0;       // retries and hedges holding the target's budget
   bool stale_retried = false;
+  bool alone_retried = false;
+  bool finished = false;
+  // A failed attempt's result, kept while another attempt may still answer better.
+  std::optional<absl::StatusOr<UpstreamResponse>> fallback;
+  // Attempts in flight, to cancel the ones still running when one answers: at most two run
+  // at once (the first and its hedge; a retry starts only when none runs).
+  std::array<std::weak_ptr<Connection>, 2> live;
+};
+
+// One attempt of a request, on one endpoint.
+struct UpstreamPool::Attempt {
+  std::shared_ptr<Request> request;
+  size_t index = 0;
+  bool trial = false;
+  bool hedge = false;
+  bool began = false;  // the endpoint's health counts it in flight
+  SteadyClock::time_point started;
 };
 
 UpstreamPool::UpstreamPool(asio::io_context& io_context, std::string name,
                            std::vector<UpstreamEndpoint> endpoints, std::vector<ParsedUrl> urls,
-                           const UpstreamOptions& options, ssl::context* tls, ApiMetrics* metrics)
+                           const UpstreamOptions& options, ssl::context* tls, ApiMetrics* metrics,
+                           TargetHealth* health)
     : io_context_(io_context),
       name_(std::move(name)),
       options_(options),
       tls_(tls),
       metrics_(metrics),
       target_metrics_(metrics->ForUpstream(name_)),
-      sweep_timer_(std::make_shared<SweepTimer>(io_context, this)) {
+      health_(health),
+      sweep_timer_(std::make_shared<SweepTimer>(io_context, this)),
+      hedge_timer_(std::make_shared<HedgeTimer>(io_context, this)) {
   for (size_t i = 0; i < endpoints.size(); ++i) {
     auto endpoint = std::make_unique<Endpoint>();
     endpoint->url = urls[i];
@@ -83,22 +145,30 @@ UpstreamPool::UpstreamPool(asio::io_context& io_context, std::string name,
     endpoint->weight = std::max<uint32_t>(1, endpoints[i].weight);
     endpoints_.push_back(std::move(endpoint));
   }
+  if (health_ != nullptr && health_->size() != endpoints_.size()) health_ = nullptr;
+  random_ ^= reinterpret_cast<uintptr_t>(this);
 }
 
 UpstreamPool::~UpstreamPool() {
   Shutdown();
   sweep_timer_->pool = nullptr;
+  hedge_timer_->pool = nullptr;
 }
 
 void UpstreamPool::Shutdown() {
   shut_down_ = true;
   sweep_timer_->timer.cancel();
+  hedge_timer_->timer.cancel();
+  hedges_.clear();
   for (auto& endpoint : endpoints_) {
     auto waiting = std::move(endpoint->waiting);
     endpoint->waiting.clear();
     for (auto& [attempt, since] : waiting) {
-      auto done = std::move(attempt->done);
-      done(absl::UnavailableError(fmt::format("upstream {} is shutting down", name_)));
+      --attempt->request->outstanding;
+      if (!attempt->request->finished) {
+        Finish(attempt->request,
+               absl::UnavailableError(fmt::format("upstream {} is shutting down", name_)));
+      }
     }
     endpoint->idle.clear();
     for (auto& weak : endpoint->all) {
@@ -108,7 +178,7 @@ void UpstreamPool::Shutdown() {
   }
 }
 
-size_t UpstreamPool::PickEndpoint(size_t exclude) {
+size_t UpstreamPool::RoundRobin(size_t exclude) {
   // Smooth weighted round-robin (nginx): deterministic and evenly interleaved.
   int64_t total = 0;
   Endpoint* best = nullptr;
@@ -127,28 +197,133 @@ size_t UpstreamPool::PickEndpoint(size_t exclude) {
   return best_index;
 }
 
-void UpstreamPool::Send(std::string body, RetryPolicy policy, UpstreamCallback done) {
-  auto attempt = std::make_shared<Attempt>();
-  attempt->body = std::move(body);
-  attempt->policy = policy;
-  attempt->done = std::move(done);
-  Run(std::move(attempt));
+UpstreamPool::Choice UpstreamPool::Choose(Request& request) {
+  const size_t n = endpoints_.size();
+  const bool first = request.attempts == 0;
+  if (health_ == nullptr) {
+    if (!first && n > 1) return {RoundRobin(request.last_endpoint), false};
+    return {RoundRobin(SIZE_MAX), false};
+  }
+  auto next_random = [this] {
+    random_ ^= random_ << 13;
+    random_ ^= random_ >> 7;
+    random_ ^= random_ << 17;
+    return random_;
+  };
+  auto draw = [&] { return static_cast<double>(next_random() >> 11) * 0x1.0p-53; };
+  const auto now = SteadyClock::now();
+  if (n == 1) {
+    // Alone: it takes every request its health admits (a second try after an I/O error too).
+    const EndpointHealth::Admission admission = health_->endpoint(0).Admit(now, draw());
+    if (admission == EndpointHealth::Admission::kNo) return {};
+    return {0, admission == EndpointHealth::Admission::kTrial};
+  }
+  candidates_.clear();
+  bool any_at_slot = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (i < 64 && (request.tried & (uint64_t{1} << i)) != 0) continue;
+    candidates_.push_back(i);
+    if (request.options.min_slot != 0 && health_->endpoint(i).slot() >= request.options.min_slot) {
+      any_at_slot = true;
+    }
+  }
+  if (any_at_slot) {
+    // Skip endpoints known to be behind the slot the request needs (an unknown slot is kept).
+    std::erase_if(candidates_, [&](size_t i) {
+      const Slot slot = health_->endpoint(i).slot();
+      return slot != 0 && slot < request.options.min_slot;
+    });
+  }
+  auto score = [&](size_t i) {
+    const EndpointHealth& e = health_->endpoint(i);
+    return (e.latency_us() + 50.0) * (e.in_flight() + 1) / e.weight();
+  };
+  auto weighted_pick = [&](size_t skip) {
+    uint64_t total = 0;
+    for (size_t i : candidates_) total += i == skip ? 0 : health_->endpoint(i).weight();
+    if (total == 0) return SIZE_MAX;
+    uint64_t at = next_random() % total;
+    for (size_t i : candidates_) {
+      if (i == skip) continue;
+      const uint32_t w = health_->endpoint(i).weight();
+      if (at < w) return i;
+      at -= w;
+    }
+    return SIZE_MAX;
+  };
+  while (!candidates_.empty()) {
+    size_t pick = candidates_.front();
+    if (candidates_.size() > 1) {
+      const size_t a = weighted_pick(SIZE_MAX);
+      const size_t b = weighted_pick(a);
+      pick = b == SIZE_MAX || score(a) <= score(b) ? a : b;
+    }
+    const EndpointHealth::Admission admission = health_->endpoint(pick).Admit(now, draw());
+    if (admission != EndpointHealth::Admission::kNo) {
+      return {pick, admission == EndpointHealth::Admission::kTrial};
+    }
+    std::erase(candidates_, pick);
+  }
+  return {};
 }
 
-void UpstreamPool::Run(std::shared_ptr<Attempt> attempt) {
+absl::Status UpstreamPool::NoEndpointStatus() const {
+  size_t open = 0;
+  size_t ejected = 0;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    const EndpointHealth& e = health_->endpoint(i);
+    if (e.circuit() != CircuitState::kClosed) ++open;
+    if (e.state() == EndpointState::kEjected) ++ejected;
+  }
+  if (open == endpoints_.size()) {
+    return absl::UnavailableError(
+        fmt::format("upstream {}: every endpoint's circuit breaker is open", name_));
+  }
+  return absl::UnavailableError(fmt::format(
+      "upstream {}: no endpoint can take the request now ({} of {} circuits open, {} ejected, "
+      "the rest rate-limited or recovering)",
+      name_, open, endpoints_.size(), ejected));
+}
+
+void UpstreamPool::Send(std::string body, SendOptions options, UpstreamCallback done) {
+  auto request = std::make_shared<Request>();
+  request->body = std::move(body);
+  request->options = options;
+  request->done = std::move(done);
+  const absl::Duration deadline = options_.request_deadline > absl::ZeroDuration()
+                                      ? options_.request_deadline
+                                      : 2 * options_.request_timeout;
+  request->deadline = SteadyClock::now() + ToChrono(deadline);
   if (shut_down_ || endpoints_.empty()) {
-    auto done = std::move(attempt->done);
-    done(absl::UnavailableError(fmt::format("upstream {} is not available", name_)));
+    auto callback = std::move(request->done);
+    callback(absl::UnavailableError(fmt::format("upstream {} is not available", name_)));
     return;
   }
-  const size_t index = PickEndpoint(attempt->last_endpoint);
-  attempt->last_endpoint = index;
-  ++attempt->tries;
-  StartOn(index, std::move(attempt));
+  if (health_ != nullptr) health_->BeginRequest();
+  if (!Launch(request)) {
+    if (health_ != nullptr) health_->CountFastFailure();
+    Finish(request, NoEndpointStatus());
+  }
 }
 
-void UpstreamPool::StartOn(size_t index, std::shared_ptr<Attempt> attempt) {
-  Endpoint& endpoint = *endpoints_[index];
+bool UpstreamPool::Launch(const std::shared_ptr<Request>& request) {
+  const Choice choice = Choose(*request);
+  if (choice.index == SIZE_MAX) return false;
+  auto attempt = std::make_shared<Attempt>();
+  attempt->request = request;
+  attempt->index = choice.index;
+  attempt->trial = choice.trial;
+  attempt->hedge = request->outstanding > 0;
+  if (choice.index < 64) request->tried |= uint64_t{1} << choice.index;
+  request->last_endpoint = choice.index;
+  ++request->attempts;
+  ++request->outstanding;
+  StartOn(std::move(attempt));
+  return true;
+}
+
+void UpstreamPool::StartOn(std::shared_ptr<Attempt> attempt) {
+  Endpoint& endpoint = *endpoints_[attempt->index];
   std::shared_ptr<Connection> connection;
   const auto now = SteadyClock::now();
   while (!endpoint.idle.empty() && !connection) {
@@ -167,10 +342,11 @@ void UpstreamPool::StartOn(size_t index, std::shared_ptr<Attempt> attempt) {
         endpoint.waiting.emplace_back(std::move(attempt), now);
         return;
       }
-      Fail(std::move(attempt),
-           absl::UnavailableError(fmt::format(
-               "upstream {}: {} connections busy and {} requests waiting", name_,
-               options_.max_connections_per_endpoint, options_.max_waiting_per_endpoint)));
+      OnAttemptEnd(std::move(attempt),
+                   absl::UnavailableError(fmt::format(
+                       "upstream {}: {} connections busy and {} requests waiting", name_,
+                       options_.max_connections_per_endpoint, options_.max_waiting_per_endpoint)),
+                   ExchangeOutcome::kIoError, /*unsent=*/true);
       return;
     }
     connection = std::make_shared<Connection>(io_context_, endpoint.url, endpoint.head, tls_,
@@ -181,41 +357,73 @@ void UpstreamPool::StartOn(size_t index, std::shared_ptr<Attempt> attempt) {
     }
     endpoint.all.push_back(connection);
   }
-  ExchangeOn(index, std::move(connection), std::move(attempt));
+  ExchangeOn(std::move(connection), std::move(attempt));
 }
 
-void UpstreamPool::ExchangeOn(size_t index, std::shared_ptr<Connection> connection,
+void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
                               std::shared_ptr<Attempt> attempt) {
   metrics_->upstream_requests.Increment();
   target_metrics_.requests->Increment();
+  Request& request = *attempt->request;
+  const auto now = SteadyClock::now();
+  attempt->started = now;
+  if (health_ != nullptr) {
+    health_->endpoint(attempt->index).Begin();
+    attempt->began = true;
+    // A read's first attempt is hedged after its endpoint's hedge delay, when another endpoint
+    // may take it.
+    if (request.attempts == 1 && request.options.policy == RetryPolicy::kSafe &&
+        request.options.hedge && health_->options().hedge && endpoints_.size() > 1) {
+      const auto delay = health_->endpoint(attempt->index).hedge_delay();
+      if (delay > SteadyClock::duration::zero()) ScheduleHedge(attempt->request, now + delay);
+    }
+  }
+  for (auto& slot : request.live) {
+    std::shared_ptr<Connection> held = slot.lock();
+    if (!held || !held->busy()) {
+      slot = connection;
+      break;
+    }
+  }
   Connection* raw = connection.get();
   ArmSweep();
   raw->Exchange(
-      attempt->body, SteadyClock::now() + ToChrono(options_.request_timeout),
-      [this, index, attempt, connection = std::move(connection)](
-          error_code ec, UpstreamResponse response, bool keep_alive, bool stale) mutable {
+      request.body, std::min(now + ToChrono(options_.request_timeout), request.deadline),
+      [this, attempt, connection = std::move(connection)](error_code ec, UpstreamResponse response,
+                                                          Connection::End end) mutable {
+        const size_t index = attempt->index;
         Endpoint& endpoint = *endpoints_[index];
+        Request& request = *attempt->request;
+        // The connection is this attempt's no more: it may serve another request at once.
+        for (auto& slot : request.live) {
+          if (slot.lock() == connection) slot.reset();
+        }
         if (ec) {
           --endpoint.open;
           // A read that met a connection closed while idle goes again at once on a new
           // connection to the same endpoint, once; it is no failure of the endpoint. A write
           // (sendTransaction, requestAirdrop) is never sent twice.
-          if (stale && attempt->policy == RetryPolicy::kSafe && !attempt->stale_retried &&
-              !shut_down_) {
-            attempt->stale_retried = true;
+          if (end.stale && request.options.policy == RetryPolicy::kSafe && !request.stale_retried &&
+              !request.finished && !shut_down_) {
+            request.stale_retried = true;
             metrics_->upstream_stale_retries.Increment();
-            StartOn(index, std::move(attempt));
+            if (attempt->began) health_->endpoint(index).Abandon();
+            attempt->began = false;
+            StartOn(std::move(attempt));
             ServeWaiter(index, nullptr);
             return;
           }
           ServeWaiter(index, nullptr);
-          Fail(std::move(attempt),
-               ec == beast::error::timeout
-                   ? absl::DeadlineExceededError(fmt::format("upstream {} timed out", name_))
-                   : absl::UnavailableError(fmt::format("upstream {}: {}", name_, ec.message())));
+          const bool timed_out = ec == beast::error::timeout;
+          OnAttemptEnd(
+              std::move(attempt),
+              timed_out
+                  ? absl::DeadlineExceededError(fmt::format("upstream {} timed out", name_))
+                  : absl::UnavailableError(fmt::format("upstream {}: {}", name_, ec.message())),
+              timed_out ? ExchangeOutcome::kTimeout : ExchangeOutcome::kIoError, end.unsent);
           return;
         }
-        if (keep_alive && !shut_down_) {
+        if (end.keep_alive && !shut_down_) {
           ServeWaiter(index, std::move(connection));
         } else {
           connection->Close();
@@ -223,9 +431,103 @@ void UpstreamPool::ExchangeOn(size_t index, std::shared_ptr<Connection> connecti
           ServeWaiter(index, nullptr);
         }
         if (response.status < 200 || response.status > 299) target_metrics_.errors->Increment();
-        auto done = std::move(attempt->done);
-        done(std::move(response));
+        const ExchangeOutcome outcome = OutcomeOf(response);
+        OnAttemptEnd(std::move(attempt), std::move(response), outcome, false);
       });
+}
+
+void UpstreamPool::OnAttemptEnd(std::shared_ptr<Attempt> attempt,
+                                absl::StatusOr<UpstreamResponse> result, ExchangeOutcome outcome,
+                                bool unsent) {
+  const std::shared_ptr<Request> request = attempt->request;
+  --request->outstanding;
+  const auto now = SteadyClock::now();
+  if (request->finished) {
+    // Cancelled: another attempt answered first.
+    if (attempt->began) {
+      health_->endpoint(attempt->index)
+          .End(ExchangeOutcome::kLostHedge, now - attempt->started, attempt->trial, now);
+    }
+    return;
+  }
+  if (IsFailure(outcome)) {
+    metrics_->upstream_failures.Increment();
+    if (!result.ok()) target_metrics_.errors->Increment();
+  }
+  if (attempt->began) {
+    EndpointHealth& health = health_->endpoint(attempt->index);
+    std::string error;
+    if (IsFailure(outcome)) {
+      error = result.ok() ? fmt::format("HTTP {}: {}", result->status, ExchangeOutcomeName(outcome))
+                          : std::string(result.status().message());
+    }
+    health.End(outcome, now - attempt->started, attempt->trial, now, error);
+    if (result.ok() && (result->status == 429 || result->status == 503) &&
+        (result->retry_after_seconds > 0 || result->status == 429)) {
+      health.AvoidUntil(now + (result->retry_after_seconds > 0
+                                   ? std::chrono::seconds(result->retry_after_seconds)
+                                   : kDefaultRetryAfter));
+    }
+  }
+  if (!IsFailure(outcome)) {
+    if (attempt->hedge && health_ != nullptr) health_->CountHedgeWin();
+    Finish(request, std::move(result));
+    return;
+  }
+  // May it go again? Reads on any failure; a write only when no byte of it left.
+  const RetryPolicy policy = request->options.policy;
+  bool again = policy == RetryPolicy::kSafe ||
+               (policy == RetryPolicy::kOtherEndpointOnly && unsent && endpoints_.size() > 1);
+  if (shut_down_) again = false;
+  if (again && endpoints_.size() == 1) {
+    // Alone: once more on the same endpoint, after an I/O error only.
+    again = outcome == ExchangeOutcome::kIoError && !request->alone_retried;
+    request->alone_retried = true;
+    request->tried = 0;
+  }
+  const uint32_t max_attempts =
+      health_ != nullptr ? health_->options().max_attempts : 2;  // without health: one retry
+  if (again && request->attempts >= max_attempts) again = false;
+  if (again && now >= request->deadline) again = false;
+  if (request->outstanding > 0) {
+    // Another attempt (a hedge, or the one it hedged) is still running: it may answer.
+    if (!request->fallback) request->fallback = std::move(result);
+    return;
+  }
+  if (again && health_ != nullptr) {
+    if (!health_->TryBeginRetry()) {
+      again = false;
+    } else {
+      ++request->budget;
+    }
+  }
+  if (again) {
+    metrics_->upstream_retries.Increment();
+    if (health_ != nullptr) health_->CountRetry();
+    if (Launch(request)) return;
+    // No other endpoint can take it: the failure stands.
+  }
+  Finish(request,
+         request->fallback && !result.ok() ? std::move(*request->fallback) : std::move(result));
+}
+
+void UpstreamPool::Finish(const std::shared_ptr<Request>& request,
+                          absl::StatusOr<UpstreamResponse> result) {
+  request->finished = true;
+  for (auto& weak : request->live) {
+    // Attempts still running lost: their connections are closed (they end as lost hedges).
+    if (auto connection = weak.lock(); connection && connection->busy()) connection->Close();
+    weak.reset();
+  }
+  if (health_ != nullptr) {
+    for (; request->budget > 0; --request->budget) health_->EndRetry();
+    health_->EndRequest();
+  }
+  auto done = std::move(request->done);
+  request->done = nullptr;
+  request->body.clear();
+  request->body.shrink_to_fit();
+  done(std::move(result));
 }
 
 void UpstreamPool::ServeWaiter(size_t index, std::shared_ptr<Connection> connection) {
@@ -234,16 +536,22 @@ void UpstreamPool::ServeWaiter(size_t index, std::shared_ptr<Connection> connect
   while (!endpoint.waiting.empty() && !shut_down_) {
     auto [attempt, since] = std::move(endpoint.waiting.front());
     endpoint.waiting.pop_front();
-    if (now - since > ToChrono(options_.request_timeout)) {
-      // Waited its whole timeout: it fails (or tries another endpoint) without a connection.
-      Fail(std::move(attempt), absl::DeadlineExceededError(fmt::format(
-                                   "upstream {}: no connection free within the timeout", name_)));
+    if (attempt->request->finished) {
+      --attempt->request->outstanding;
+      continue;
+    }
+    if (now - since > ToChrono(options_.request_timeout) || now >= attempt->request->deadline) {
+      // Waited its whole time: it fails (or tries another endpoint) without a connection.
+      OnAttemptEnd(std::move(attempt),
+                   absl::DeadlineExceededError(
+                       fmt::format("upstream {}: no connection free within the timeout", name_)),
+                   ExchangeOutcome::kTimeout, /*unsent=*/true);
       continue;
     }
     if (connection) {
-      ExchangeOn(index, std::move(connection), std::move(attempt));
+      ExchangeOn(std::move(connection), std::move(attempt));
     } else {
-      StartOn(index, std::move(attempt));  // a new connection in the closed one's place
+      StartOn(std::move(attempt));  // a new connection in the closed one's place
     }
     return;
   }
@@ -291,26 +599,54 @@ void UpstreamPool::Sweep() {
   if (busy) ArmSweep();
 }
 
-void UpstreamPool::Fail(std::shared_ptr<Attempt> attempt, absl::Status status) {
-  metrics_->upstream_failures.Increment();
-  target_metrics_.errors->Increment();
-  const bool another = endpoints_.size() > 1;
-  const bool retry =
-      attempt->tries == 1 && (attempt->policy == RetryPolicy::kSafe ||
-                              (attempt->policy == RetryPolicy::kOtherEndpointOnly && another));
-  if (retry && !shut_down_) {
-    metrics_->upstream_retries.Increment();
-    if (attempt->policy == RetryPolicy::kSafe && !another) attempt->last_endpoint = SIZE_MAX;
-    Run(std::move(attempt));
-    return;
+void UpstreamPool::ScheduleHedge(const std::shared_ptr<Request>& request,
+                                 HealthClock::time_point at) {
+  auto later = [](const auto& a, const auto& b) { return a.first > b.first; };
+  hedges_.emplace_back(at, request);
+  std::push_heap(hedges_.begin(), hedges_.end(), later);
+  if (at < hedge_armed_at_) ArmHedge();
+}
+
+void UpstreamPool::ArmHedge() {
+  if (hedges_.empty() || shut_down_) return;
+  hedge_armed_at_ = hedges_.front().first;
+  hedge_timer_->timer.expires_at(hedge_armed_at_);
+  hedge_timer_->timer.async_wait([state = hedge_timer_](error_code ec) {
+    UpstreamPool* pool = state->pool;
+    if (pool == nullptr || ec) return;
+    pool->OnHedgeTimer();
+  });
+}
+
+void UpstreamPool::OnHedgeTimer() {
+  hedge_armed_at_ = HealthClock::time_point::max();
+  auto later = [](const auto& a, const auto& b) { return a.first > b.first; };
+  const auto now = SteadyClock::now();
+  while (!hedges_.empty() && hedges_.front().first <= now) {
+    std::pop_heap(hedges_.begin(), hedges_.end(), later);
+    std::shared_ptr<Request> request = hedges_.back().second.lock();
+    hedges_.pop_back();
+    // Only a read whose first attempt is still the only one, and within its deadline.
+    if (!request || request->finished || request->outstanding != 1 || request->attempts != 1 ||
+        now >= request->deadline || shut_down_) {
+      continue;
+    }
+    if (!health_->TryBeginRetry()) continue;
+    ++request->budget;
+    if (Launch(request)) {
+      health_->CountHedge();
+    } else {
+      --request->budget;
+      health_->EndRetry();
+    }
   }
-  auto done = std::move(attempt->done);
-  done(std::move(status));
+  ArmHedge();
 }
 
 absl::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::Create(
     asio::io_context& io_context, const std::vector<UpstreamTarget>& targets,
-    const UpstreamOptions& options, ssl::context* tls, ApiMetrics* metrics) {
+    const UpstreamOptions& options, ssl::context* tls, ApiMetrics* metrics,
+    UpstreamHealth* health) {
   auto set = std::make_unique<UpstreamSet>();
   for (const UpstreamTarget& target : targets) {
     if (target.endpoints.empty()) {
@@ -326,7 +662,8 @@ absl::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::Create(
       urls.push_back(*std::move(url));
     }
     set->pools_[target.name] = std::make_unique<UpstreamPool>(
-        io_context, target.name, target.endpoints, std::move(urls), options, tls, metrics);
+        io_context, target.name, target.endpoints, std::move(urls), options, tls, metrics,
+        health != nullptr ? health->Find(target.name) : nullptr);
   }
   return set;
 }
@@ -340,14 +677,14 @@ bool UpstreamSet::Has(std::string_view target) const {
   return pools_.contains(std::string(target));
 }
 
-void UpstreamSet::Send(std::string_view target, std::string body, RetryPolicy policy,
+void UpstreamSet::Send(std::string_view target, std::string body, SendOptions options,
                        UpstreamCallback done) {
   UpstreamPool* pool = Find(target);
   if (pool == nullptr) {
     done(absl::NotFoundError(fmt::format("no upstream named {}", target)));
     return;
   }
-  pool->Send(std::move(body), policy, std::move(done));
+  pool->Send(std::move(body), options, std::move(done));
 }
 
 void UpstreamSet::Shutdown() {

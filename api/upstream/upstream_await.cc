@@ -15,14 +15,15 @@ struct InitiateSend {
   UpstreamClient* client;
 
   template <typename Handler>
-  void operator()(Handler handler, std::string target, std::string body, RetryPolicy policy) const {
+  void operator()(Handler handler, std::string target, std::string body,
+                  SendOptions options) const {
     struct Operation {
       explicit Operation(Handler h) : handler(std::move(h)) {}
       Handler handler;
       bool initiating = true;  // Send has not returned yet
     };
     auto operation = std::make_shared<Operation>(std::move(handler));
-    client->Send(target, std::move(body), policy,
+    client->Send(target, std::move(body), options,
                  [operation](absl::StatusOr<UpstreamResponse> response) {
                    auto executor = asio::get_associated_executor(operation->handler);
                    auto resume = [operation, response = std::move(response)]() mutable {
@@ -66,9 +67,9 @@ struct InitiateAll {
 }  // namespace
 
 Task<absl::StatusOr<UpstreamResponse>> SendAsync(UpstreamClient& client, std::string target,
-                                                 std::string body, RetryPolicy policy) {
+                                                 std::string body, SendOptions options) {
   return asio::async_initiate<const asio::use_awaitable_t<>&, Signature>(
-      InitiateSend{&client}, asio::use_awaitable, std::move(target), std::move(body), policy);
+      InitiateSend{&client}, asio::use_awaitable, std::move(target), std::move(body), options);
 }
 
 Task<void> AwaitAll(std::vector<Task<void>> tasks) {

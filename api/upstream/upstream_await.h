@@ -32,7 +32,7 @@ using Task = boost::asio::awaitable<T>;
 // UpstreamClient::Send as an awaitable: the HTTP answer, or why there is none (as Send reports
 // it). The coroutine resumes on its own executor, also when Send answers before it returns.
 Task<absl::StatusOr<UpstreamResponse>> SendAsync(UpstreamClient& client, std::string target,
-                                                 std::string body, RetryPolicy policy);
+                                                 std::string body, SendOptions options);
 
 // Runs every task at once on the current executor and resumes when the last one has finished.
 // An exception of a task is rethrown here (the first one), after every task has finished.

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -11,13 +12,30 @@ namespace switchyard {
 struct UpstreamResponse {
   unsigned status = 0;
   std::string body;
+  uint32_t retry_after_seconds = 0;  // a 429's or 503's Retry-After, when it had one
 };
 
-// Whether a failed request (connection error or timeout) may be sent again.
+// Whether a failed request may be sent again (docs/architecture.md §11).
 enum class RetryPolicy {
-  kSafe,               // once more, to another endpoint (the same one when it is alone)
-  kOtherEndpointOnly,  // once more, only to another endpoint (sendTransaction)
+  // A read: again to another endpoint after an I/O error, a timeout, HTTP 5xx or 429, or a
+  // node that cannot answer now (-32005, -32016), within the budget and the deadline; once
+  // more to the same endpoint after an I/O error when it is alone. May be hedged.
+  kSafe,
+  // A write (sendTransaction): again only to another endpoint, and only when the connection
+  // failed before any byte of the request was written.
+  kOtherEndpointOnly,
   kNever,
+};
+
+// How one request may be sent: its retry policy, and what the choice of endpoint must respect.
+struct SendOptions {
+  SendOptions(RetryPolicy policy = RetryPolicy::kSafe) : policy(policy) {}  // NOLINT: implicit
+  RetryPolicy policy;
+  // Endpoints whose last probed slot is below this are skipped while another is known to be
+  // at or above it (a minContextSlot, or X-Min-Slot on the base layer). Zero: no bound.
+  uint64_t min_slot = 0;
+  // A read (kSafe) may be hedged to a second endpoint when the first is slow.
+  bool hedge = true;
 };
 
 using UpstreamCallback = std::function<void(absl::StatusOr<UpstreamResponse>)>;
@@ -34,7 +52,7 @@ class UpstreamClient {
   // Sends `body` to `target` and calls `done` once: with the HTTP answer, with
   // Unavailable/DeadlineExceeded after the attempts `policy` allows failed, or with NotFound
   // when no such target is configured.
-  virtual void Send(std::string_view target, std::string body, RetryPolicy policy,
+  virtual void Send(std::string_view target, std::string body, SendOptions options,
                     UpstreamCallback done) = 0;
   // Closes every connection; later Sends fail.
   virtual void Shutdown() = 0;

@@ -32,18 +32,26 @@ std::string RequestHeadOf(const Url& url) {
   return head;
 }
 
+void ResponseReader::on_field_impl(http::field field, string_view, string_view value, error_code&) {
+  // Only Retry-After is kept (in seconds; an HTTP date is taken as one second).
+  if (field != http::field::retry_after) return;
+  uint32_t seconds = 0;
+  response_->retry_after_seconds =
+      absl::SimpleAtoi(absl::string_view(value.data(), value.size()), &seconds) ? seconds : 1;
+}
+
 void ResponseReader::on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code&) {
-  body_->clear();
-  if (length) body_->reserve(static_cast<size_t>(*length));
+  response_->body.clear();
+  if (length) response_->body.reserve(static_cast<size_t>(*length));
 }
 
 size_t ResponseReader::on_body_impl(string_view text, error_code&) {
-  body_->append(text.data(), text.size());
+  response_->body.append(text.data(), text.size());
   return text.size();
 }
 
 size_t ResponseReader::on_chunk_body_impl(std::uint64_t, string_view text, error_code&) {
-  body_->append(text.data(), text.size());
+  response_->body.append(text.data(), text.size());
   return text.size();
 }
 
@@ -76,6 +84,7 @@ void UpstreamConnection::Exchange(const std::string& body, Clock::time_point dea
   reused_ = connected_;
   got_some_ = false;
   timed_out_ = false;
+  writing_ = false;
   const auto [end, ec] = std::to_chars(length_, length_ + sizeof(length_) - 4, body.size());
   std::memcpy(end, "\r\n\r\n", 4);
   length_size_ = static_cast<size_t>(end - length_) + 4;
@@ -125,13 +134,14 @@ void UpstreamConnection::OnConnected(error_code ec) {
 }
 
 void UpstreamConnection::Write() {
+  writing_ = true;
   const std::array<asio::const_buffer, 3> buffers = {
       asio::buffer(head_), asio::buffer(length_, length_size_), asio::buffer(*body_)};
   WithStream([&](auto& stream) {
     asio::async_write(stream, buffers, [self = shared_from_this()](error_code ec, size_t) {
       if (ec) return self->Finish(ec);
       self->response_ = UpstreamResponse();
-      self->reader_.emplace(&self->response_.body);
+      self->reader_.emplace(&self->response_);
       self->reader_->eager(true);
       self->reader_->body_limit(self->max_response_bytes_);
       self->reader_->header_limit(64 * 1024);
@@ -183,7 +193,7 @@ void UpstreamConnection::Complete() {
   idle_since_ = Clock::now();
   Callback done = std::move(done_);
   done_ = nullptr;
-  done(error_code(), std::move(response_), keep_alive, false);
+  done(error_code(), std::move(response_), End{keep_alive, false, false});
 }
 
 void UpstreamConnection::TimeOut() {
@@ -209,7 +219,7 @@ void UpstreamConnection::Finish(error_code ec) {
   body_ = nullptr;
   Callback done = std::move(done_);
   done_ = nullptr;
-  done(ec, UpstreamResponse(), false, stale);
+  done(ec, UpstreamResponse(), End{false, stale, !writing_});
 }
 
 }  // namespace switchyard::upstream_internal

@@ -64,8 +64,9 @@ class FakeClient : public UpstreamClient {
     UpstreamCallback done;
   };
   bool Has(std::string_view target) const override { return target == "base" || target == "er1"; }
-  void Send(std::string_view target, std::string body, RetryPolicy policy,
+  void Send(std::string_view target, std::string body, SendOptions options,
             UpstreamCallback done) override {
+    const RetryPolicy policy = options.policy;
     if (*shut_down) {  // as UpstreamSet: later sends fail, before Send returns
       done(absl::UnavailableError("shut down"));
       return;

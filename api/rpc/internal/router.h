@@ -224,6 +224,7 @@ struct Router::Exchange {
   std::vector<std::string> answers;
   size_t remaining = 0;
   absl::Duration start;
+  Slot header_min_slot = 0;  // X-Min-Slot: a slot of the base layer
 };
 
 // The elements of a getMultipleAccounts answer, merged in the order of the keys, before they

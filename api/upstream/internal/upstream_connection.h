@@ -35,7 +35,7 @@ std::string RequestHeadOf(const Url& url);
 // parser itself allocates nothing).
 class ResponseReader final : public boost::beast::http::basic_parser<false> {
  public:
-  explicit ResponseReader(std::string* body) : body_(body) {}
+  explicit ResponseReader(UpstreamResponse* response) : response_(response) {}
   unsigned status() const { return status_; }
 
  private:
@@ -46,7 +46,8 @@ class ResponseReader final : public boost::beast::http::basic_parser<false> {
   void on_response_impl(int code, string_view, int, error_code&) override {
     status_ = static_cast<unsigned>(code);
   }
-  void on_field_impl(boost::beast::http::field, string_view, string_view, error_code&) override {}
+  void on_field_impl(boost::beast::http::field field, string_view, string_view value,
+                     error_code&) override;
   void on_header_impl(error_code&) override {}
   void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code&) override;
   size_t on_body_impl(string_view text, error_code&) override;
@@ -54,7 +55,7 @@ class ResponseReader final : public boost::beast::http::basic_parser<false> {
   size_t on_chunk_body_impl(std::uint64_t, string_view text, error_code&) override;
   void on_finish_impl(error_code&) override {}
 
-  std::string* body_;
+  UpstreamResponse* response_;
   unsigned status_ = 0;
 };
 
@@ -65,9 +66,16 @@ class ResponseReader final : public boost::beast::http::basic_parser<false> {
 class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnection> {
  public:
   using error_code = boost::system::error_code;
-  // `stale`: the exchange failed in transport (not by its timeout) on a connection that had
-  // served an earlier one, before a byte of the answer arrived: the peer had closed it idle.
-  using Callback = std::function<void(error_code, UpstreamResponse, bool keep_alive, bool stale)>;
+  // How an exchange ended besides its error and answer.
+  struct End {
+    bool keep_alive = false;
+    // The exchange failed in transport (not by its timeout) on a connection that had served
+    // an earlier one, before a byte of the answer arrived: the peer had closed it idle.
+    bool stale = false;
+    // No byte of the request was written (connect, lookup or handshake failed).
+    bool unsent = false;
+  };
+  using Callback = std::function<void(error_code, UpstreamResponse, End)>;
 
   // `head` is the endpoint's RequestHeadOf and outlives the connection.
   UpstreamConnection(boost::asio::io_context& io_context, const Url& url, const std::string& head,
@@ -128,6 +136,7 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
   bool reused_ = false;     // the exchange in flight began on an open connection
   bool got_some_ = false;   // a byte of the answer arrived
   bool timed_out_ = false;  // TimeOut ended the exchange
+  bool writing_ = false;    // a byte of the request may have left
 };
 
 }  // namespace switchyard::upstream_internal
