@@ -59,10 +59,30 @@ class TableReader {
     *out = static_cast<T>(value);
     return absl::OkStatus();
   }
-  absl::Status ReadMillis(const char* key, absl::Duration* out) {
+  absl::Status ReadMillis(const char* key, absl::Duration* out, bool allow_zero = false) {
     int64_t ms = absl::ToInt64Milliseconds(*out);
-    RETURN_IF_ERROR(ReadPositive(key, &ms));
+    RETURN_IF_ERROR(allow_zero ? ReadNonNegative(key, &ms) : ReadPositive(key, &ms));
     *out = absl::Milliseconds(ms);
+    return absl::OkStatus();
+  }
+  // A number within [min, max] (an integer is taken as a number).
+  absl::Status ReadFraction(const char* key, double* out, double min = 0, double max = 1) {
+    seen_.insert(key);
+    const toml::node* node = table_.get(key);
+    if (node == nullptr) return absl::OkStatus();
+    double value = 0;
+    if (node->is_floating_point()) {
+      value = node->as_floating_point()->get();
+    } else if (node->is_integer()) {
+      value = static_cast<double>(node->as_integer()->get());
+    } else {
+      return TypeError(key, "a number");
+    }
+    if (!(value >= min && value <= max)) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: '{}{}' must be within [{}, {}]", file_, prefix_, key, min, max));
+    }
+    *out = value;
     return absl::OkStatus();
   }
   // "HOST:PORT"; port 0 picks a free port.
@@ -169,6 +189,8 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
   RETURN_IF_ERROR(router_table.ReadBool("verify_owner_multiple", &router.verify_owner_multiple));
   RETURN_IF_ERROR(router_table.ReadSize("signature_memory_size", &router.signature_memory_size));
   RETURN_IF_ERROR(router_table.ReadMillis("upstream_timeout_ms", &router.upstream.request_timeout));
+  RETURN_IF_ERROR(router_table.ReadMillis("upstream_deadline_ms", &router.upstream.request_deadline,
+                                          /*allow_zero=*/true));
   RETURN_IF_ERROR(router_table.ReadSize("upstream_max_connections",
                                         &router.upstream.max_connections_per_endpoint));
   RETURN_IF_ERROR(
@@ -177,6 +199,39 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
       router_table.ReadSize("upstream_max_waiting", &router.upstream.max_waiting_per_endpoint));
   RETURN_IF_ERROR(router_table.ReadBool("verify_tls", &router.upstream.verify_tls));
   RETURN_IF_ERROR(router_table.CheckNoUnknownKeys());
+
+  // [upstream_health]: how endpoints are judged, chosen, retried and hedged.
+  UpstreamHealthOptions& health = router.health;
+  TableReader health_table(section("upstream_health"), "upstream_health.", file);
+  health.probe_interval = serve->probe_interval;
+  RETURN_IF_ERROR(health_table.ReadMillis("probe_interval_ms", &health.probe_interval));
+  serve->probe_interval = health.probe_interval;
+  RETURN_IF_ERROR(
+      health_table.ReadSize("eject_consecutive_failures", &health.eject_consecutive_failures));
+  RETURN_IF_ERROR(health_table.ReadFraction("eject_error_rate", &health.eject_error_rate));
+  RETURN_IF_ERROR(health_table.ReadMillis("window_ms", &health.window));
+  RETURN_IF_ERROR(health_table.ReadSize("min_requests", &health.min_requests));
+  RETURN_IF_ERROR(health_table.ReadSize("max_slot_lag", &health.max_slot_lag));
+  RETURN_IF_ERROR(health_table.ReadMillis("min_ejection_ms", &health.min_ejection, true));
+  RETURN_IF_ERROR(health_table.ReadSize("recover_probes", &health.recover_probes));
+  RETURN_IF_ERROR(health_table.ReadMillis("ramp_up_ms", &health.ramp_up, true));
+  RETURN_IF_ERROR(health_table.ReadFraction("latency_decay", &health.latency_decay));
+  RETURN_IF_ERROR(health_table.ReadFraction("circuit_failure_rate", &health.circuit_failure_rate));
+  RETURN_IF_ERROR(health_table.ReadSize("circuit_min_requests", &health.circuit_min_requests));
+  RETURN_IF_ERROR(health_table.ReadMillis("circuit_window_ms", &health.circuit_window));
+  RETURN_IF_ERROR(health_table.ReadMillis("circuit_open_ms", &health.circuit_open, true));
+  RETURN_IF_ERROR(health_table.ReadSize("half_open_trials", &health.half_open_trials));
+  RETURN_IF_ERROR(health_table.ReadSize("max_attempts", &health.max_attempts));
+  RETURN_IF_ERROR(health_table.ReadFraction("retry_budget_ratio", &health.retry_budget_ratio));
+  RETURN_IF_ERROR(
+      health_table.ReadSize("retry_budget_min", &health.retry_budget_min, /*allow_zero=*/true));
+  RETURN_IF_ERROR(health_table.ReadBool("hedge", &health.hedge));
+  RETURN_IF_ERROR(health_table.ReadMillis("hedge_delay_ms", &health.hedge_delay, true));
+  RETURN_IF_ERROR(health_table.ReadMillis("hedge_min_delay_ms", &health.hedge_min_delay, true));
+  RETURN_IF_ERROR(health_table.CheckNoUnknownKeys());
+  if (absl::Status valid = ValidateHealthOptions(health); !valid.ok()) {
+    return absl::InvalidArgumentError(fmt::format("{}: {}", file, std::string(valid.message())));
+  }
 
   // [upstreams.NAME] endpoints = [{url, weight}]
   for (const auto& [name_key, node] : section("upstreams")) {
@@ -339,8 +394,8 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   }
   config.source = *path;
   static const absl::flat_hash_set<std::string> kSections = {
-      "storage",     "log",     "fold",      "api", "admin",  "router",
-      "consistency", "routing", "upstreams", "ers", "ingest", "pubsub"};
+      "storage", "log",       "fold", "api",    "admin",  "router",         "consistency",
+      "routing", "upstreams", "ers",  "ingest", "pubsub", "upstream_health"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", *path, key.str()));

@@ -49,8 +49,18 @@ namespace switchyard {
 //                  verify_owner_multiple = false,
 //                  signature_memory_size = 100000, upstream_timeout_ms = 10000,
 //                  upstream_max_connections = 64, upstream_max_idle = 64,
-//                  upstream_max_waiting = 4096,
+//                  upstream_max_waiting = 4096, upstream_deadline_ms = 0 (0: twice
+//                  upstream_timeout_ms; a request's bound over every attempt and hedge),
 //                  verify_tls = true
+//   [upstream_health]  probe_interval_ms = 1000 (the same setting as admin.probe_interval_ms),
+//                  eject_consecutive_failures = 5, eject_error_rate = 0.5, window_ms = 10000,
+//                  min_requests = 20, max_slot_lag = 50, min_ejection_ms = 1000,
+//                  recover_probes = 2, ramp_up_ms = 3000, latency_decay = 0.2,
+//                  circuit_failure_rate = 0.5, circuit_min_requests = 10,
+//                  circuit_window_ms = 5000, circuit_open_ms = 5000, half_open_trials = 3,
+//                  max_attempts = 3, retry_budget_ratio = 0.2, retry_budget_min = 3,
+//                  hedge = true, hedge_delay_ms = 0 (0: each endpoint's p95),
+//                  hedge_min_delay_ms = 5   (docs/architecture.md §11)
 //   [upstreams.NAME]  endpoints = [{url = "http://127.0.0.1:7799", weight = 1}]
 //   [[ers]]        identity = "PUBKEY", upstream = "er1", fqdn = "", base_fee = 0,
 //                  block_time_ms = 50, country_code = ""

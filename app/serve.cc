@@ -80,6 +80,7 @@ class ServeProcess {
     monitor_options.upstream.request_timeout =
         std::min(serve.router.upstream.request_timeout, serve.probe_interval);
     monitor_options.interval = serve.probe_interval;
+    monitor_options.health = router_->health();
     for (const UpstreamTarget& target : serve.router.upstreams) {
       for (const UpstreamEndpoint& endpoint : target.endpoints) {
         monitor_options.needs_tls |= endpoint.url.rfind("https://", 0) == 0;

@@ -18,6 +18,7 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr std::string_view kGetSlot = R"({"jsonrpc":"2.0","id":1,"method":"getSlot"})";
+constexpr std::string_view kGetHealth = R"({"jsonrpc":"2.0","id":1,"method":"getHealth"})";
 
 std::string OptionalSlot(const std::optional<Slot>& slot) {
   return slot ? fmt::format("{}", *slot) : "null";
@@ -40,6 +41,19 @@ absl::StatusOr<Slot> ParseGetSlot(const UpstreamResponse& response) {
   return slot;
 }
 
+// Whether a getHealth answer says the node can serve: "ok", or a node that does not know the
+// method (it can still serve; its getSlot decides). -32005 and any other error say it cannot.
+bool GetHealthSaysOk(const UpstreamResponse& response) {
+  if (response.status != 200) return false;
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (parser.parse(response.body).get(root) != simdjson::SUCCESS) return false;
+  std::string_view result;
+  if (root["result"].get_string().get(result) == simdjson::SUCCESS) return result == "ok";
+  int64_t code = 0;
+  return root["error"]["code"].get_int64().get(code) == simdjson::SUCCESS && code == -32601;
+}
+
 }  // namespace
 
 AdminMetrics::AdminMetrics(MetricsRegistry& r)
@@ -53,12 +67,22 @@ UpstreamMonitor::UpstreamMonitor(UpstreamMonitorOptions options, MetricsRegistry
   for (const UpstreamTarget& t : options_.targets) {
     auto target = std::make_unique<Target>();
     target->name = t.name;
-    target->slot = &registry->AddGauge("switchyard_upstream_slot",
-                                       "The slot each upstream target answered getSlot with",
-                                       {{"target", t.name}});
-    target->failures = &registry->AddCounter("switchyard_upstream_probe_failures_total",
-                                             "getSlot probes that failed, per upstream target",
-                                             {{"target", t.name}});
+    target->slot = &registry->AddGauge(
+        "switchyard_upstream_slot",
+        "The most advanced slot an endpoint of each upstream target answered getSlot with",
+        {{"target", t.name}});
+    target->failures = &registry->AddCounter(
+        "switchyard_upstream_probe_failures_total",
+        "Endpoint probes (getSlot, getHealth) that failed, per upstream target",
+        {{"target", t.name}});
+    for (size_t i = 0; i < t.endpoints.size(); ++i) {
+      auto probe = std::make_unique<Probe>();
+      probe->target = target.get();
+      probe->index = i;
+      probe->pool = fmt::format("{}#{}", t.name, i);
+      probe->url = t.endpoints[i].url;
+      target->probes.push_back(std::move(probe));
+    }
     UpstreamProbeState state;
     state.name = t.name;
     {
@@ -73,8 +97,15 @@ UpstreamMonitor::~UpstreamMonitor() { Stop(); }
 
 absl::Status UpstreamMonitor::Start() {
   if (options_.needs_tls) tls_ = MakeClientTlsContext(options_.upstream.verify_tls);
-  absl::StatusOr<std::unique_ptr<UpstreamSet>> upstreams = UpstreamSet::Create(
-      io_context_, options_.targets, options_.upstream, tls_.get(), &probe_metrics_);
+  // One pool per endpoint: each is probed on its own.
+  std::vector<UpstreamTarget> pools;
+  for (const UpstreamTarget& t : options_.targets) {
+    for (size_t i = 0; i < t.endpoints.size(); ++i) {
+      pools.push_back(UpstreamTarget{fmt::format("{}#{}", t.name, i), {t.endpoints[i]}});
+    }
+  }
+  absl::StatusOr<std::unique_ptr<UpstreamSet>> upstreams =
+      UpstreamSet::Create(io_context_, pools, options_.upstream, tls_.get(), &probe_metrics_);
   if (!upstreams.ok()) return upstreams.status();
   upstreams_ = *std::move(upstreams);
   guard_.emplace(io_context_.get_executor());
@@ -97,15 +128,28 @@ void UpstreamMonitor::Stop() {
 
 void UpstreamMonitor::ProbeAll() {
   if (stopping_) return;
+  // The previous round's answers are in: lag, p95s and ramps move on.
+  if (options_.health != nullptr) options_.health->Tick(HealthClock::now());
   for (auto& target : targets_) {
-    if (target->in_flight) continue;
-    UpstreamPool* pool = upstreams_->Find(target->name);
-    if (pool == nullptr) continue;
-    target->in_flight = true;
-    pool->Send(std::string(kGetSlot), RetryPolicy::kNever,
-               [this, t = target.get()](absl::StatusOr<UpstreamResponse> response) {
-                 OnAnswer(t, std::move(response));
-               });
+    for (auto& probe : target->probes) {
+      if (probe->in_flight) continue;
+      UpstreamPool* pool = upstreams_->Find(probe->pool);
+      if (pool == nullptr) continue;
+      probe->in_flight = true;
+      probe->pending = 2;
+      Probe* p = probe.get();
+      pool->Send(std::string(kGetSlot), RetryPolicy::kNever,
+                 [this, p](absl::StatusOr<UpstreamResponse> response) {
+                   p->slot = response.ok() ? ParseGetSlot(*response)
+                                           : absl::StatusOr<Slot>(response.status());
+                   if (--p->pending == 0) OnProbed(p);
+                 });
+      pool->Send(std::string(kGetHealth), RetryPolicy::kNever,
+                 [this, p](absl::StatusOr<UpstreamResponse> response) {
+                   p->node_healthy = response.ok() && GetHealthSaysOk(*response);
+                   if (--p->pending == 0) OnProbed(p);
+                 });
+    }
   }
   ScheduleNext();
 }
@@ -118,29 +162,49 @@ void UpstreamMonitor::ScheduleNext() {
   });
 }
 
-void UpstreamMonitor::OnAnswer(Target* target, absl::StatusOr<UpstreamResponse> response) {
-  target->in_flight = false;
-  absl::StatusOr<Slot> slot =
-      response.ok() ? ParseGetSlot(*response) : absl::StatusOr<Slot>(response.status());
+void UpstreamMonitor::OnProbed(Probe* probe) {
+  probe->in_flight = false;
+  if (stopping_) return;
+  Target* target = probe->target;
+  const bool ok = probe->slot.ok() && probe->node_healthy;
+  if (options_.health != nullptr) {
+    if (TargetHealth* health = options_.health->Find(target->name);
+        health != nullptr && probe->index < health->size()) {
+      health->endpoint(probe->index).OnProbe(probe->slot, probe->node_healthy, HealthClock::now());
+    }
+  }
+  const bool was_ok = probe->last_ok;
+  probe->last_ok = ok;
+  const bool first = !probe->probed;
+  probe->probed = true;
+  if (probe->slot.ok()) probe->last_slot = *probe->slot;
+  std::optional<Slot> best;
+  bool any_ok = false;
+  for (const auto& p : target->probes) {
+    if (p->last_slot) best = std::max(best.value_or(0), *p->last_slot);
+    any_ok |= p->last_ok;
+  }
+  if (best) target->slot->Set(static_cast<int64_t>(*best));
+  std::string error;
+  if (!ok) {
+    target->failures->Increment();
+    error = probe->slot.ok() ? "getHealth: the node says it is not healthy"
+                             : std::string(probe->slot.status().message());
+    if (was_ok || first) {
+      spdlog::warn("upstream {} endpoint {}: probe failed: {}", target->name, probe->url, error);
+    }
+  }
   absl::MutexLock lock(&mu_);
   UpstreamProbeState& state = states_[target->name];
   ++state.probes;
-  if (slot.ok()) {
-    state.slot = *slot;
-    state.healthy = true;
+  if (!ok) ++state.failures;
+  state.slot = best;
+  state.healthy = any_ok;
+  if (any_ok) {
     state.last_error.clear();
-    target->slot->Set(static_cast<int64_t>(*slot));
-    return;
+  } else if (!ok) {
+    state.last_error = error;
   }
-  if (stopping_) return;
-  ++state.failures;
-  target->failures->Increment();
-  if (state.healthy || state.probes == 1) {
-    spdlog::warn("upstream {}: getSlot probe failed: {}", target->name,
-                 std::string(slot.status().message()));
-  }
-  state.healthy = false;
-  state.last_error = std::string(slot.status().message());
 }
 
 std::optional<Slot> UpstreamMonitor::LastSlot(const std::string& target) const {
@@ -151,8 +215,17 @@ std::optional<Slot> UpstreamMonitor::LastSlot(const std::string& target) const {
 
 std::vector<UpstreamProbeState> UpstreamMonitor::States() const {
   std::vector<UpstreamProbeState> out;
-  absl::MutexLock lock(&mu_);
-  for (const auto& target : targets_) out.push_back(states_.at(target->name));
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& target : targets_) out.push_back(states_.at(target->name));
+  }
+  if (options_.health != nullptr) {
+    for (UpstreamProbeState& state : out) {
+      if (const TargetHealth* health = options_.health->Find(state.name)) {
+        state.health = health->Status();
+      }
+    }
+  }
   return out;
 }
 
@@ -273,9 +346,27 @@ std::string AdminContext::StatusJson() const {
     const UpstreamProbeState& s = states[i];
     out += fmt::format(
         "{}{{\"name\":{},\"healthy\":{},\"slot\":{},\"probes\":{},\"failures\":{},"
-        "\"last_error\":{}}}",
+        "\"last_error\":{}",
         i == 0 ? "" : ",", JsonQuote(s.name), s.healthy ? "true" : "false", OptionalSlot(s.slot),
         s.probes, s.failures, s.last_error.empty() ? "null" : JsonQuote(s.last_error));
+    if (s.health) {
+      out += fmt::format(",\"degraded\":{},\"endpoints\":[", s.health->degraded);
+      for (size_t j = 0; j < s.health->endpoints.size(); ++j) {
+        const EndpointStatus& e = s.health->endpoints[j];
+        out += fmt::format(
+            "{}{{\"url\":{},\"state\":\"{}\",\"circuit\":\"{}\",\"slot\":{},\"lag\":{},"
+            "\"latency_ewma_ms\":{:.3f},\"hedge_delay_ms\":{:.3f},\"in_flight\":{},"
+            "\"requests\":{},\"failures\":{},\"state_changes\":{},\"last_error\":{},"
+            "\"ejected_reason\":{}}}",
+            j == 0 ? "" : ",", JsonQuote(e.url), EndpointStateName(e.state),
+            CircuitStateName(e.circuit), OptionalSlot(e.slot), e.lag, e.latency_ewma_ms, e.p95_ms,
+            e.in_flight, e.requests, e.failures, e.state_changes,
+            e.last_error.empty() ? "null" : JsonQuote(e.last_error),
+            e.ejected_reason.empty() ? "null" : JsonQuote(e.ejected_reason));
+      }
+      out += "]";
+    }
+    out += "}";
   }
   out += "]}";
   return out;

@@ -35,25 +35,31 @@ struct AdminMetrics {
 };
 
 struct UpstreamMonitorOptions {
-  std::vector<UpstreamTarget> targets;  // every target is asked getSlot
+  std::vector<UpstreamTarget> targets;  // every endpoint of every target is probed
   UpstreamOptions upstream;             // request_timeout bounds each probe
   absl::Duration interval = absl::Seconds(1);
   bool needs_tls = false;
+  // Where the probes go and where /status reads each endpoint from (RouterContext::health());
+  // null: the probes only feed the target states below.
+  UpstreamHealth* health = nullptr;
 };
 
 // What the monitor last saw of one target. A value type.
 struct UpstreamProbeState {
   std::string name;
-  std::optional<Slot> slot;  // the last slot it answered, if it ever answered
-  bool healthy = false;      // the last probe succeeded
-  std::string last_error;    // the last probe's error, when it failed
-  uint64_t probes = 0;
+  std::optional<Slot> slot;  // the most advanced slot an endpoint answered, if any answered
+  bool healthy = false;      // the last probe of at least one endpoint succeeded
+  std::string last_error;    // the last failed probe's error, while no endpoint is healthy
+  uint64_t probes = 0;       // over every endpoint
   uint64_t failures = 0;
+  std::optional<TargetStatus> health;  // every endpoint, when the monitor has a health
 };
 
-// Asks every upstream target for getSlot periodically, on its own thread and io_context (off
-// the request path), and keeps what each answered. Owned by the app; Start() and Stop() are
-// called from one control thread; the readers may be called from any thread.
+// Asks every endpoint of every upstream target for getSlot and getHealth periodically, on its
+// own thread and io_context (off the request path), feeds the answers to the UpstreamHealth
+// the request path chooses endpoints by, and ticks it once per round (lag, p95s, ramps).
+// Owned by the app; Start() and Stop() are called from one control thread; the readers may be
+// called from any thread.
 class UpstreamMonitor {
  public:
   UpstreamMonitor(UpstreamMonitorOptions options, MetricsRegistry* registry);
@@ -70,15 +76,30 @@ class UpstreamMonitor {
   std::vector<UpstreamProbeState> States() const;
 
  private:
+  struct Target;
+  // One endpoint's probe: getSlot and getHealth, sent together (io thread only).
+  struct Probe {
+    Target* target = nullptr;
+    size_t index = 0;
+    std::string pool;  // its pool in upstreams_: one per endpoint
+    std::string url;
+    bool in_flight = false;
+    bool probed = false;  // a round has ended
+    int pending = 0;
+    absl::StatusOr<Slot> slot = absl::UnknownError("not probed");
+    bool node_healthy = false;
+    std::optional<Slot> last_slot;
+    bool last_ok = false;
+  };
   struct Target {
     std::string name;
-    bool in_flight = false;  // io thread only
+    std::vector<std::unique_ptr<Probe>> probes;
     Gauge* slot = nullptr;
     Counter* failures = nullptr;
   };
   void ProbeAll();
   void ScheduleNext();
-  void OnAnswer(Target* target, absl::StatusOr<UpstreamResponse> response);
+  void OnProbed(Probe* probe);
 
   UpstreamMonitorOptions options_;
   // The probes' own upstream counters, kept apart from the API's request counters.
