@@ -148,5 +148,56 @@ TEST_F(ServeConfigTest, ErrorsNameTheKeyAndTheFile) {
             file + ": 'ers' must be an array of tables ([[ers]])");
 }
 
+TEST_F(ServeConfigTest, ReadsUpstreamHealth) {
+  absl::StatusOr<Config> config = Load(std::string(kBase) + R"(
+[router]
+upstream_deadline_ms = 4000
+[upstream_health]
+probe_interval_ms = 200
+eject_consecutive_failures = 3
+eject_error_rate = 0.25
+max_slot_lag = 10
+ramp_up_ms = 0
+circuit_open_ms = 700
+max_attempts = 2
+retry_budget_ratio = 0.1
+retry_budget_min = 0
+hedge = false
+hedge_delay_ms = 15
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const RouterOptions& router = config->serve.router;
+  EXPECT_EQ(router.upstream.request_deadline, absl::Seconds(4));
+  const UpstreamHealthOptions& health = router.health;
+  EXPECT_EQ(health.probe_interval, absl::Milliseconds(200));
+  EXPECT_EQ(config->serve.probe_interval, absl::Milliseconds(200));  // one setting
+  EXPECT_EQ(health.eject_consecutive_failures, 3u);
+  EXPECT_DOUBLE_EQ(health.eject_error_rate, 0.25);
+  EXPECT_EQ(health.max_slot_lag, 10u);
+  EXPECT_EQ(health.ramp_up, absl::ZeroDuration());
+  EXPECT_EQ(health.circuit_open, absl::Milliseconds(700));
+  EXPECT_EQ(health.max_attempts, 2u);
+  EXPECT_DOUBLE_EQ(health.retry_budget_ratio, 0.1);
+  EXPECT_EQ(health.retry_budget_min, 0u);
+  EXPECT_FALSE(health.hedge);
+  EXPECT_EQ(health.hedge_delay, absl::Milliseconds(15));
+  // Untouched keys keep their defaults.
+  EXPECT_EQ(health.half_open_trials, UpstreamHealthOptions().half_open_trials);
+}
+
+TEST_F(ServeConfigTest, UpstreamHealthErrorsNameTheKey) {
+  const std::string file = dir_.Sub("serve.toml");
+  EXPECT_EQ(Error(std::string(kBase) + "[upstream_health]\neject_error_rate = 1.5\n"),
+            file + ": 'upstream_health.eject_error_rate' must be within [0, 1]");
+  EXPECT_EQ(Error(std::string(kBase) + "[upstream_health]\nhedge = 1\n"),
+            file + ": 'upstream_health.hedge' must be true or false");
+  EXPECT_EQ(Error(std::string(kBase) + "[upstream_health]\nhedges = true\n"),
+            file + ": unknown key 'upstream_health.hedges'");
+  EXPECT_EQ(Error(std::string(kBase) + "[upstream_health]\nmax_attempts = 11\n"),
+            file + ": upstream_health.max_attempts must be within 1..10");
+  EXPECT_EQ(Error(std::string(kBase) + "[upstream_health]\nlatency_decay = 0\n"),
+            file + ": upstream_health.latency_decay must be within (0, 1]");
+}
+
 }  // namespace
 }  // namespace switchyard
