@@ -525,8 +525,6 @@ void UpstreamPool::Finish(const std::shared_ptr<Request>& request,
   }
   auto done = std::move(request->done);
   request->done = nullptr;
-  request->body.clear();
-  request->body.shrink_to_fit();
   done(std::move(result));
 }
 
