@@ -126,11 +126,9 @@ absl::Status ValidateHealthOptions(const UpstreamHealthOptions& o) {
   if (o.hedge_min_delay < absl::ZeroDuration()) {
     return bad("hedge_min_delay_ms", "must not be negative");
   }
-  if (o.min_ejection < absl::ZeroDuration() || o.ramp_up < absl::ZeroDuration() ||
-      o.circuit_open < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "upstream_health.min_ejection_ms, ramp_up_ms and circuit_open_ms must not be negative");
-  }
+  if (o.min_ejection < absl::ZeroDuration()) return bad("min_ejection_ms", "must not be negative");
+  if (o.ramp_up < absl::ZeroDuration()) return bad("ramp_up_ms", "must not be negative");
+  if (o.circuit_open < absl::ZeroDuration()) return bad("circuit_open_ms", "must not be negative");
   return absl::OkStatus();
 }
 
