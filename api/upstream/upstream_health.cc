@@ -199,8 +199,7 @@ EndpointHealth::Admission EndpointHealth::Admit(HealthClock::time_point now, dou
     // With no prober (a router in a test, a prober not started yet) an ejection lasts
     // min_ejection, as an outlier ejection does; with probes, they bring it back.
     if (probed_ || now - changed_at_ < Chrono(options_.min_ejection)) return Admission::kNo;
-    SetStateLocked(EndpointState::kRecovering);
-    changed_at_ = now;
+    StartRecoveryLocked(now);
   }
   if (state_ == EndpointState::kRecovering &&
       draw >= RampShare(now - changed_at_, options_.ramp_up)) {
@@ -310,6 +309,10 @@ void EndpointHealth::OnProbe(const absl::StatusOr<Slot>& slot, bool node_healthy
     return;
   }
   if (ejected_for_lag_ && lag_ > options_.max_slot_lag / 2) return;
+  StartRecoveryLocked(now);
+}
+
+void EndpointHealth::StartRecoveryLocked(HealthClock::time_point now) {
   SetStateLocked(EndpointState::kRecovering);
   changed_at_ = now;
   consecutive_failures_ = 0;
