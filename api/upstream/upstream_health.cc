@@ -126,11 +126,9 @@ absl::Status ValidateHealthOptions(const UpstreamHealthOptions& o) {
   if (o.hedge_min_delay < absl::ZeroDuration()) {
     return bad("hedge_min_delay_ms", "must not be negative");
   }
-  if (o.min_ejection < absl::ZeroDuration() || o.ramp_up < absl::ZeroDuration() ||
-      o.circuit_open < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "upstream_health.min_ejection_ms, ramp_up_ms and circuit_open_ms must not be negative");
-  }
+  if (o.min_ejection < absl::ZeroDuration()) return bad("min_ejection_ms", "must not be negative");
+  if (o.ramp_up < absl::ZeroDuration()) return bad("ramp_up_ms", "must not be negative");
+  if (o.circuit_open < absl::ZeroDuration()) return bad("circuit_open_ms", "must not be negative");
   return absl::OkStatus();
 }
 
@@ -201,8 +199,7 @@ EndpointHealth::Admission EndpointHealth::Admit(HealthClock::time_point now, dou
     // With no prober (a router in a test, a prober not started yet) an ejection lasts
     // min_ejection, as an outlier ejection does; with probes, they bring it back.
     if (probed_ || now - changed_at_ < Chrono(options_.min_ejection)) return Admission::kNo;
-    SetStateLocked(EndpointState::kRecovering);
-    changed_at_ = now;
+    StartRecoveryLocked(now);
   }
   if (state_ == EndpointState::kRecovering &&
       draw >= RampShare(now - changed_at_, options_.ramp_up)) {
@@ -312,6 +309,10 @@ void EndpointHealth::OnProbe(const absl::StatusOr<Slot>& slot, bool node_healthy
     return;
   }
   if (ejected_for_lag_ && lag_ > options_.max_slot_lag / 2) return;
+  StartRecoveryLocked(now);
+}
+
+void EndpointHealth::StartRecoveryLocked(HealthClock::time_point now) {
   SetStateLocked(EndpointState::kRecovering);
   changed_at_ = now;
   consecutive_failures_ = 0;

@@ -192,6 +192,8 @@ class EndpointHealth {
   void EjectLocked(HealthClock::time_point now, std::string reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetStateLocked(EndpointState state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ejected to recovering, with the record of the failures that ejected it cleared.
+  void StartRecoveryLocked(HealthClock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OpenCircuitLocked(HealthClock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseCircuitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Called by TargetHealth::Tick (the prober's thread) once per probe interval.
