@@ -58,7 +58,7 @@ namespace switchyard {
 //                  recover_probes = 2, ramp_up_ms = 3000, latency_decay = 0.2,
 //                  circuit_failure_rate = 0.5, circuit_min_requests = 10,
 //                  circuit_window_ms = 5000, circuit_open_ms = 5000, half_open_trials = 3,
-//                  max_attempts = 3, retry_budget_ratio = 0.2, retry_budget_min = 3,
+//                  max_attempts = 3, retry_budget_ratio = 0.2, retry_budget_min = 10,
 //                  hedge = true, hedge_delay_ms = 0 (0: each endpoint's p95),
 //                  hedge_min_delay_ms = 5   (docs/architecture.md §11)
 //   [upstreams.NAME]  endpoints = [{url = "http://127.0.0.1:7799", weight = 1}]

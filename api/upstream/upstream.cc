@@ -48,6 +48,8 @@ namespace {
 // An idle connection used within this time is handed out without asking the kernel whether
 // the peer closed it (see UpstreamConnection::Usable).
 constexpr auto kCheckIdleAfter = std::chrono::milliseconds(250);
+// The hedge timer's granularity.
+constexpr auto kHedgeTick = std::chrono::milliseconds(1);
 // A 429 or 503 without Retry-After keeps requests off the endpoint this long.
 constexpr auto kDefaultRetryAfter = std::chrono::seconds(1);
 // Node errors are looked for only in answers this small: an error answer is short, and a large
@@ -108,6 +110,7 @@ struct UpstreamPool::Request {
   bool stale_retried = false;
   bool alone_retried = false;
   bool finished = false;
+  SteadyClock::time_point won_started = SteadyClock::time_point::max();  // the winner's start
   // A failed attempt's result, kept while another attempt may still answer better.
   std::optional<absl::StatusOr<UpstreamResponse>> fallback;
   // Attempts in flight, to cancel the ones still running when one answers: at most two run
@@ -443,10 +446,16 @@ void UpstreamPool::OnAttemptEnd(std::shared_ptr<Attempt> attempt,
   --request->outstanding;
   const auto now = SteadyClock::now();
   if (request->finished) {
-    // Cancelled: another attempt answered first.
+    // Cancelled: another attempt answered first. It counts against its endpoint only when it
+    // had the head start (the slow original of a hedge); a hedge that lost to its original
+    // did nothing wrong.
     if (attempt->began) {
-      health_->endpoint(attempt->index)
-          .End(ExchangeOutcome::kLostHedge, now - attempt->started, attempt->trial, now);
+      EndpointHealth& health = health_->endpoint(attempt->index);
+      if (attempt->started <= request->won_started) {
+        health.End(ExchangeOutcome::kLostHedge, now - attempt->started, attempt->trial, now);
+      } else {
+        health.Abandon(attempt->trial);
+      }
     }
     return;
   }
@@ -470,6 +479,7 @@ void UpstreamPool::OnAttemptEnd(std::shared_ptr<Attempt> attempt,
     }
   }
   if (!IsFailure(outcome)) {
+    request->won_started = attempt->started;
     if (attempt->hedge && health_ != nullptr) health_->CountHedgeWin();
     Finish(request, std::move(result));
     return;
@@ -607,7 +617,9 @@ void UpstreamPool::ScheduleHedge(const std::shared_ptr<Request>& request,
 
 void UpstreamPool::ArmHedge() {
   if (hedges_.empty() || shut_down_) return;
-  hedge_armed_at_ = hedges_.front().first;
+  // At most one wake-up per kHedgeTick: hedges due meanwhile go together, a little late,
+  // instead of one timer expiry per read.
+  hedge_armed_at_ = std::max(hedges_.front().first, SteadyClock::now() + kHedgeTick);
   hedge_timer_->timer.expires_at(hedge_armed_at_);
   hedge_timer_->timer.async_wait([state = hedge_timer_](error_code ec) {
     UpstreamPool* pool = state->pool;

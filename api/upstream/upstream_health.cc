@@ -36,6 +36,9 @@ double LatencyBucketUpperMicros(size_t bucket) {
   return std::exp2(static_cast<double>(bucket + 1) / 4);
 }
 
+// The hedge delay of an endpoint with no p95 yet.
+constexpr absl::Duration kFirstHedgeDelay = absl::Milliseconds(50);
+
 // 10 % of traffic the moment recovery starts, all of it after ramp_up.
 double RampShare(HealthClock::duration since, absl::Duration ramp_up) {
   const double total = static_cast<double>(Chrono(ramp_up).count());
@@ -220,6 +223,15 @@ EndpointHealth::Admission EndpointHealth::Admit(HealthClock::time_point now, dou
   return Admission::kYes;
 }
 
+void EndpointHealth::Abandon(bool trial) {
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  if (!trial) return;
+  absl::MutexLock lock(&mu_);
+  if (circuit_ == CircuitState::kHalfOpen && trials_started_ > trials_succeeded_) {
+    --trials_started_;
+  }
+}
+
 void EndpointHealth::AvoidUntil(HealthClock::time_point until) {
   avoid_until_ns_.store(Nanos(until), std::memory_order_relaxed);
 }
@@ -341,8 +353,15 @@ void EndpointHealth::Tick(HealthClock::time_point now, Slot best_slot) {
       sum[i] = uint64_t{latency_now_[i]} + latency_before_[i];
       total += sum[i];
     }
-    int64_t delay = 0;
+    // Too few samples (an endpoint that stopped answering, or one not used yet): the last p95
+    // stands, or before there is one, kFirstHedgeDelay. A bad endpoint is hedged too.
+    int64_t delay = hedge_delay_ns_.load(std::memory_order_relaxed);
+    if (delay == 0) {
+      delay = std::max(absl::ToInt64Nanoseconds(kFirstHedgeDelay),
+                       absl::ToInt64Nanoseconds(options_.hedge_min_delay));
+    }
     if (total >= 20) {
+      delay = 0;
       const uint64_t rank = (total * 95 + 99) / 100;
       uint64_t seen = 0;
       for (size_t i = 0; i < kLatencyBuckets; ++i) {

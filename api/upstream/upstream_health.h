@@ -90,9 +90,10 @@ struct UpstreamHealthOptions {
   // flight).
   uint32_t max_attempts = 3;
   double retry_budget_ratio = 0.2;
-  uint32_t retry_budget_min = 3;
+  uint32_t retry_budget_min = 10;
   // Hedged reads: after hedge_delay (zero: the endpoint's observed p95, at least
-  // hedge_min_delay) without an answer, the read also goes to another endpoint.
+  // hedge_min_delay; 50 ms before it has one) without an answer, the read also goes to
+  // another endpoint.
   bool hedge = true;
   absl::Duration hedge_delay = absl::ZeroDuration();
   absl::Duration hedge_min_delay = absl::Milliseconds(5);
@@ -140,9 +141,10 @@ class EndpointHealth {
   // trial = true to End).
   Admission Admit(HealthClock::time_point now, double draw);
   void Begin() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
-  // An exchange that ended through no fault of the endpoint (a connection it had closed while
-  // idle) and goes again: not counted.
-  void Abandon() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+  // An exchange that ended through no fault of the endpoint and is not counted: a connection
+  // it had closed while idle (the exchange goes again), or a hedge cancelled because the
+  // attempt it hedged answered first. `trial`: a half-open circuit's trial, given back.
+  void Abandon(bool trial = false);
   void End(ExchangeOutcome outcome, HealthClock::duration latency, bool trial,
            HealthClock::time_point now, std::string_view error = {});
   // A 429's Retry-After: no requests here until `until`.

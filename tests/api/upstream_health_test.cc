@@ -377,11 +377,14 @@ TEST_F(UpstreamHealthTest, HedgeDelayIsThePercentile95OfTheSamplesAfterTick) {
   // The 95th of 100 samples is one of the 40 ms ones (to its quarter-octave bucket's bound).
   EXPECT_GE(endpoint(0).hedge_delay(), milliseconds(40));
   EXPECT_LT(endpoint(0).hedge_delay(), milliseconds(47));
-  // The samples count for two intervals, then age out.
+  // The samples count for two intervals, then age out: new ones set a new p95.
   health_->Tick(t + std::chrono::seconds(1));
   EXPECT_GE(endpoint(0).hedge_delay(), milliseconds(40));
   health_->Tick(t + std::chrono::seconds(2));
-  EXPECT_EQ(endpoint(0).hedge_delay(), HealthClock::duration::zero());
+  for (int i = 0; i < 30; ++i) Exchange(endpoint(0), ExchangeOutcome::kOk, t, milliseconds(8));
+  health_->Tick(t + std::chrono::seconds(3));
+  EXPECT_GE(endpoint(0).hedge_delay(), milliseconds(8));
+  EXPECT_LT(endpoint(0).hedge_delay(), milliseconds(10));
 }
 
 TEST_F(UpstreamHealthTest, HedgeDelayIsAtLeastHedgeMinDelay) {
@@ -395,16 +398,25 @@ TEST_F(UpstreamHealthTest, HedgeDelayIsAtLeastHedgeMinDelay) {
   EXPECT_EQ(endpoint(0).hedge_delay(), milliseconds(5));
 }
 
-TEST_F(UpstreamHealthTest, TooFewSamplesMeanNoHedge) {
+TEST_F(UpstreamHealthTest, TooFewSamplesKeepTheLastHedgeDelayOrTheFirstOne) {
   Make();
+  EXPECT_EQ(endpoint(0).hedge_delay(), HealthClock::duration::zero());  // before any tick
   const auto t = At(absl::ZeroDuration());
   for (int i = 0; i < 19; ++i) Exchange(endpoint(0), ExchangeOutcome::kOk, t, milliseconds(10));
   health_->Tick(t);
-  EXPECT_EQ(endpoint(0).hedge_delay(), HealthClock::duration::zero());
-  EXPECT_EQ(endpoint(1).hedge_delay(), HealthClock::duration::zero());
+  // No p95 yet: the first hedge delay, 50 ms.
+  EXPECT_EQ(endpoint(0).hedge_delay(), milliseconds(50));
+  EXPECT_EQ(endpoint(1).hedge_delay(), milliseconds(50));
   Exchange(endpoint(0), ExchangeOutcome::kOk, t, milliseconds(10));
   health_->Tick(t + std::chrono::seconds(1));
-  EXPECT_GE(endpoint(0).hedge_delay(), milliseconds(10));
+  const auto p95 = endpoint(0).hedge_delay();
+  EXPECT_GE(p95, milliseconds(10));
+  EXPECT_LT(p95, milliseconds(20));
+  // The endpoint stops answering: two intervals without samples keep its last p95, so the
+  // reads it holds are still hedged.
+  health_->Tick(t + std::chrono::seconds(2));
+  health_->Tick(t + std::chrono::seconds(3));
+  EXPECT_EQ(endpoint(0).hedge_delay(), p95);
 }
 
 TEST_F(UpstreamHealthTest, FixedHedgeDelayIsUsedAsIs) {
