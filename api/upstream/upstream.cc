@@ -254,6 +254,7 @@ UpstreamPool::Choice UpstreamPool::Choose(Request& request) {
     }
     return SIZE_MAX;
   };
+  recovering_.clear();
   while (!candidates_.empty()) {
     size_t pick = candidates_.front();
     if (candidates_.size() > 1) {
@@ -265,7 +266,18 @@ UpstreamPool::Choice UpstreamPool::Choose(Request& request) {
     if (admission != EndpointHealth::Admission::kNo) {
       return {pick, admission == EndpointHealth::Admission::kTrial};
     }
+    if (health_->endpoint(pick).state() == EndpointState::kRecovering) {
+      recovering_.push_back(pick);
+    }
     std::erase(candidates_, pick);
+  }
+  // The ramp keeps a recovering endpoint to its share of the requests other endpoints can take;
+  // a request none of them can take goes to it (a draw of 0 is within any share).
+  for (size_t i : recovering_) {
+    const EndpointHealth::Admission admission = health_->endpoint(i).Admit(now, 0);
+    if (admission != EndpointHealth::Admission::kNo) {
+      return {i, admission == EndpointHealth::Admission::kTrial};
+    }
   }
   return {};
 }

@@ -91,7 +91,8 @@ class UpstreamPool {
     bool trial = false;       // a half-open circuit's trial request
   };
   // Round-robin without health; with it, power of two choices among the endpoints in
-  // rotation the request has not tried, by latency EWMA × (in flight + 1) / weight.
+  // rotation the request has not tried, by latency EWMA × (in flight + 1) / weight; a
+  // recovering endpoint beyond its ramp's share only when no other endpoint can take it.
   Choice Choose(Request& request);
   size_t RoundRobin(size_t exclude);
   // Starts one more attempt of `request` on the endpoint Choose picks; false when none can
@@ -135,6 +136,7 @@ class UpstreamPool {
   std::vector<std::pair<HealthClock::time_point, std::weak_ptr<Request>>> hedges_;
   HealthClock::time_point hedge_armed_at_ = HealthClock::time_point::max();
   std::vector<size_t> candidates_;  // Choose's scratch
+  std::vector<size_t> recovering_;  // Choose's scratch: recovering endpoints the ramp refused
   uint64_t random_ = 0x9e3779b97f4a7c15;
   bool shut_down_ = false;
 };

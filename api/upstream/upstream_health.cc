@@ -278,7 +278,10 @@ void EndpointHealth::End(ExchangeOutcome outcome, HealthClock::duration latency,
     }
   }
   if (state_ == EndpointState::kEjected) return;
-  if (state_ == EndpointState::kRecovering) {
+  // A lost hedge says only that another endpoint answered first, which under load happens to
+  // a sound endpoint every so often: it ejects a recovering endpoint only as it ejects a healthy
+  // one, when it keeps losing (the count of failures in a row below).
+  if (state_ == EndpointState::kRecovering && outcome != ExchangeOutcome::kLostHedge) {
     EjectLocked(now, fmt::format("failed while recovering: {}", last_error_));
     return;
   }

@@ -71,7 +71,7 @@ struct UpstreamHealthOptions {
   // Hysteresis: an ejected endpoint stays out at least min_ejection and comes back after
   // recover_probes successful probes in a row (and, when ejected for lag, a lag of at most
   // half of max_slot_lag); it then takes a share of traffic that grows from 10 % to all over
-  // ramp_up. A failure while recovering ejects it again.
+  // ramp_up. A failure while recovering ejects it again (a lost hedge only K in a row).
   absl::Duration min_ejection = absl::Seconds(1);
   uint32_t recover_probes = 2;
   absl::Duration ramp_up = absl::Seconds(3);
