@@ -160,7 +160,12 @@ absl::Status BaseLayerWatcher::Start() {
   rpc_ =
       std::make_unique<BaseRpcClient>(endpoints_[0].rpc, options_.tls,
                                       metrics_ != nullptr ? &metrics_->stale_connections : nullptr);
-  if (metrics_ != nullptr) metrics_->active_endpoint.Set(0);
+  if (metrics_ != nullptr) {
+    metrics_->active_endpoint.Set(0);
+    if (endpoints_.size() > 1) {
+      for (size_t i = 0; i < endpoints_.size(); ++i) metrics_->ProbedSlot(i);
+    }
+  }
   thread_ = std::thread([this] { Run(); });
   if (endpoints_.size() > 1) prober_ = std::thread([this] { ProbeLoop(); });
   return absl::OkStatus();
@@ -186,6 +191,7 @@ void BaseLayerWatcher::SwitchTo(size_t target, FailoverReason reason) {
   {
     absl::MutexLock lock(&probe_mu_);
     planned_.reset();
+    plan_pending_ = false;
   }
   if (metrics_ != nullptr) {
     metrics_->active_endpoint.Set(static_cast<int64_t>(target));
@@ -195,6 +201,7 @@ void BaseLayerWatcher::SwitchTo(size_t target, FailoverReason reason) {
 }
 
 std::optional<FailoverPlan> BaseLayerWatcher::PlannedMove() {
+  if (!plan_pending_.load(std::memory_order_acquire)) return std::nullopt;
   absl::MutexLock lock(&probe_mu_);
   if (planned_ && planned_for_ == active_.load()) return planned_;
   return std::nullopt;
@@ -228,6 +235,7 @@ void BaseLayerWatcher::ProbeLoop() {
     }
     planned_ = PlanFromProbes(probes_, active, policy_);
     planned_for_ = active;
+    plan_pending_.store(planned_.has_value(), std::memory_order_release);
   }
 }
 

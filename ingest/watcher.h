@@ -204,6 +204,7 @@ class BaseLayerWatcher {
   // two reads of its stream.
   std::optional<FailoverPlan> planned_ ABSL_GUARDED_BY(probe_mu_);
   size_t planned_for_ ABSL_GUARDED_BY(probe_mu_) = 0;
+  std::atomic<bool> plan_pending_{false};  // planned_ is set: the stream's loop looks no further
 
   std::atomic<Slot> last_sealed_{0};
   std::atomic<Slot> last_resync_{0};
