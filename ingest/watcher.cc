@@ -272,7 +272,7 @@ void BaseLayerWatcher::Run() {
       if (healthy) failed_sessions_ = 0;
       std::optional<FailoverPlan> move;
       if (session_end_ == SessionEnd::kProbes) {
-        move = PlannedMove();
+        move = probe_plan_;
       } else if (session_end_ == SessionEnd::kRead ||
                  (session_end_ == SessionEnd::kStream && !healthy &&
                   ++failed_sessions_ >= options_.failed_sessions_before_failover)) {
@@ -306,12 +306,12 @@ absl::StatusOr<std::string> BaseLayerWatcher::CallBase(const std::string& method
     }
     failed = body.status();
     if (attempt >= std::max(options_.read_attempts, 1)) break;
-    if (PlannedMove()) {
+    if (std::optional<FailoverPlan> plan = PlannedMove()) {
       session_end_ = SessionEnd::kProbes;
+      probe_plan_ = *plan;
       return absl::UnavailableError(
-          fmt::format("base layer {}: {}; the probes call for another "
-                      "endpoint",
-                      method, std::string(failed.message())));
+          fmt::format("base layer {}: {}; the probes call for another endpoint", method,
+                      std::string(failed.message())));
     }
     if (metrics_ != nullptr) metrics_->read_retries.Increment();
     absl::Duration wait = backoff * std::uniform_real_distribution<double>(0.5, 1.0)(jitter_);
@@ -361,8 +361,9 @@ absl::Status BaseLayerWatcher::Session() {
   next_reconcile_ = clock_->Monotonic() + options_.reconcile_interval;
   absl::Duration last_message = clock_->Monotonic();
   while (!stopping_) {
-    if (PlannedMove()) {
+    if (std::optional<FailoverPlan> plan = PlannedMove()) {
       session_end_ = SessionEnd::kProbes;
+      probe_plan_ = *plan;
       return absl::UnavailableError("the probes call for another endpoint");
     }
     const absl::Duration now = clock_->Monotonic();

@@ -194,6 +194,7 @@ class BaseLayerWatcher {
   std::optional<absl::Duration> session_healthy_since_;
   std::mt19937_64 jitter_;
   SessionEnd session_end_ = SessionEnd::kOther;
+  FailoverPlan probe_plan_;  // the plan a session ended for (kProbes)
   int failed_sessions_ = 0;  // in a row on the active endpoint
 
   // Written by the watcher's thread, read by the prober's.
