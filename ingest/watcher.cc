@@ -145,6 +145,11 @@ absl::Status BaseLayerWatcher::Start() {
   for (const WatcherEndpoint& endpoint : options_.endpoints) {
     ResolvedEndpoint resolved;
     ASSIGN_OR_RETURN(resolved.rpc, ParseBaseUrl(endpoint.url));
+    if (resolved.rpc.scheme == Url::Scheme::kWs || resolved.rpc.scheme == Url::Scheme::kWss) {
+      return absl::InvalidArgumentError(
+          fmt::format("base-layer endpoint {}: '{}' is not an http:// or https:// URL",
+                      endpoints_.size(), endpoint.url));
+    }
     if (endpoint.pubsub_url.empty()) {
       ASSIGN_OR_RETURN(resolved.pubsub, PubsubEndpointFor(resolved.rpc));
     } else {
