@@ -71,11 +71,15 @@ int RunCli(int argc, char** argv) {
                     "Write {\"api\":PORT,\"admin\":PORT} here once both listeners accept");
   add_common(serve);
 
-  std::optional<std::string> ingest_base;
+  std::vector<std::string> ingest_bases;
   std::optional<int64_t> reconcile_ms;
   CLI::App* ingest = app.add_subcommand(
       "ingest", "Watch the base layer and write delegation events to the log until SIGTERM");
-  ingest->add_option("--base", ingest_base, "Base layer JSON-RPC URL (overrides ingest.base_url)");
+  ingest
+      ->add_option("--base", ingest_bases,
+                   "Base layer JSON-RPC URL; repeated or comma-separated for several, in order "
+                   "of preference (overrides ingest.endpoints and ingest.base_url)")
+      ->delimiter(',');
   ingest
       ->add_option("--reconcile-interval-ms", reconcile_ms,
                    "Full reconciliation period (overrides ingest.reconcile_interval_ms)")
@@ -101,10 +105,13 @@ int RunCli(int argc, char** argv) {
   if (*verify) return RunVerify(*config);
   if (*serve) return RunServe(*config, serve_args);
   if (*ingest) {
-    if (ingest_base) config->ingest.base_url = *ingest_base;
+    if (!ingest_bases.empty()) {
+      config->ingest.endpoints.clear();
+      for (const std::string& url : ingest_bases) config->ingest.endpoints.push_back({url, ""});
+    }
     if (reconcile_ms) config->ingest.reconcile_interval_ms = *reconcile_ms;
-    if (config->ingest.base_url.empty()) {
-      std::cerr << "error: ingest needs --base or ingest.base_url\n";
+    if (config->ingest.endpoints.empty()) {
+      std::cerr << "error: ingest needs --base, ingest.endpoints or ingest.base_url\n";
       return 2;
     }
     return RunIngest(*config);

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "common/pubkey.h"
 #include "common/status.h"
+#include "common/url.h"
 
 namespace switchyard {
 namespace {
@@ -147,6 +148,73 @@ class TableReader {
   std::string file_;
   absl::flat_hash_set<std::string> seen_;
 };
+
+// A usable base-layer URL: http(s) for the JSON-RPC, ws(s) for the pubsub.
+absl::Status CheckBaseUrl(const TableReader& table, const std::string& key, const std::string& url,
+                          bool pubsub) {
+  absl::StatusOr<Url> parsed = ParseUrl(url);
+  if (!parsed.ok()) {
+    return table.Error(
+        key, fmt::format("is not a usable URL: {}", std::string(parsed.status().message())));
+  }
+  const bool ws = parsed->scheme == Url::Scheme::kWs || parsed->scheme == Url::Scheme::kWss;
+  if (ws != pubsub) {
+    return table.Error(
+        key, pubsub ? "must be a ws:// or wss:// URL" : "must be an http:// or https:// URL");
+  }
+  return absl::OkStatus();
+}
+
+// [ingest] endpoints = [{url, pubsub_url}], or base_url (+ pubsub_url) for one endpoint.
+absl::Status ReadIngestEndpoints(TableReader& ingest, const std::string& file,
+                                 std::vector<IngestEndpointConfig>* out) {
+  const toml::node* endpoints = ingest.Node("endpoints");
+  const bool has_base_url = ingest.Node("base_url") != nullptr;
+  const bool has_pubsub_url = ingest.Node("pubsub_url") != nullptr;
+  if (endpoints == nullptr) {
+    IngestEndpointConfig single;
+    RETURN_IF_ERROR(ingest.ReadString("base_url", &single.url));
+    RETURN_IF_ERROR(ingest.ReadString("pubsub_url", &single.pubsub_url));
+    if (!has_base_url) {
+      if (has_pubsub_url) return ingest.Error("pubsub_url", "needs base_url");
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(CheckBaseUrl(ingest, "base_url", single.url, /*pubsub=*/false));
+    if (!single.pubsub_url.empty()) {
+      RETURN_IF_ERROR(CheckBaseUrl(ingest, "pubsub_url", single.pubsub_url, /*pubsub=*/true));
+    }
+    out->push_back(std::move(single));
+    return absl::OkStatus();
+  }
+  if (has_base_url || has_pubsub_url) {
+    return ingest.Error(has_base_url ? "base_url" : "pubsub_url",
+                        "cannot be set together with 'ingest.endpoints' (give each endpoint's "
+                        "pubsub_url in its table)");
+  }
+  if (!endpoints->is_array() || endpoints->as_array()->empty()) {
+    return ingest.Error("endpoints", "must be a non-empty array of {url, pubsub_url} tables");
+  }
+  const toml::array& list = *endpoints->as_array();
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_table()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: 'ingest.endpoints[{}]' must be a table {{url = \"...\", pubsub_url = \"...\"}}",
+          file, i));
+    }
+    TableReader element(*list[i].as_table(), fmt::format("ingest.endpoints[{}].", i), file);
+    IngestEndpointConfig endpoint;
+    if (list[i].as_table()->get("url") == nullptr) return element.Error("url", "is required");
+    RETURN_IF_ERROR(element.ReadString("url", &endpoint.url));
+    RETURN_IF_ERROR(element.ReadString("pubsub_url", &endpoint.pubsub_url));
+    RETURN_IF_ERROR(element.CheckNoUnknownKeys());
+    RETURN_IF_ERROR(CheckBaseUrl(element, "url", endpoint.url, /*pubsub=*/false));
+    if (!endpoint.pubsub_url.empty()) {
+      RETURN_IF_ERROR(CheckBaseUrl(element, "pubsub_url", endpoint.pubsub_url, /*pubsub=*/true));
+    }
+    out->push_back(std::move(endpoint));
+  }
+  return absl::OkStatus();
+}
 
 template <typename SectionFn>
 absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const std::string& file,
@@ -454,12 +522,13 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   config.fold.fold.max_pending_per_partition = static_cast<size_t>(pending);
 
   TableReader ingest(section("ingest"), "ingest.", *path);
-  RETURN_IF_ERROR(ingest.ReadString("base_url", &config.ingest.base_url));
-  RETURN_IF_ERROR(ingest.ReadString("pubsub_url", &config.ingest.pubsub_url));
+  RETURN_IF_ERROR(ReadIngestEndpoints(ingest, *path, &config.ingest.endpoints));
   RETURN_IF_ERROR(ingest.ReadBool("verify_tls", &config.ingest.verify_tls));
   RETURN_IF_ERROR(ingest.ReadString("tls_ca_file", &config.ingest.tls_ca_file));
   RETURN_IF_ERROR(
       ingest.ReadPositive("reconcile_interval_ms", &config.ingest.reconcile_interval_ms));
+  RETURN_IF_ERROR(ingest.ReadPositive("max_lag_slots", &config.ingest.max_lag_slots));
+  RETURN_IF_ERROR(ingest.ReadPositive("probe_interval_ms", &config.ingest.probe_interval_ms));
   RETURN_IF_ERROR(ingest.CheckNoUnknownKeys());
 
   RETURN_IF_ERROR(ReadServeConfig(root, section, *path, &config.serve));

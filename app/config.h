@@ -99,14 +99,34 @@ struct ServeConfig {
   PubsubServerOptions pubsub;
 };
 
-// [ingest]: the base layer the watcher follows. `switchyard serve` runs the watcher when
-// base_url is set; `switchyard ingest` takes it from here or from --base.
+// [ingest]: the base layer the watcher follows. `switchyard serve` runs the watcher when an
+// endpoint is set; `switchyard ingest` takes them from here or from --base.
+//
+//   [ingest]
+//   endpoints = [{url = "http://rpc-a:8899"},                   # in order of preference
+//                {url = "https://rpc-b/KEY", pubsub_url = "wss://ws-b/KEY"}]
+//   # or, for one endpoint (not together with endpoints):
+//   # base_url = "http://rpc-a:8899", pubsub_url = "ws://rpc-a:8900"
+//   max_lag_slots = 50         # an endpoint this far behind the best other one is lagging
+//   probe_interval_ms = 1000   # getSlot of every endpoint (with two or more)
+//   verify_tls = true, tls_ca_file = "", reconcile_interval_ms = 60000
+//
+// pubsub_url is optional: derived from url as Solana clients do it (ws/wss, port + 1). The
+// watcher follows one endpoint at a time, starting with the first, and moves to another when
+// the active one dies (its WebSocket cannot reconnect, its reads keep failing, it stops
+// answering getSlot) or lags; it stays on the new one until that one fails in turn
+// (docs/architecture.md §6).
+struct IngestEndpointConfig {
+  std::string url;         // http(s)://HOST[:PORT][/PATH]
+  std::string pubsub_url;  // ws(s)://HOST[:PORT][/PATH]; empty: derived from url
+};
 struct IngestConfig {
-  std::string base_url;     // http(s)://HOST[:PORT][/PATH]
-  std::string pubsub_url;   // ws(s)://HOST[:PORT][/PATH]; empty: derived from base_url
-  bool verify_tls = true;   // check the certificate of an https/wss base layer
-  std::string tls_ca_file;  // PEM bundle to trust instead of the system's store
+  std::vector<IngestEndpointConfig> endpoints;  // empty: no watcher
+  bool verify_tls = true;                       // check the certificate of an https/wss base
+  std::string tls_ca_file;                      // PEM bundle to trust instead of the system's store
   int64_t reconcile_interval_ms = 60'000;
+  int64_t max_lag_slots = 50;
+  int64_t probe_interval_ms = 1'000;
 };
 
 struct Config {

@@ -1,5 +1,6 @@
 #include "app/ingest_command.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -65,8 +66,11 @@ absl::StatusOr<IngestResume> ResumeIngest(FoldRunner& runner, StateStore& store,
 
 WatcherOptions WatcherOptionsFrom(const IngestConfig& config, Slot resume_after_slot) {
   WatcherOptions options;
-  options.base_url = config.base_url;
-  options.pubsub_url = config.pubsub_url;
+  for (const IngestEndpointConfig& endpoint : config.endpoints) {
+    options.endpoints.push_back({endpoint.url, endpoint.pubsub_url});
+  }
+  options.max_lag_slots = static_cast<uint64_t>(config.max_lag_slots);
+  options.probe_interval = absl::Milliseconds(config.probe_interval_ms);
   options.tls.verify = config.verify_tls;
   options.tls.ca_file = config.tls_ca_file;
   options.reconcile_interval = absl::Milliseconds(config.reconcile_interval_ms);
@@ -131,8 +135,11 @@ int RunIngest(const Config& config) {
     std::cerr << "error: " << s.message() << "\n";
     return 1;
   }
-  std::cout << "ingest: watching " << options.base_url << ", resuming after slot "
-            << options.resume_after_slot << std::endl;
+  std::cout << "ingest: watching " << options.endpoints[0].url
+            << (options.endpoints.size() > 1
+                    ? fmt::format(" (and {} more endpoints)", options.endpoints.size() - 1)
+                    : "")
+            << ", resuming after slot " << options.resume_after_slot << std::endl;
   int signal = 0;
   sigwait(&stop_signals, &signal);
   watcher.Stop();

@@ -56,7 +56,7 @@ class ServeProcess {
     fold_runner_ = std::make_unique<FoldRunner>(config_.fold, reader_.get(), store_.get(),
                                                 &snapshots_, &clock_, &fold_metrics_);
     RETURN_IF_ERROR(fold_runner_->Init());
-    if (!config_.ingest.base_url.empty()) {
+    if (!config_.ingest.endpoints.empty()) {
       // The watcher writes the same log the fold reads, from where the log leaves off.
       ASSIGN_OR_RETURN(IngestResume resume, ResumeIngest(*fold_runner_, *store_, *log_));
       watcher_ = std::make_unique<BaseLayerWatcher>(
@@ -215,7 +215,7 @@ class ServeProcess {
   std::unique_ptr<RocksDbStateStore> store_;
   std::unique_ptr<FoldRunner> fold_runner_;
   WatcherMetrics watcher_metrics_{registry_};
-  std::unique_ptr<BaseLayerWatcher> watcher_;  // when [ingest] base_url is set
+  std::unique_ptr<BaseLayerWatcher> watcher_;  // when [ingest] has an endpoint
   std::unique_ptr<RouterContext> router_;
   std::unique_ptr<PubsubMetrics> pubsub_metrics_;
   std::unique_ptr<PubsubServer> pubsub_;  // when [pubsub] is enabled; outlives api_server_

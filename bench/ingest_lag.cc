@@ -84,7 +84,7 @@ int Main(int argc, char** argv) {
   MetricsRegistry registry;
   WatcherMetrics metrics(registry);
   WatcherOptions options;
-  options.base_url = "http://127.0.0.1:" + std::to_string(port);
+  options.endpoints = {{"http://127.0.0.1:" + std::to_string(port), ""}};
   options.seal_lag = 0;  // localnet sends a slot's notifications before its slot notification
   BaseLayerWatcher watcher(options, log->get(), {}, &clock, &metrics);
   if (!watcher.Start().ok()) return 1;

@@ -42,6 +42,19 @@ std::optional<std::string> NodeErrorOf(std::string_view body) {
   return std::string(raw.substr(0, 300));
 }
 
+// The slot in a getSlot answer.
+std::optional<Slot> SlotInAnswer(std::string_view body) {
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(body);
+  simdjson::ondemand::document doc;
+  uint64_t slot = 0;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS ||
+      doc.find_field_unordered("result").get_uint64().get(slot) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  return slot;
+}
+
 }  // namespace
 
 std::optional<DelegationRecord> BaseLayerWatcher::RecordInAccountInfo(std::string_view body) {
@@ -91,7 +104,27 @@ WatcherMetrics::WatcherMetrics(MetricsRegistry& r)
       stale_connections(r.AddCounter(
           "switchyard_ingest_stale_connections_total",
           "Base-layer reads sent again at once because a kept connection had been closed")),
-      last_sealed_slot(r.AddGauge("switchyard_ingest_last_sealed_slot", "Last slot sealed")) {}
+      last_sealed_slot(r.AddGauge("switchyard_ingest_last_sealed_slot", "Last slot sealed")),
+      active_endpoint(r.AddGauge("switchyard_ingest_active_endpoint",
+                                 "Index in [ingest] endpoints of the base-layer endpoint in use")),
+      failovers_dead(r.AddCounter("switchyard_ingest_failovers_total",
+                                  "Moves to another base-layer endpoint, by reason",
+                                  {{"reason", "dead"}})),
+      failovers_lag(r.AddCounter("switchyard_ingest_failovers_total",
+                                 "Moves to another base-layer endpoint, by reason",
+                                 {{"reason", "lag"}})),
+      registry_(r) {}
+
+Gauge& WatcherMetrics::ProbedSlot(size_t index) {
+  absl::MutexLock lock(&mu_);
+  while (probed_slots_.size() <= index) {
+    probed_slots_.push_back(
+        &registry_.AddGauge("switchyard_ingest_endpoint_probed_slot",
+                            "Last slot a probe (getSlot) read from each base-layer endpoint",
+                            {{"endpoint", std::to_string(probed_slots_.size())}}));
+  }
+  return *probed_slots_[index];
+}
 
 BaseLayerWatcher::BaseLayerWatcher(WatcherOptions options, EventLogWriter* log,
                                    std::map<Pubkey, AccountState> initial_view, const Clock* clock,
@@ -100,6 +133,7 @@ BaseLayerWatcher::BaseLayerWatcher(WatcherOptions options, EventLogWriter* log,
       log_(log),
       clock_(clock),
       metrics_(metrics),
+      policy_{options_.max_lag_slots, std::max(options_.stall_probe_rounds, 1)},
       view_(std::move(initial_view)),
       jitter_(options_.jitter_seed != 0 ? options_.jitter_seed
                                         : static_cast<uint64_t>(absl::ToUnixNanos(clock->Now()))) {}
@@ -107,15 +141,38 @@ BaseLayerWatcher::BaseLayerWatcher(WatcherOptions options, EventLogWriter* log,
 BaseLayerWatcher::~BaseLayerWatcher() { Stop(); }
 
 absl::Status BaseLayerWatcher::Start() {
-  ASSIGN_OR_RETURN(rpc_endpoint_, ParseBaseUrl(options_.base_url));
-  if (options_.pubsub_url.empty()) {
-    ASSIGN_OR_RETURN(pubsub_endpoint_, PubsubEndpointFor(rpc_endpoint_));
-  } else {
-    ASSIGN_OR_RETURN(pubsub_endpoint_, ParseBaseUrl(options_.pubsub_url));
+  if (options_.endpoints.empty()) return absl::InvalidArgumentError("no base-layer endpoint");
+  for (const WatcherEndpoint& endpoint : options_.endpoints) {
+    ResolvedEndpoint resolved;
+    ASSIGN_OR_RETURN(resolved.rpc, ParseBaseUrl(endpoint.url));
+    if (resolved.rpc.scheme == Url::Scheme::kWs || resolved.rpc.scheme == Url::Scheme::kWss) {
+      return absl::InvalidArgumentError(
+          fmt::format("base-layer endpoint {}: '{}' is not an http:// or https:// URL",
+                      endpoints_.size(), endpoint.url));
+    }
+    if (endpoint.pubsub_url.empty()) {
+      ASSIGN_OR_RETURN(resolved.pubsub, PubsubEndpointFor(resolved.rpc));
+    } else {
+      ASSIGN_OR_RETURN(resolved.pubsub, ParseBaseUrl(endpoint.pubsub_url));
+    }
+    endpoints_.push_back(std::move(resolved));
   }
-  rpc_ = std::make_unique<BaseRpcClient>(
-      rpc_endpoint_, options_.tls, metrics_ != nullptr ? &metrics_->stale_connections : nullptr);
+  {
+    absl::MutexLock lock(&probe_mu_);
+    probes_.assign(endpoints_.size(), EndpointProbe{});
+  }
+  active_ = 0;
+  rpc_ =
+      std::make_unique<BaseRpcClient>(endpoints_[0].rpc, options_.tls,
+                                      metrics_ != nullptr ? &metrics_->stale_connections : nullptr);
+  if (metrics_ != nullptr) {
+    metrics_->active_endpoint.Set(0);
+    if (endpoints_.size() > 1) {
+      for (size_t i = 0; i < endpoints_.size(); ++i) metrics_->ProbedSlot(i);
+    }
+  }
   thread_ = std::thread([this] { Run(); });
+  if (endpoints_.size() > 1) prober_ = std::thread([this] { ProbeLoop(); });
   return absl::OkStatus();
 }
 
@@ -124,6 +181,67 @@ void BaseLayerWatcher::Stop() {
   stopping_ = true;
   if (!stop_requested_.HasBeenNotified()) stop_requested_.Notify();
   thread_.join();
+  if (prober_.joinable()) prober_.join();
+}
+
+void BaseLayerWatcher::SwitchTo(size_t target, FailoverReason reason) {
+  const size_t from = active_.load();
+  spdlog::warn("base-layer endpoint {} {}; failing over to endpoint {} of {}", from,
+               reason == FailoverReason::kDead ? "failed" : "lags", target, endpoints_.size());
+  rpc_ =
+      std::make_unique<BaseRpcClient>(endpoints_[target].rpc, options_.tls,
+                                      metrics_ != nullptr ? &metrics_->stale_connections : nullptr);
+  active_ = target;
+  failed_sessions_ = 0;
+  {
+    absl::MutexLock lock(&probe_mu_);
+    planned_.reset();
+    plan_pending_ = false;
+  }
+  if (metrics_ != nullptr) {
+    metrics_->active_endpoint.Set(static_cast<int64_t>(target));
+    (reason == FailoverReason::kDead ? metrics_->failovers_dead : metrics_->failovers_lag)
+        .Increment();
+  }
+}
+
+std::optional<FailoverPlan> BaseLayerWatcher::PlannedMove() {
+  if (!plan_pending_.load(std::memory_order_acquire)) return std::nullopt;
+  absl::MutexLock lock(&probe_mu_);
+  if (planned_ && planned_for_ == active_.load()) return planned_;
+  return std::nullopt;
+}
+
+void BaseLayerWatcher::ProbeLoop() {
+  std::vector<std::unique_ptr<BaseRpcClient>> clients;
+  for (const ResolvedEndpoint& endpoint : endpoints_) {
+    clients.push_back(std::make_unique<BaseRpcClient>(endpoint.rpc, options_.tls));
+  }
+  const absl::Duration timeout = std::min(options_.request_timeout, options_.probe_interval);
+  while (!stop_requested_.WaitForNotificationWithTimeout(options_.probe_interval)) {
+    std::vector<std::optional<Slot>> slots(clients.size());
+    for (size_t i = 0; i < clients.size() && !stopping_; ++i) {
+      absl::StatusOr<std::string> body =
+          clients[i]->Call("getSlot", R"([{"commitment":"confirmed"}])", timeout);
+      if (body.ok()) slots[i] = SlotInAnswer(*body);
+      if (slots[i] && metrics_ != nullptr) {
+        metrics_->ProbedSlot(i).Set(static_cast<int64_t>(*slots[i]));
+      }
+    }
+    if (stopping_) return;
+    const size_t active = active_.load();
+    absl::MutexLock lock(&probe_mu_);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      EndpointProbe& probe = probes_[i];
+      const bool advanced = slots[i] && (!probe.slot || *slots[i] > *probe.slot);
+      probe.last_answered = slots[i].has_value();
+      if (slots[i]) probe.slot = slots[i];
+      probe.rounds_without_advance = advanced ? 0 : probe.rounds_without_advance + 1;
+    }
+    planned_ = PlanFromProbes(probes_, active, policy_);
+    planned_for_ = active;
+    plan_pending_.store(planned_.has_value(), std::memory_order_release);
+  }
 }
 
 void BaseLayerWatcher::Run() {
@@ -152,6 +270,23 @@ void BaseLayerWatcher::Run() {
     if (absl::Status s = WriteMarker(StreamGapEvent{last_sealed_.load()}); !s.ok()) {
       spdlog::warn("could not write StreamGap: {}", std::string(s.message()));
     }
+    // Another endpoint is one more lost stream: the next session's backfill on it writes
+    // Resynced, as after any gap.
+    if (endpoints_.size() > 1) {
+      const bool healthy = session_healthy_since_.has_value();
+      if (healthy) failed_sessions_ = 0;
+      std::optional<FailoverPlan> move;
+      if (session_end_ == SessionEnd::kProbes) {
+        move = probe_plan_;
+      } else if (session_end_ == SessionEnd::kRead ||
+                 (session_end_ == SessionEnd::kStream && !healthy &&
+                  ++failed_sessions_ >= options_.failed_sessions_before_failover)) {
+        absl::MutexLock lock(&probe_mu_);
+        move = FailoverPlan{NextEndpointAfterFailure(probes_, active_.load(), policy_),
+                            FailoverReason::kDead};
+      }
+      if (move && move->target != active_.load()) SwitchTo(move->target, move->reason);
+    }
     // Capped exponential backoff with jitter.
     const double base =
         absl::ToDoubleSeconds(options_.reconnect_min) * (1 << std::min(failures, 16));
@@ -176,6 +311,13 @@ absl::StatusOr<std::string> BaseLayerWatcher::CallBase(const std::string& method
     }
     failed = body.status();
     if (attempt >= std::max(options_.read_attempts, 1)) break;
+    if (std::optional<FailoverPlan> plan = PlannedMove()) {
+      session_end_ = SessionEnd::kProbes;
+      probe_plan_ = *plan;
+      return absl::UnavailableError(
+          fmt::format("base layer {}: {}; the probes call for another endpoint", method,
+                      std::string(failed.message())));
+    }
     if (metrics_ != nullptr) metrics_->read_retries.Increment();
     absl::Duration wait = backoff * std::uniform_real_distribution<double>(0.5, 1.0)(jitter_);
     if (std::optional<absl::Duration> asked = RetryAfterOf(failed)) {
@@ -188,31 +330,47 @@ absl::StatusOr<std::string> BaseLayerWatcher::CallBase(const std::string& method
     }
     backoff = std::min(backoff * 2, options_.read_backoff_max);
   }
+  session_end_ = SessionEnd::kRead;
   return absl::Status(failed.code(), fmt::format("{} ({} attempts)", std::string(failed.message()),
                                                  std::max(options_.read_attempts, 1)));
 }
 
 absl::Status BaseLayerWatcher::Session() {
-  ASSIGN_OR_RETURN(auto pubsub, BasePubsubConnection::Connect(
-                                    pubsub_endpoint_, options_.request_timeout, options_.tls));
+  session_end_ = SessionEnd::kOther;
+  // A failure of the stream itself (connect, send, read, silence), as opposed to the reads
+  // or the log.
+  auto stream_lost = [this](absl::Status status) {
+    session_end_ = SessionEnd::kStream;
+    return status;
+  };
+  absl::StatusOr<std::unique_ptr<BasePubsubConnection>> connected = BasePubsubConnection::Connect(
+      endpoints_[active_.load()].pubsub, options_.request_timeout, options_.tls);
+  if (!connected.ok()) return stream_lost(connected.status());
+  std::unique_ptr<BasePubsubConnection> pubsub = *std::move(connected);
   const std::string program = ProgramId();
-  RETURN_IF_ERROR(pubsub->Send(R"({"jsonrpc":"2.0","id":1,"method":"slotSubscribe"})",
-                               options_.request_timeout));
-  RETURN_IF_ERROR(pubsub->Send(
+  const std::string subscriptions[] = {
+      R"({"jsonrpc":"2.0","id":1,"method":"slotSubscribe"})",
       fmt::format(R"({{"jsonrpc":"2.0","id":2,"method":"programSubscribe","params":["{}",)"
                   R"({{"encoding":"base64","commitment":"confirmed"}}]}})",
                   program),
-      options_.request_timeout));
-  RETURN_IF_ERROR(
-      pubsub->Send(fmt::format(R"({{"jsonrpc":"2.0","id":3,"method":"logsSubscribe","params":)"
-                               R"([{{"mentions":["{}"]}},{{"commitment":"confirmed"}}]}})",
-                               program),
-                   options_.request_timeout));
+      fmt::format(R"({{"jsonrpc":"2.0","id":3,"method":"logsSubscribe","params":)"
+                  R"([{{"mentions":["{}"]}},{{"commitment":"confirmed"}}]}})",
+                  program)};
+  for (const std::string& subscription : subscriptions) {
+    if (absl::Status s = pubsub->Send(subscription, options_.request_timeout); !s.ok()) {
+      return stream_lost(s);
+    }
+  }
   RETURN_IF_ERROR(Resync(/*periodic=*/false));
   session_healthy_since_ = clock_->Monotonic();
   next_reconcile_ = clock_->Monotonic() + options_.reconcile_interval;
   absl::Duration last_message = clock_->Monotonic();
   while (!stopping_) {
+    if (std::optional<FailoverPlan> plan = PlannedMove()) {
+      session_end_ = SessionEnd::kProbes;
+      probe_plan_ = *plan;
+      return absl::UnavailableError("the probes call for another endpoint");
+    }
     const absl::Duration now = clock_->Monotonic();
     if (now >= next_reconcile_) {
       RETURN_IF_ERROR(Resync(/*periodic=*/true));
@@ -221,13 +379,16 @@ absl::Status BaseLayerWatcher::Session() {
     const absl::Duration silent = now - last_message;
     const absl::Duration wait = std::min(
         {options_.silence_timeout - silent, next_reconcile_ - now, absl::Milliseconds(200)});
-    ASSIGN_OR_RETURN(std::optional<std::string> message,
-                     pubsub->Read(std::max(wait, absl::Milliseconds(1))));
+    absl::StatusOr<std::optional<std::string>> read =
+        pubsub->Read(std::max(wait, absl::Milliseconds(1)));
+    if (!read.ok()) return stream_lost(read.status());
+    std::optional<std::string> message = *std::move(read);
     if (!message) {
       // Silence counts only while nothing is waiting to be read: time spent on reads of the
       // base layer (retries included) is not silence of the stream.
       if (clock_->Monotonic() - last_message >= options_.silence_timeout) {
-        return absl::DeadlineExceededError("no message from the base layer within the timeout");
+        return stream_lost(
+            absl::DeadlineExceededError("no message from the base layer within the timeout"));
       }
       continue;
     }

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -20,15 +21,24 @@
 #include "engine/event_log.h"
 #include "ingest/base_clients.h"
 #include "ingest/chain_view.h"
+#include "ingest/failover.h"
 #include "solana/delegation.h"
 
 namespace switchyard {
 
-struct WatcherOptions {
-  std::string base_url;  // http(s)://HOST[:PORT][/PATH] of the base layer's JSON-RPC
-  // ws(s)://HOST[:PORT][/PATH]; empty: derived from base_url as Solana clients do it (the
-  // same host over ws/wss, on the port + 1 when base_url names a port).
+// One base-layer node (or balancer) the watcher can follow: its JSON-RPC and its pubsub.
+struct WatcherEndpoint {
+  std::string url;  // http(s)://HOST[:PORT][/PATH] of the base layer's JSON-RPC
+  // ws(s)://HOST[:PORT][/PATH]; empty: derived from url as Solana clients do it (the same
+  // host over ws/wss, on the port + 1 when url names a port).
   std::string pubsub_url;
+};
+
+struct WatcherOptions {
+  // In order of preference; at least one. The watcher follows one at a time (the active one,
+  // the first at start) for both its reads and its stream, and fails over to another when the
+  // active one dies or lags (docs/architecture.md §6).
+  std::vector<WatcherEndpoint> endpoints;
   BaseTlsOptions tls;  // for https and wss
   absl::Duration request_timeout = absl::Seconds(5);
   // No message (not even a slot notification) for this long means the stream is lost.
@@ -55,6 +65,16 @@ struct WatcherOptions {
   // below it, and the watcher first writes StreamGap at it, since the stream was lost while
   // no watcher ran.
   Slot resume_after_slot = 0;
+  // With several endpoints: getSlot of every endpoint each probe_interval, on a thread of its
+  // own. The active one is left when it is more than max_lag_slots behind the best other, or
+  // has not advanced (or answered) for stall_probe_rounds rounds while another advanced.
+  absl::Duration probe_interval = absl::Seconds(1);
+  uint64_t max_lag_slots = 50;
+  int stall_probe_rounds = 3;
+  // With several endpoints: this many sessions in a row on one endpoint that end before their
+  // backfill completes (the WebSocket cannot connect, or drops again at once) make the
+  // watcher move on, as does a read that fails after its read_attempts.
+  int failed_sessions_before_failover = 1;
 };
 
 // The watcher's metrics, declared in one place.
@@ -70,6 +90,17 @@ struct WatcherMetrics {
   Counter& read_retries;
   Counter& stale_connections;
   Gauge& last_sealed_slot;
+  Gauge& active_endpoint;  // index in WatcherOptions::endpoints
+  Counter& failovers_dead;
+  Counter& failovers_lag;
+
+  // The last slot the probes read from endpoint `index` (registered on first use).
+  Gauge& ProbedSlot(size_t index);
+
+ private:
+  MetricsRegistry& registry_;
+  absl::Mutex mu_;
+  std::vector<Gauge*> probed_slots_ ABSL_GUARDED_BY(mu_);
 };
 
 // Watches the base layer and writes delegation events (docs/architecture.md §5) through an
@@ -81,7 +112,11 @@ struct WatcherMetrics {
 // It keeps its own view of the delegations it has written (seeded with the folded state at
 // start), and writes only events that change that view, so the same delegation seen twice is
 // written once and a restart rewrites nothing the fold would not ignore.
-// Owns one thread between Start() and Stop(); the thread blocks on its own sockets only.
+// With several endpoints it follows one at a time and fails over as WatcherOptions says; a
+// switch is a lost stream (StreamGap) followed by the new endpoint's backfill (Resynced),
+// never a splice of two streams.
+// Owns one thread between Start() and Stop() (two with several endpoints: the prober's);
+// the threads block on their own sockets only.
 class BaseLayerWatcher {
  public:
   BaseLayerWatcher(WatcherOptions options, EventLogWriter* log,
@@ -96,9 +131,24 @@ class BaseLayerWatcher {
   Slot last_sealed_slot() const { return last_sealed_.load(); }
   // The context slot of the last completed reconciliation (backfill or periodic).
   Slot last_resync_slot() const { return last_resync_.load(); }
+  // The index in WatcherOptions::endpoints of the endpoint in use.
+  size_t active_endpoint() const { return active_.load(); }
 
  private:
+  // Why a session ended, for the failover decision.
+  enum class SessionEnd { kOther, kStream, kRead, kProbes };
+  struct ResolvedEndpoint {
+    BaseEndpoint rpc;
+    BaseEndpoint pubsub;
+  };
+
   void Run();
+  // Probes every endpoint each probe_interval and publishes the move they call for.
+  void ProbeLoop();
+  // Makes `target` the active endpoint (a new RPC client) and counts the failover.
+  void SwitchTo(size_t target, FailoverReason reason);
+  // The prober's plan for the active endpoint, when it calls for a move.
+  std::optional<FailoverPlan> PlannedMove();
   // One connection's life: subscribe, backfill (a full reconciliation), then follow the stream
   // until it fails. Returns why it ended.
   absl::Status Session();
@@ -127,9 +177,9 @@ class BaseLayerWatcher {
   EventLogWriter* const log_;
   const Clock* const clock_;
   WatcherMetrics* const metrics_;
-  BaseEndpoint rpc_endpoint_;
-  BaseEndpoint pubsub_endpoint_;
-  std::unique_ptr<BaseRpcClient> rpc_;
+  const FailoverPolicy policy_;
+  std::vector<ResolvedEndpoint> endpoints_;
+  std::unique_ptr<BaseRpcClient> rpc_;  // of the active endpoint
 
   // Touched only by the watcher's thread.
   std::map<Pubkey, AccountState> view_;  // as acknowledged by the log
@@ -143,12 +193,26 @@ class BaseLayerWatcher {
   // When the current session finished its backfill (unset before).
   std::optional<absl::Duration> session_healthy_since_;
   std::mt19937_64 jitter_;
+  SessionEnd session_end_ = SessionEnd::kOther;
+  FailoverPlan probe_plan_;  // the plan a session ended for (kProbes)
+  int failed_sessions_ = 0;  // in a row on the active endpoint
+
+  // Written by the watcher's thread, read by the prober's.
+  std::atomic<size_t> active_{0};
+  absl::Mutex probe_mu_;
+  std::vector<EndpointProbe> probes_ ABSL_GUARDED_BY(probe_mu_);
+  // The prober's verdict on the active endpoint it judged; the watcher acts on it between
+  // two reads of its stream.
+  std::optional<FailoverPlan> planned_ ABSL_GUARDED_BY(probe_mu_);
+  size_t planned_for_ ABSL_GUARDED_BY(probe_mu_) = 0;
+  std::atomic<bool> plan_pending_{false};  // planned_ is set: the stream's loop looks no further
 
   std::atomic<Slot> last_sealed_{0};
   std::atomic<Slot> last_resync_{0};
   std::atomic<bool> stopping_{false};
   absl::Notification stop_requested_;
   std::thread thread_;
+  std::thread prober_;
 };
 
 }  // namespace switchyard

@@ -211,5 +211,27 @@ TEST_F(CliTest, ConfigErrorsNameTheKeyAndTheFile) {
   EXPECT_EQ(Run({"fold", "--config", good}).exit_code, 0);
 }
 
+// --base takes several endpoints, repeated or comma-separated, in order: the second one here
+// is refused by its index.
+TEST_F(CliTest, IngestBaseTakesSeveralEndpointsInOrder) {
+  for (const std::vector<std::string>& bases :
+       {std::vector<std::string>{"--base", "http://127.0.0.1:1,wss://127.0.0.1:2"},
+        std::vector<std::string>{"--base", "http://127.0.0.1:1", "--base", "wss://127.0.0.1:2"}}) {
+    std::vector<std::string> args = {"ingest"};
+    args.insert(args.end(), bases.begin(), bases.end());
+    const CommandResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("base-layer endpoint 1: 'wss://127.0.0.1:2' is not an http:// or "
+                         "https:// URL"),
+              std::string::npos)
+        << r.err;
+  }
+  const CommandResult none = Run({"ingest"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("ingest needs --base, ingest.endpoints or ingest.base_url"),
+            std::string::npos)
+      << none.err;
+}
+
 }  // namespace
 }  // namespace switchyard

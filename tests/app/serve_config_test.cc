@@ -108,8 +108,9 @@ reconcile_interval_ms = 900
   ASSERT_EQ(s.router.routing.method_rules.size(), 1u);
   EXPECT_EQ(s.router.routing.method_rules[0].pattern, "getAsset*");
   EXPECT_EQ(s.router.routing.method_rules[0].target, "indexer");
-  EXPECT_EQ(config->ingest.base_url, "https://rpc.example:8899/key");
-  EXPECT_EQ(config->ingest.pubsub_url, "wss://ws.example/key");
+  ASSERT_EQ(config->ingest.endpoints.size(), 1u);
+  EXPECT_EQ(config->ingest.endpoints[0].url, "https://rpc.example:8899/key");
+  EXPECT_EQ(config->ingest.endpoints[0].pubsub_url, "wss://ws.example/key");
   EXPECT_FALSE(config->ingest.verify_tls);
   EXPECT_EQ(config->ingest.tls_ca_file, "/etc/switchyard/ca.pem");
   EXPECT_EQ(config->ingest.reconcile_interval_ms, 900);

@@ -232,8 +232,8 @@ TEST_F(BaseTlsTest, WatcherOverTlsFoldsTheGroundTruth) {
   MetricsRegistry registry;
   WatcherMetrics metrics(registry);
   WatcherOptions options;
-  options.base_url = "https://localhost:" + std::to_string(rpc_->port());
-  options.pubsub_url = "wss://localhost:" + std::to_string(pubsub_->port());
+  options.endpoints = {{"https://localhost:" + std::to_string(rpc_->port()),
+                        "wss://localhost:" + std::to_string(pubsub_->port())}};
   options.tls = Trusting();
   BaseLayerWatcher watcher(options, log->get(), {}, &clock, &metrics);
   ASSERT_TRUE(watcher.Start().ok());

@@ -75,7 +75,7 @@ Outcome WatchAndCompare(std::vector<std::string> localnet_flags, WatcherOptions 
   SystemClock clock;
   MetricsRegistry registry;
   WatcherMetrics metrics(registry);
-  options.base_url = "http://127.0.0.1:" + std::to_string(net.http_port);
+  options.endpoints = {{"http://127.0.0.1:" + std::to_string(net.http_port), ""}};
   BaseLayerWatcher watcher(options, log->get(), {}, &clock, &metrics);
   EXPECT_TRUE(watcher.Start().ok());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

@@ -26,8 +26,9 @@ TEST_P(DeployConfigTest, IngestConfigLoadsAndWritesTheComposeTopic) {
   EXPECT_EQ(config->log_url, "kafka://kafka:9092/switchyard.delegations");
   EXPECT_EQ(config->kafka_partitions, 6);
   EXPECT_EQ(config->data_dir, "/var/lib/switchyard/data");
-  EXPECT_FALSE(config->ingest.base_url.empty());
-  EXPECT_FALSE(config->ingest.pubsub_url.empty());
+  ASSERT_EQ(config->ingest.endpoints.size(), 1u);
+  EXPECT_FALSE(config->ingest.endpoints[0].url.empty());
+  EXPECT_FALSE(config->ingest.endpoints[0].pubsub_url.empty());
 }
 
 TEST_P(DeployConfigTest, RouterConfigLoadsListensOnTheComposePortsAndRoutesToAnEr) {
@@ -42,7 +43,7 @@ TEST_P(DeployConfigTest, RouterConfigLoadsListensOnTheComposePortsAndRoutesToAnE
   EXPECT_TRUE(HasUpstream(*config, "base"));
   ASSERT_EQ(config->serve.router.ers.size(), 1u);
   EXPECT_TRUE(HasUpstream(*config, config->serve.router.ers[0].target));
-  EXPECT_TRUE(config->ingest.base_url.empty()) << "the routers must not run a second watcher";
+  EXPECT_TRUE(config->ingest.endpoints.empty()) << "the routers must not run a second watcher";
 }
 
 INSTANTIATE_TEST_SUITE_P(Deploy, DeployConfigTest, ::testing::Values("localnet", "devnet"));
