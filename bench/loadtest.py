@@ -192,15 +192,23 @@ def check_answer(system, workload, url, first_body):
 
 
 # --- wrk -----------------------------------------------------------------------------------
-def run_wrk(stack, url, bodies, connections, seconds, stream_offset=None):
+def run_wrk(stack, url, bodies, connections, seconds, stream_offset=None, think_ms=0):
+    """One wrk run; think_ms > 0 makes each connection wait that long before each request
+    (jsonrpc.lua's WRK_DELAY_MS), which bounds the rate at about
+    connections / (think_ms + latency)."""
     cmd = []
     if stack["load_cpu"] != "":
         cmd += ["taskset", "-c", str(stack["load_cpu"])]
-    cmd += ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "5s", "-s", LUA,
-            url, "--", bodies]
+    cmd += ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "5s", "--latency",
+            "-s", LUA, url, "--", bodies]
     if stream_offset is not None:
         cmd += ["stream", str(stream_offset)]
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = dict(os.environ)
+    env.pop("WRK_DELAY_MS", None)
+    if think_ms > 0:
+        env["WRK_DELAY_MS"] = str(think_ms)
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=env)
     text = process.stdout.read()
     _, status, usage = os.wait4(process.pid, 0)
     result = None

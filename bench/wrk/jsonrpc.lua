@@ -14,6 +14,9 @@
 -- errors are counted apart as duplicates. The last line printed is
 --   WRK_RESULT {json}
 -- with requests, duration, req/s, latency percentiles (µs) and the error counts.
+--
+-- With WRK_DELAY_MS set in the environment, each connection waits that many milliseconds
+-- before each request, so a small connection count gives a bounded rate (bench/resilience).
 
 local threads = {}
 local thread_count = 0
@@ -31,6 +34,11 @@ local request_count = 0
 local next_request = 1
 local stream
 local headers = { ["Content-Type"] = "application/json" }
+
+local think_ms = tonumber(os.getenv("WRK_DELAY_MS") or "")
+if think_ms ~= nil and think_ms > 0 then
+  function delay() return think_ms end
+end
 
 -- Per-thread counters, read by done() through thread:get().
 checked = 0
