@@ -8,7 +8,7 @@ cmake_minimum_required(VERSION 3.25)
 # and when ALLOWED_THIRD_PARTY names a family that no file of the module includes.
 # The layering itself is docs/architecture.md §3.
 set(project_modules common solana engine storage ingest app localnet api)
-set(api_submodules metrics jsonrpc routing net upstream rpc pubsub admin)
+set(api_submodules metrics jsonrpc routing net upstream rpc pubsub admin cache)
 # Third-party include families: name -> regex of include paths.
 set(family_absl "^absl/")
 set(family_fmt "^fmt/")
@@ -24,8 +24,9 @@ set(family_zstd "^zstd\\.h$")
 set(family_isal "^isa-l/")
 set(family_toml "^toml\\+\\+/")
 set(family_cli11 "^CLI/")
+set(family_hiredis "^hiredis/")
 set(families absl fmt spdlog rocksdb rdkafka asio simdjson openssl sodium xxhash zstd isal toml
-    cli11)
+    cli11 hiredis)
 # Headers every module may include: the C++ standard library (no extension) and the C and
 # POSIX headers the project uses.
 set(system_headers
