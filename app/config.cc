@@ -400,6 +400,54 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
   }
   RETURN_IF_ERROR(routing.CheckNoUnknownKeys());
 
+  // [cache]
+  TableReader cache_table(section("cache"), "cache.", file);
+  CacheOptions& cache = router.cache;
+  RETURN_IF_ERROR(cache_table.ReadBool("enabled", &cache.enabled));
+  RETURN_IF_ERROR(cache_table.ReadBool("coalesce", &cache.coalesce));
+  size_t max_mb = cache.max_bytes >> 20;
+  RETURN_IF_ERROR(cache_table.ReadSize("max_mb", &max_mb));
+  cache.max_bytes = max_mb << 20;
+  size_t max_entry_kb = cache.max_entry_bytes >> 10;
+  RETURN_IF_ERROR(cache_table.ReadSize("max_entry_kb", &max_entry_kb));
+  cache.max_entry_bytes = max_entry_kb << 10;
+  RETURN_IF_ERROR(cache_table.ReadMillis("final_ttl_ms", &cache.final_ttl, /*allow_zero=*/true));
+  RETURN_IF_ERROR(cache_table.ReadMillis("slot_ttl_ms", &cache.slot_ttl, /*allow_zero=*/true));
+  RETURN_IF_ERROR(
+      cache_table.ReadMillis("negative_ttl_ms", &cache.negative_ttl, /*allow_zero=*/true));
+  RETURN_IF_ERROR(cache_table.ReadString("redis", &cache.redis_url));
+  if (!cache.redis_url.empty()) {
+    if (absl::StatusOr<RedisEndpoint> redis = ParseRedisUrl(cache.redis_url); !redis.ok()) {
+      return cache_table.Error("redis", std::string(redis.status().message()));
+    }
+  }
+  RETURN_IF_ERROR(cache_table.ReadMillis("redis_timeout_ms", &cache.redis_timeout));
+  if (const toml::node* methods = cache_table.Node("methods")) {
+    if (!methods->is_table()) return cache_table.Error("methods", "must be a table of strings");
+    for (const auto& [pattern, value] : *methods->as_table()) {
+      const std::string key = fmt::format("methods.\"{}\"", pattern.str());
+      const std::string text = value.is_string() ? value.as_string()->get() : "";
+      CacheMethodRule rule;
+      rule.pattern = std::string(pattern.str());
+      if (text == "never") {
+        rule.cache_class = CacheClass::kNever;
+      } else if (text == "coalesce") {
+        rule.cache_class = CacheClass::kCoalesce;
+      } else if (text == "final") {
+        rule.cache_class = CacheClass::kFinal;
+      } else if (text == "slot") {
+        rule.cache_class = CacheClass::kSlotBounded;
+      } else {
+        return cache_table.Error(key, "must be \"never\", \"coalesce\", \"final\" or \"slot\"");
+      }
+      if (rule.pattern.empty() || rule.pattern.find('*') < rule.pattern.size() - 1) {
+        return cache_table.Error(key, "must be a method name or a prefix ending in '*'");
+      }
+      cache.rules.push_back(std::move(rule));
+    }
+  }
+  RETURN_IF_ERROR(cache_table.CheckNoUnknownKeys());
+
   // [pubsub]
   TableReader pubsub(section("pubsub"), "pubsub.", file);
   PubsubServerOptions& ws = serve->pubsub;

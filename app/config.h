@@ -67,6 +67,12 @@ namespace switchyard {
 //   [routing]      default_er = "er1", forward_unknown_methods = false,
 //                  methods = {"getAsset*" = "indexer"}
 //
+//   [cache]        enabled = true, coalesce = true, max_mb = 64, max_entry_kb = 256,
+//                  final_ttl_ms = 3600000, slot_ttl_ms = 400 (ERs: their block_time_ms),
+//                  negative_ttl_ms = 500, redis = "" ("redis://HOST:PORT[/DB]": the shared
+//                  tier), redis_timeout_ms = 5,
+//                  methods = {"getAsset*" = "final"} (never | coalesce | final | slot;
+//                  docs/architecture.md §19)
 //   [pubsub]       enabled = true, port = <api port + 1> (0: no own listener; Upgrade on
 //                  the api port still works), max_connections = 10000 (WebSocket ones;
 //                  threads is read and ignored: pubsub runs on the api workers),

@@ -104,6 +104,7 @@ class ServeProcess {
           return out;
         },
         &admin_metrics_);
+    admin_->SetCache(router_->cache());
     admin_->Start();
     admin_server_ = std::make_unique<HttpServer>(AdminServerOptions(), admin_->HandlerFactory(),
                                                  &admin_http_metrics_);

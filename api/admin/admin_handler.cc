@@ -368,7 +368,18 @@ std::string AdminContext::StatusJson() const {
     }
     out += "}";
   }
-  out += "]}";
+  out += "]";
+  if (cache_ != nullptr) {
+    const ResponseCache::Stats c = cache_->stats();
+    const uint64_t lookups = c.hits + c.misses;
+    out += fmt::format(
+        ",\"cache\":{{\"entries\":{},\"bytes\":{},\"max_bytes\":{},\"hits\":{},"
+        "\"misses\":{},\"hit_ratio\":{:.4f},\"coalesced\":{},\"evictions\":{}}}",
+        c.entries, c.bytes, cache_->options().max_bytes, c.hits, c.misses,
+        lookups == 0 ? 0.0 : static_cast<double>(c.hits) / static_cast<double>(lookups),
+        c.coalesced, c.evictions);
+  }
+  out += "}";
   return out;
 }
 

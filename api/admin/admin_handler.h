@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "api/cache/response_cache.h"
 #include "api/net/http_server.h"
 #include "api/upstream/upstream.h"
 #include "common/clock.h"
@@ -167,6 +168,8 @@ class AdminContext {
   std::string Metrics() const { return registry_->RenderPrometheus(); }
   // Runs one refresh now (the thread does it every refresh_interval).
   void Refresh();
+  // The response cache /status reports on (its size and hit ratio); it must outlive this.
+  void SetCache(const ResponseCache* cache) { cache_ = cache; }
 
   // For an HttpServer of its own, on a loopback port.
   RequestHandlerFactory HandlerFactory();
@@ -178,6 +181,7 @@ class AdminContext {
   UpstreamMonitor* upstreams_;
   PartitionStatusSource partitions_source_;
   AdminMetrics* metrics_;
+  const ResponseCache* cache_ = nullptr;
   mutable absl::Mutex mu_;
   std::vector<PartitionStatus> partitions_ ABSL_GUARDED_BY(mu_);
   std::string partitions_error_ ABSL_GUARDED_BY(mu_);

@@ -1,8 +1,10 @@
 #include "api/cache/response_cache.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "absl/hash/hash.h"
+#include "fmt/format.h"
 #include "simdjson.h"
 
 namespace switchyard {
@@ -108,6 +110,77 @@ Slot ContextSlotOf(std::string_view result) {
   return slot;
 }
 
+std::string EncodeCachedAnswer(const CachedAnswer& answer) {
+  // "c1 SLOT BOUNDED MARKS TARGET\n", a line per mark, then the result.
+  std::string out = fmt::format("c1 {} {} {} {}\n", answer.context_slot,
+                                answer.slot_bounded ? 1 : 0, answer.marks.size(), answer.target);
+  for (const DelegationMark& mark : answer.marks) {
+    fmt::format_to(std::back_inserter(out), "{} {} {} {}\n", mark.account.ToBase58(),
+                   mark.delegated ? 1 : 0, mark.validator.ToBase58(), mark.delegation_slot);
+  }
+  out += answer.result;
+  return out;
+}
+
+std::optional<CachedAnswer> DecodeCachedAnswer(std::string_view bytes) {
+  auto line = [&bytes]() -> std::optional<std::string_view> {
+    const size_t end = bytes.find('\n');
+    if (end == std::string_view::npos) return std::nullopt;
+    std::string_view out = bytes.substr(0, end);
+    bytes.remove_prefix(end + 1);
+    return out;
+  };
+  auto words = [](std::string_view text) {
+    std::vector<std::string_view> out;
+    while (!text.empty()) {
+      const size_t space = text.find(' ');
+      out.push_back(text.substr(0, space));
+      if (space == std::string_view::npos) break;
+      text.remove_prefix(space + 1);
+    }
+    return out;
+  };
+  auto number = [](std::string_view text, uint64_t* out) {
+    if (text.empty() || text.size() > 20) return false;
+    uint64_t value = 0;
+    for (char c : text) {
+      if (c < '0' || c > '9') return false;
+      value = value * 10 + static_cast<uint64_t>(c - '0');
+    }
+    *out = value;
+    return true;
+  };
+  std::optional<std::string_view> head = line();
+  if (!head) return std::nullopt;
+  const std::vector<std::string_view> fields = words(*head);
+  CachedAnswer answer;
+  uint64_t marks = 0;
+  if (fields.size() != 5 || fields[0] != "c1" || !number(fields[1], &answer.context_slot) ||
+      (fields[2] != "0" && fields[2] != "1") || !number(fields[3], &marks) || marks > 10000) {
+    return std::nullopt;
+  }
+  answer.slot_bounded = fields[2] == "1";
+  answer.target = std::string(fields[4]);
+  for (uint64_t i = 0; i < marks; ++i) {
+    std::optional<std::string_view> text = line();
+    if (!text) return std::nullopt;
+    const std::vector<std::string_view> mark = words(*text);
+    if (mark.size() != 4 || (mark[1] != "0" && mark[1] != "1")) return std::nullopt;
+    absl::StatusOr<Pubkey> account = Pubkey::FromBase58(std::string(mark[0]));
+    absl::StatusOr<Pubkey> validator = Pubkey::FromBase58(std::string(mark[2]));
+    DelegationMark m;
+    if (!account.ok() || !validator.ok() || !number(mark[3], &m.delegation_slot)) {
+      return std::nullopt;
+    }
+    m.account = *account;
+    m.delegated = mark[1] == "1";
+    m.validator = *validator;
+    answer.marks.push_back(m);
+  }
+  answer.result = std::string(bytes);
+  return answer;
+}
+
 bool AllStatusesFinal(std::string_view result) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
@@ -125,9 +198,11 @@ bool AllStatusesFinal(std::string_view result) {
   return true;
 }
 
-ResponseCache::ResponseCache(CacheOptions options, MetricsRegistry* registry)
+ResponseCache::ResponseCache(CacheOptions options, const std::vector<std::string>& targets,
+                             MetricsRegistry* registry)
     : options_(std::move(options)),
       shard_budget_(std::max<size_t>(1, options_.max_bytes / kShards)) {
+  for (const std::string& target : targets) targets_[target] = std::make_unique<TargetState>();
   auto counters = [&](const std::string& method) {
     MethodCounters c;
     c.hits = &registry->AddCounter("switchyard_cache_hits_total",
@@ -148,6 +223,35 @@ ResponseCache::ResponseCache(CacheOptions options, MetricsRegistry* registry)
                                      "Entries dropped to keep the cache within its byte budget");
   bytes_ = &registry->AddGauge("switchyard_cache_bytes", "Bytes the response cache holds");
   entries_ = &registry->AddGauge("switchyard_cache_entries", "Entries the response cache holds");
+}
+
+const ResponseCache::TargetState* ResponseCache::StateOf(std::string_view target) const {
+  auto it = targets_.find(absl::string_view(target.data(), target.size()));
+  return it == targets_.end() ? nullptr : it->second.get();
+}
+
+Slot ResponseCache::LatestSlot(std::string_view target) const {
+  const TargetState* state = StateOf(target);
+  return state == nullptr ? 0 : state->latest_slot.load(std::memory_order_relaxed);
+}
+
+void ResponseCache::NoteSlot(std::string_view target, Slot slot) {
+  TargetState* state = const_cast<TargetState*>(StateOf(target));
+  if (state == nullptr) return;
+  Slot seen = state->latest_slot.load(std::memory_order_relaxed);
+  while (slot > seen && !state->latest_slot.compare_exchange_weak(seen, slot)) {
+  }
+}
+
+uint64_t ResponseCache::WriteEpoch(std::string_view target) const {
+  const TargetState* state = StateOf(target);
+  return state == nullptr ? 0 : state->write_epoch.load(std::memory_order_acquire);
+}
+
+void ResponseCache::NoteWrite(std::string_view target) {
+  if (TargetState* state = const_cast<TargetState*>(StateOf(target))) {
+    state->write_epoch.fetch_add(1, std::memory_order_acq_rel);
+  }
 }
 
 CacheClass ResponseCache::ClassOf(std::string_view method) const {
@@ -228,7 +332,8 @@ std::optional<CachedAnswer> ResponseCache::Find(
   Entry* entry = it->second.get();
   const CachedAnswer& answer = entry->answer;
   // Slot-bounded answers (they have a context slot) live until the target moved past them.
-  const bool moved_on = answer.context_slot != 0 && target_slot > answer.context_slot;
+  const bool moved_on = answer.slot_bounded && (target_slot > answer.context_slot ||
+                                                answer.write_epoch != WriteEpoch(answer.target));
   if (now >= entry->expires || moved_on || (valid && !valid(answer))) {
     EraseLocked(shard, entry);
     misses_.fetch_add(1, std::memory_order_relaxed);

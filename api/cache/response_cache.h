@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -73,8 +74,10 @@ struct DelegationMark {
 
 // What the cache keeps of one answer.
 struct CachedAnswer {
-  std::string result;     // the raw JSON of the answer's result
-  Slot context_slot = 0;  // the answer's context.slot; 0: none
+  std::string result;         // the raw JSON of the answer's result
+  Slot context_slot = 0;      // the answer's context.slot; 0: none
+  bool slot_bounded = false;  // good only while context_slot is the target's latest slot
+  uint64_t write_epoch = 0;   // slot-bounded: the target's WriteEpoch when the read started
   std::string target;
   std::vector<DelegationMark> marks;
 };
@@ -86,7 +89,19 @@ class ResponseCache {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
 
-  ResponseCache(CacheOptions options, MetricsRegistry* registry);
+  // `targets`: every upstream target, whose latest answered slots the cache follows.
+  ResponseCache(CacheOptions options, const std::vector<std::string>& targets,
+                MetricsRegistry* registry);
+
+  // The most advanced context slot any answer from `target` showed (0: none yet). A
+  // slot-bounded answer is good only while its slot is still the target's latest.
+  Slot LatestSlot(std::string_view target) const;
+  void NoteSlot(std::string_view target, Slot slot);
+  // Writes through the router (sendTransaction, requestAirdrop) end the slot-bounded answers
+  // of their target kept before them: a client reads its own writes. WriteEpoch is read when
+  // a read starts and kept with its answer.
+  uint64_t WriteEpoch(std::string_view target) const;
+  void NoteWrite(std::string_view target);
 
   const CacheOptions& options() const { return options_; }
   CacheClass ClassOf(std::string_view method) const;
@@ -96,9 +111,9 @@ class ResponseCache {
   // How long an answer of `cache_class` from `target` is kept; zero: not at all.
   absl::Duration TtlOf(CacheClass cache_class, std::string_view target, bool not_found) const;
 
-  // The answer kept under `key` that is still good at `now`: not expired, at or above
-  // `min_context_slot`, at or above... and for which `valid` (the delegation check) holds; an
-  // entry it rejects is dropped.
+  // The answer kept under `key` that is still good at `now`: not expired, not slot-bounded
+  // with its target already past it (`target_slot`), at or above `min_context_slot`, and
+  // accepted by `valid` (the delegation check). An entry that is no longer good is dropped.
   std::optional<CachedAnswer> Find(const std::string& key, TimePoint now, Slot min_context_slot,
                                    Slot target_slot,
                                    const std::function<bool(const CachedAnswer&)>& valid);
@@ -161,6 +176,13 @@ class ResponseCache {
 
   const CacheOptions options_;
   const size_t shard_budget_;
+  // Fixed after construction; the values move.
+  struct TargetState {
+    std::atomic<Slot> latest_slot{0};
+    std::atomic<uint64_t> write_epoch{0};
+  };
+  absl::flat_hash_map<std::string, std::unique_ptr<TargetState>> targets_;
+  const TargetState* StateOf(std::string_view target) const;
   std::array<Shard, kShards> shards_;
   absl::flat_hash_map<std::string, MethodCounters> by_method_;
   MethodCounters other_;
@@ -177,6 +199,10 @@ class ResponseCache {
 
 // The context.slot of a result (`{"context":{"slot":N,...},"value":...}`); 0 when it has none.
 Slot ContextSlotOf(std::string_view result);
+// An answer as the shared tier keeps it, and back; nullopt for bytes that are not one.
+std::string EncodeCachedAnswer(const CachedAnswer& answer);
+std::optional<CachedAnswer> DecodeCachedAnswer(std::string_view bytes);
+
 // Whether every status of a getSignatureStatuses result is final (finalized), so the answer
 // can no longer change.
 bool AllStatusesFinal(std::string_view result);

@@ -343,10 +343,12 @@ Resend ResendOf(std::string_view method) {
 }
 
 std::vector<UpstreamBatch> PlanUpstreamBatches(const RpcBody& body,
-                                               const std::vector<RouteDecision>& decisions) {
+                                               const std::vector<RouteDecision>& decisions,
+                                               const std::vector<bool>* settled) {
   std::vector<UpstreamBatch> batches;
   if (!body.batch) return batches;
   for (size_t i = 0; i < body.calls.size(); ++i) {
+    if (settled != nullptr && (*settled)[i]) continue;
     const RpcCall& call = body.calls[i];
     const RouteDecision& decision = decisions[i];
     if (decision.action != RouteAction::kForward || !call.id || decision.signature ||

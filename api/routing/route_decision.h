@@ -149,8 +149,11 @@ struct UpstreamBatch {
 // (the check runs on the element's answer), of a call with an id that is safe to repeat and is
 // not a transaction, grouped by target in first-seen order. A target with only
 // one such call gets no batch: that call is forwarded alone. Empty when `body` is not a batch.
+// Calls marked in `settled` (answered already: from the cache, or sharing an identical read in
+// flight) are left out.
 std::vector<UpstreamBatch> PlanUpstreamBatches(const RpcBody& body,
-                                               const std::vector<RouteDecision>& decisions);
+                                               const std::vector<RouteDecision>& decisions,
+                                               const std::vector<bool>* settled = nullptr);
 
 // The target for `account`: its ER when delegated (an all-zero authority → the default
 // ER), else base. Fails with a -32004 status naming the validator when it has no ER.

@@ -8,6 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "api/cache/redis_tier.h"
+#include "api/cache/response_cache.h"
 #include "api/jsonrpc/jsonrpc.h"
 #include "api/metrics/api_metrics.h"
 #include "api/net/http_server.h"
@@ -44,6 +46,7 @@ struct RouterOptions {
   std::vector<UpstreamTarget> upstreams;  // base, every ER target and every other group
   UpstreamOptions upstream;
   UpstreamHealthOptions health;  // [upstream_health]
+  CacheOptions cache;            // [cache]
   // getIdentity.
   Pubkey identity;
   std::string fqdn;
@@ -88,6 +91,10 @@ class RouterContext {
   boost::asio::ssl::context* tls() const { return tls_.get(); }
   // Every endpoint's health, shared by the workers' pools; the UpstreamMonitor probes into it.
   UpstreamHealth* health() const { return health_.get(); }
+  // The response cache (null when it and coalescing are both off) and its shared tier (null
+  // without [cache] redis).
+  ResponseCache* cache() const { return cache_.get(); }
+  RedisTier* redis() const { return redis_.get(); }
   ~RouterContext();
 
  private:
@@ -103,6 +110,8 @@ class RouterContext {
   LookupTableCache lookup_tables_;
   std::unique_ptr<boost::asio::ssl::context> tls_;
   std::unique_ptr<UpstreamHealth> health_;
+  std::unique_ptr<ResponseCache> cache_;
+  std::unique_ptr<RedisTier> redis_;
 };
 
 }  // namespace switchyard

@@ -322,9 +322,14 @@ TEST_F(RouterTest, MinContextSlotWaitsForTheEngineThenAnswers) {
 }
 
 TEST_F(RouterTest, UpstreamThatTimesOutIsRetriedOnTheSecondEndpoint) {
-  Start([](RouterOptions& options,
-           HttpServerOptions&) { options.upstream.request_timeout = absl::Milliseconds(200); },
-        /*two_base_endpoints=*/true);
+  Start(
+      [&](RouterOptions& options, HttpServerOptions&) {
+        options.upstream.request_timeout = absl::Milliseconds(200);
+        options.health.hedge = false;  // the retry, not a hedge, is what this test is about
+        // Heavily weighted, so that the choice starts with the endpoint that hangs.
+        options.upstreams[0].endpoints = {{base_.url(), 1000}, {base_b_.url(), 1}};
+      },
+      /*two_base_endpoints=*/true);
   base_.SetResponder([](const std::string&, const std::string&) {
     return FakeReply{FakeReply::Action::kHang, 200, ""};
   });

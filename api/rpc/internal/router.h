@@ -65,8 +65,27 @@ class Router : public RequestHandler {
   // Each account's delegation record on base (nullopt: none), or why base could not say.
   using Records = absl::StatusOr<std::vector<std::optional<DelegationRecord>>>;
 
-  // Decides every call, sends the upstream batches of the plan, then executes the other calls.
+  // Decides every call, answers what the cache holds, sends the upstream batches of the plan,
+  // then executes the other calls.
   void Dispatch(std::shared_ptr<Exchange> exchange);
+  // The cache's part (docs/architecture.md §19): each cacheable call is answered from memory,
+  // then from the shared tier (one lookup for the batch), or joins an identical read in
+  // flight, or leads it; then SendRest.
+  void ServeFromCache(const std::shared_ptr<Exchange>& exchange);
+  void OnSharedTier(const std::shared_ptr<Exchange>& exchange, std::vector<size_t> asked,
+                    RedisTier::Values values);
+  void JoinOrLead(const std::shared_ptr<Exchange>& exchange);
+  void SendRest(const std::shared_ptr<Exchange>& exchange);
+  // A call the cache answered (`result` as kept) or that shared a leader's `answer`.
+  void AnswerCached(const std::shared_ptr<Exchange>& exchange, size_t index,
+                    std::string_view result);
+  void AnswerFollower(const std::shared_ptr<Exchange>& exchange, size_t index,
+                      const std::string& answer);
+  // A leading call's answer: kept when its class allows, and given to its followers.
+  void OnLeaderAnswer(const std::shared_ptr<Exchange>& exchange, size_t index,
+                      const std::string& answer, const CallOutcome& outcome);
+  // Whether an answer kept with `marks` still stands in the exchange's snapshot.
+  static bool MarksHold(const std::vector<DelegationMark>& marks, const Snapshot& snapshot);
   void Finish(const std::shared_ptr<Exchange>& exchange, absl::Duration now);
   // The completion of call `index`: stores its answer, counts it, and finishes the exchange
   // after its last call.
@@ -225,6 +244,15 @@ struct Router::Exchange {
   size_t remaining = 0;
   absl::Duration start;
   Slot header_min_slot = 0;  // X-Min-Slot: a slot of the base layer
+  // The cache's view of each call (empty without a cache).
+  struct CacheCall {
+    CacheClass cache_class = CacheClass::kNever;
+    std::string key;
+    bool settled = false;      // answered from the cache, or following a leader
+    bool leader = false;       // its answer goes to the followers of `key`
+    uint64_t write_epoch = 0;  // the target's ResponseCache::WriteEpoch when it started
+  };
+  std::vector<CacheCall> cache;
 };
 
 // The elements of a getMultipleAccounts answer, merged in the order of the keys, before they
