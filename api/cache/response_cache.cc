@@ -99,6 +99,23 @@ CacheClass DefaultCacheClass(std::string_view method) {
 }
 
 Slot ContextSlotOf(std::string_view result) {
+  // Solana's answers open with the context: `{"context":{"apiVersion":"…","slot":N},…`. Read
+  // it there without a parse; anything else takes the full parse below.
+  const std::string_view head = result.substr(0, 160);
+  if (const size_t context = head.find("\"context\""); context != std::string_view::npos) {
+    const size_t key = head.find("\"slot\":", context);
+    const size_t close = head.find('}', context);
+    if (key != std::string_view::npos && (close == std::string_view::npos || key < close)) {
+      Slot slot = 0;
+      size_t i = key + 7;
+      const size_t first = i;
+      while (i < head.size() && head[i] >= '0' && head[i] <= '9' && i - first < 20) {
+        slot = slot * 10 + static_cast<Slot>(head[i] - '0');
+        ++i;
+      }
+      if (i > first && i < head.size() && (head[i] == ',' || head[i] == '}')) return slot;
+    }
+  }
   simdjson::ondemand::parser parser;
   simdjson::padded_string padded(result);
   simdjson::ondemand::document doc;
