@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "fmt/format.h"
 #include "simdjson.h"
+#include "tests/app/process_test.h"
 #include "tests/localnet/test_clients.h"
 #include "tests/support/fault_proxy.h"
 #include "tests/support/subprocess.h"
@@ -48,11 +49,14 @@ using testing::DelegateTransaction;
 using testing::Fault;
 using testing::FaultMode;
 using testing::FaultProxy;
+using testing::JsonInt;
 using testing::Keypair;
 using testing::MakeKeypair;
+using testing::Request;
 using testing::RunCommand;
 using testing::StartProcess;
 using testing::TempDir;
+using testing::WaitFor;
 
 constexpr std::string_view kSystemProgram = "11111111111111111111111111111111";
 constexpr uint64_t kFunds = 1'000'000'000;
@@ -74,66 +78,12 @@ constexpr auto kFastFailure = 50ms;
 
 double Millis(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds deadline) {
-  const auto end = Clock::now() + deadline;
-  while (Clock::now() < end) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return condition();
-}
-
-std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// The number after "key": in a small JSON object, or -1.
-int64_t JsonInt(const std::string& json, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(json, m, std::regex("\"" + key + "\":([0-9]+)"))) return -1;
-  return std::stoll(m[1]);
-}
-
-std::string Request(std::string_view method, std::string_view params) {
-  return fmt::format(R"({{"jsonrpc":"2.0","id":1,"method":"{}","params":{}}})", method, params);
-}
-
-// One GET with a deadline; nullopt when the connection fails or times out.
+// The body of a GET answered 200, or nullopt.
 std::optional<std::string> HttpGet(uint16_t port, const std::string& target,
                                    std::chrono::milliseconds timeout = 2s) {
-  namespace beast = boost::beast;
-  namespace http = beast::http;
-  boost::asio::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  stream.expires_after(timeout);
-  http::request<http::string_body> req(http::verb::get, target, 11);
-  req.set(http::field::host, "127.0.0.1");
-  http::response<http::string_body> res;
-  beast::flat_buffer buffer;
-  boost::system::error_code result = boost::asio::error::timed_out;
-  stream.async_connect(
-      boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port),
-      [&](boost::system::error_code ec) {
-        if (ec) {
-          result = ec;
-          return;
-        }
-        http::async_write(stream, req, [&](boost::system::error_code ec, size_t) {
-          if (ec) {
-            result = ec;
-            return;
-          }
-          http::async_read(stream, buffer, res,
-                           [&](boost::system::error_code ec, size_t) { result = ec; });
-        });
-      });
-  ioc.run_for(timeout + 200ms);
-  if (result || res.result_int() != 200) return std::nullopt;
-  return res.body();
+  std::optional<testing::HttpAnswer> answer = testing::HttpGet(port, target, timeout);
+  if (!answer || answer->status != 200) return std::nullopt;
+  return answer->body;
 }
 
 // What a JSON-RPC answer says: a result, or an error with its message.
@@ -336,53 +286,13 @@ struct FaultCase {
   Removal removal;
 };
 
-class ChaosTest : public ::testing::Test {
+class ChaosTest : public testing::ProcessTest {
  protected:
   void TearDown() override {
     load_.reset();
-    for (pid_t pid : processes_) {
-      kill(pid, SIGKILL);
-      int status = 0;
-      waitpid(pid, &status, 0);
-    }
+    ProcessTest::TearDown();
   }
 
-  pid_t Start(const std::vector<std::string>& argv) {
-    const pid_t pid = StartProcess(argv);
-    if (pid > 0) processes_.push_back(pid);
-    return pid;
-  }
-
-  std::string WaitForReadyFile(const std::string& path) {
-    std::string text;
-    EXPECT_TRUE(WaitFor(
-        [&] {
-          auto content = ReadFile(path);
-          if (!content || content->find('}') == std::string::npos) return false;
-          text = *content;
-          return true;
-        },
-        15s))
-        << path;
-    return text;
-  }
-
-  uint16_t StartLocalnet(const std::string& name, std::vector<std::string> args) {
-    const std::string ready = dir_.Sub(name + ".ready");
-    args.insert(args.begin(), {SWITCHYARD_LOCALNET_BINARY, "--port", "0", "--threads", "1",
-                               "--ready-file", ready});
-    EXPECT_GT(Start(args), 0);
-    return static_cast<uint16_t>(JsonInt(WaitForReadyFile(ready), "http"));
-  }
-
-  std::string WriteFile(const std::string& name, const std::string& content) {
-    const std::string path = dir_.Sub(name);
-    std::ofstream(path) << content;
-    return path;
-  }
-
-  TempDir dir_;
-  std::vector<pid_t> processes_;
   std::unique_ptr<LoadGenerator> load_;
 };
 

@@ -26,6 +26,7 @@
 #include "solana/base64.h"
 #include "solana/delegation.h"
 #include "solana/transaction.h"
+#include "tests/app/process_test.h"
 #include "tests/localnet/test_clients.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -37,87 +38,26 @@ namespace {
 using namespace std::chrono_literals;
 using localnet::testing::HttpClient;
 using testing::DelegateTransaction;
+using testing::HttpAnswer;
+using testing::HttpGet;
+using testing::JsonInt;
 using testing::Keypair;
 using testing::MakeKeypair;
+using testing::ReadFile;
+using testing::Request;
 using testing::RunCommand;
 using testing::StartProcess;
 using testing::TempDir;
 using testing::TransferTransaction;
+using testing::WaitFor;
 
 constexpr std::string_view kSystemProgram = "11111111111111111111111111111111";
-
-bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds deadline) {
-  const auto end = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < end) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return condition();
-}
-
-std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// The number after "key": in a small JSON object, or -1.
-int64_t JsonInt(const std::string& json, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(json, m, std::regex("\"" + key + "\":([0-9]+)"))) return -1;
-  return std::stoll(m[1]);
-}
 
 // The value of a Prometheus series without labels, or -1.
 int64_t MetricValue(const std::string& text, const std::string& series) {
   std::smatch m;
   if (!std::regex_search(text, m, std::regex("(^|\n)" + series + " ([0-9]+)"))) return -1;
   return std::stoll(m[2]);
-}
-
-struct HttpAnswer {
-  unsigned status = 0;
-  std::string body;
-};
-
-// One GET with a deadline; nullopt when the connection fails or times out.
-std::optional<HttpAnswer> HttpGet(uint16_t port, const std::string& target,
-                                  std::chrono::milliseconds timeout = 5s) {
-  namespace beast = boost::beast;
-  namespace http = beast::http;
-  boost::asio::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  stream.expires_after(timeout);
-  http::request<http::string_body> req(http::verb::get, target, 11);
-  req.set(http::field::host, "127.0.0.1");
-  http::response<http::string_body> res;
-  beast::flat_buffer buffer;
-  boost::system::error_code result = boost::asio::error::timed_out;
-  stream.async_connect(
-      boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port),
-      [&](boost::system::error_code ec) {
-        if (ec) {
-          result = ec;
-          return;
-        }
-        http::async_write(stream, req, [&](boost::system::error_code ec, size_t) {
-          if (ec) {
-            result = ec;
-            return;
-          }
-          http::async_read(stream, buffer, res,
-                           [&](boost::system::error_code ec, size_t) { result = ec; });
-        });
-      });
-  ioc.run_for(timeout + 200ms);
-  if (result) return std::nullopt;
-  return HttpAnswer{res.result_int(), res.body()};
-}
-
-std::string Request(std::string_view method, std::string_view params) {
-  return fmt::format(R"({{"jsonrpc":"2.0","id":1,"method":"{}","params":{}}})", method, params);
 }
 
 // A JSON answer kept alive with its parser.
@@ -135,66 +75,7 @@ std::unique_ptr<Json> Parse(const std::optional<std::string>& text) {
   return json;
 }
 
-class ServeTest : public ::testing::Test {
- protected:
-  void TearDown() override {
-    for (pid_t pid : processes_) {
-      kill(pid, SIGKILL);
-      int status = 0;
-      waitpid(pid, &status, 0);
-    }
-  }
-
-  pid_t Start(const std::vector<std::string>& argv) {
-    const pid_t pid = StartProcess(argv);
-    if (pid > 0) processes_.push_back(pid);
-    return pid;
-  }
-
-  // Sends SIGTERM and waits up to `deadline` for the exit code; -1 on timeout.
-  int Terminate(pid_t pid, std::chrono::milliseconds deadline) {
-    kill(pid, SIGTERM);
-    int status = 0;
-    const bool exited = WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, deadline);
-    if (!exited) return -1;
-    std::erase(processes_, pid);
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    return 128 + WTERMSIG(status);
-  }
-
-  // Waits for a ready file and returns its text.
-  std::string WaitForReadyFile(const std::string& path) {
-    std::string text;
-    EXPECT_TRUE(WaitFor(
-        [&] {
-          auto content = ReadFile(path);
-          if (!content || content->find('}') == std::string::npos) return false;
-          text = *content;
-          return true;
-        },
-        15s))
-        << path;
-    return text;
-  }
-
-  // Starts a localnet and returns its HTTP port.
-  uint16_t StartLocalnet(const std::string& name, std::vector<std::string> args) {
-    const std::string ready = dir_.Sub(name + ".ready");
-    args.insert(args.begin(), {SWITCHYARD_LOCALNET_BINARY, "--port", "0", "--threads", "1",
-                               "--ready-file", ready});
-    EXPECT_GT(Start(args), 0);
-    return static_cast<uint16_t>(JsonInt(WaitForReadyFile(ready), "http"));
-  }
-
-  std::string WriteFile(const std::string& name, const std::string& content) {
-    const std::string path = dir_.Sub(name);
-    std::ofstream(path) << content;
-    return path;
-  }
-
-  TempDir dir_;
-  std::vector<pid_t> processes_;
-};
+class ServeTest : public testing::ProcessTest {};
 
 uint64_t GetSlot(HttpClient& client) {
   auto json = Parse(client.Post(Request("getSlot", "[]")));
