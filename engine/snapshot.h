@@ -29,6 +29,10 @@ class Snapshot {
         delegated_count_(delegated_count) {}
 
   // The delegation of `account`, or nullopt when the account is not delegated.
+  // The account's state whether delegated or not (an undelegated one keeps its history).
+  std::optional<AccountState> FindAccount(const Pubkey& account) const {
+    return accounts_.Find(account);
+  }
   std::optional<AccountState> FindDelegation(const Pubkey& account) const {
     std::optional<AccountState> state = accounts_.Find(account);
     if (state && !state->delegated) return std::nullopt;

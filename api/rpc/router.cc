@@ -195,6 +195,24 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
   if (needs_tls) context->tls_ = MakeClientTlsContext(context->options_.upstream.verify_tls);
   context->health_ = std::make_unique<UpstreamHealth>(context->options_.upstreams,
                                                       context->options_.health, &metrics->registry);
+  const CacheOptions& cache = context->options_.cache;
+  if (cache.enabled || cache.coalesce) {
+    std::vector<std::string> targets;
+    for (const UpstreamTarget& target : context->options_.upstreams) targets.push_back(target.name);
+    context->cache_ = std::make_unique<ResponseCache>(cache, targets, &metrics->registry);
+    if (cache.enabled && !cache.redis_url.empty()) {
+      RedisTierOptions redis;
+      redis.url = cache.redis_url;
+      redis.timeout = cache.redis_timeout;
+      absl::StatusOr<std::unique_ptr<RedisTier>> tier =
+          RedisTier::Start(std::move(redis), &metrics->registry);
+      if (!tier.ok()) {
+        return absl::InvalidArgumentError(
+            fmt::format("cache.redis: {}", std::string(tier.status().message())));
+      }
+      context->redis_ = *std::move(tier);
+    }
+  }
   return context;
 }
 
@@ -379,15 +397,26 @@ CacheClass CacheClassFor(const ResponseCache& cache, const RpcCall& call,
 DelegationMark MarkOf(const Pubkey& account, const Snapshot& snapshot) {
   DelegationMark mark;
   mark.account = account;
-  if (std::optional<AccountState> state = snapshot.FindDelegation(account)) {
+  std::optional<AccountState> state = snapshot.FindAccount(account);
+  if (!state) return mark;
+  if (state->delegated) {
     mark.delegated = true;
     mark.validator = state->validator;
     mark.delegation_slot = state->delegation_slot;
+  } else {
+    // Undelegated since: the slot of its last event tells this state from the one before its
+    // delegation, whose answers the ER's commits may have outdated.
+    mark.delegation_slot = state->last_event_slot;
   }
   return mark;
 }
 
 }  // namespace
+
+Slot Router::MinSlotOf(const RpcCall& call, const std::string& target, Slot header_min_slot) const {
+  return SendOptionsFor(RetryPolicy::kSafe, call, target, options_.routing.base, header_min_slot)
+      .min_slot;
+}
 
 bool Router::MarksHold(const std::vector<DelegationMark>& marks, const Snapshot& snapshot) {
   for (const DelegationMark& mark : marks) {
@@ -420,7 +449,7 @@ void Router::ServeFromCache(const std::shared_ptr<Exchange>& exchange) {
       target_slot = std::max(target_slot, health->best_slot());
     }
     std::optional<CachedAnswer> hit = cache.Find(
-        entry.key, now, call.min_context_slot.value_or(0), target_slot,
+        entry.key, now, MinSlotOf(call, decision.target, exchange->header_min_slot), target_slot,
         [&](const CachedAnswer& answer) { return MarksHold(answer.marks, *exchange->snapshot); });
     if (!hit) {
       cache.CountMiss(call.method);
@@ -459,7 +488,10 @@ void Router::OnSharedTier(const std::shared_ptr<Exchange>& exchange, std::vector
     if (answer->slot_bounded && target_slot > answer->context_slot) continue;
     // Write epochs are this process's own: the answer counts as read when this lookup began.
     answer->write_epoch = entry.write_epoch;
-    if (call.min_context_slot && answer->context_slot < *call.min_context_slot) continue;
+    if (answer->context_slot <
+        MinSlotOf(call, exchange->decisions[i].target, exchange->header_min_slot)) {
+      continue;
+    }
     cache.CountHit(call.method);
     entry.settled = true;
     // Kept in memory too, for the class's time (the shared tier does not say what is left).

@@ -36,6 +36,17 @@ class SnapshotBuilder {
     ++count_;
     return *this;
   }
+  // An account whose delegation ended at `slot` (the state keeps it, undelegated).
+  SnapshotBuilder& Undelegate(const Pubkey& account, Slot slot) {
+    AccountState state;
+    state.owner_program = Key(0xAA);
+    state.delegation_slot = 10;
+    state.lamports = 1000;
+    state.last_event_slot = slot;
+    state.delegated = false;
+    accounts_.Upsert(account, state);
+    return *this;
+  }
   std::shared_ptr<const Snapshot> Build(Slot applied_slot = 100,
                                         std::optional<Slot> limbo_since = std::nullopt) {
     return std::make_shared<const Snapshot>(accounts_, applied_slot, StateDigest(), limbo_since,

@@ -86,6 +86,9 @@ class Router : public RequestHandler {
                       const std::string& answer, const CallOutcome& outcome);
   // Whether an answer kept with `marks` still stands in the exchange's snapshot.
   static bool MarksHold(const std::vector<DelegationMark>& marks, const Snapshot& snapshot);
+  // The least context slot an answer to `call` from `target` may show: its minContextSlot,
+  // and X-Min-Slot on base, as for the choice of endpoint.
+  Slot MinSlotOf(const RpcCall& call, const std::string& target, Slot header_min_slot) const;
   void Finish(const std::shared_ptr<Exchange>& exchange, absl::Duration now);
   // The completion of call `index`: stores its answer, counts it, and finishes the exchange
   // after its last call.
