@@ -200,5 +200,23 @@ TEST_F(ServeConfigTest, UpstreamHealthErrorsNameTheKey) {
             file + ": upstream_health.latency_decay must be within (0, 1]");
 }
 
+// Regression: the top-level key list did not name [cache], so every config with it was refused
+// as "unknown key 'cache'".
+TEST_F(ServeConfigTest, CacheSectionIsNotAnUnknownKey) {
+  absl::StatusOr<Config> config = Load(std::string(kBase) + R"(
+[cache]
+enabled = false
+coalesce = false
+max_mb = 8
+slot_ttl_ms = 250
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const CacheOptions& cache = config->serve.router.cache;
+  EXPECT_FALSE(cache.enabled);
+  EXPECT_FALSE(cache.coalesce);
+  EXPECT_EQ(cache.max_bytes, size_t{8} << 20);
+  EXPECT_EQ(cache.slot_ttl, absl::Milliseconds(250));
+}
+
 }  // namespace
 }  // namespace switchyard
