@@ -82,7 +82,7 @@ class EchoConnection : public UpgradedConnection,
     auto on_accept = [self = shared_from_this()](error_code ec) {
       if (!ec) self->Read();
     };
-    AcceptWebSocket(ws_, upgrade, std::move(on_accept));
+    AcceptWebSocket(ws_, upgrade, server_->cors(), std::move(on_accept));
   }
   void Drain() override {
     ws_.async_close(websocket::close_code::going_away,
@@ -160,11 +160,19 @@ class Client {
     http::read(socket_, buffer_, response, ec);
     return ec ? "" : response.body();
   }
-  // The WebSocket handshake on this connection.
-  bool Upgrade() {
+  // The WebSocket handshake on this connection, with `origin` as a browser sends it; the
+  // answer's status in `status`.
+  bool Upgrade(std::optional<std::string> origin = std::nullopt, unsigned* status = nullptr) {
     ws_.emplace(socket_);
+    if (origin) {
+      ws_->set_option(websocket::stream_base::decorator([origin](websocket::request_type& request) {
+        request.set(http::field::origin, *origin);
+      }));
+    }
+    websocket::response_type response;
     error_code ec;
-    ws_->handshake("127.0.0.1", "/", ec);
+    ws_->handshake(response, "127.0.0.1", "/", ec);
+    if (status != nullptr) *status = response.result_int();
     return !ec;
   }
   // Sends a message and returns the answer ("" on failure).
@@ -361,6 +369,48 @@ TEST_F(NetServerTest, AFixedPortInUseIsRefused) {
       options, [this](asio::io_context& io) { return std::make_unique<WhereHandler>(io, &raw_); },
       &metrics_);
   EXPECT_FALSE(server.Start().ok());
+}
+
+// A browser's WebSocket handshake from an origin [api] cors_origins does not allow gets 403, on
+// the HTTP port and on the upgrade listener; an allowed origin and a client without Origin are
+// served.
+TEST_F(NetServerTest, WebSocketUpgradeFromARefusedOriginGets403) {
+  Start(1,
+        [](HttpServerOptions& options) { options.cors.allowed_origins = {"https://app.example"}; });
+  for (const uint16_t port : {server_->port(), server_->port(upgrade_listener_)}) {
+    unsigned status = 0;
+    {
+      Client client(port);
+      EXPECT_FALSE(client.Upgrade("https://evil.example", &status)) << port;
+      EXPECT_EQ(status, 403u) << port;
+    }
+    {
+      Client client(port);
+      ASSERT_TRUE(client.Upgrade("https://app.example", &status)) << port;
+      EXPECT_EQ(status, 101u);
+      EXPECT_NE(client.Echo(), "");
+    }
+    {
+      Client client(port);
+      ASSERT_TRUE(client.Upgrade()) << port;
+      EXPECT_NE(client.Echo(), "");
+    }
+  }
+  EXPECT_EQ(metrics_.cors_origins_refused.value(), 2u);
+}
+
+// With CORS off no browser page is allowed: a handshake that carries an Origin is refused, one
+// without is served.
+TEST_F(NetServerTest, WebSocketUpgradeWithAnOriginIsRefusedWhenCorsIsOff) {
+  Start(1);
+  for (const uint16_t port : {server_->port(), server_->port(upgrade_listener_)}) {
+    unsigned status = 0;
+    Client browser(port);
+    EXPECT_FALSE(browser.Upgrade("https://app.example", &status));
+    EXPECT_EQ(status, 403u);
+    Client plain(port);
+    EXPECT_TRUE(plain.Upgrade());
+  }
 }
 
 }  // namespace
