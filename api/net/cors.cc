@@ -51,12 +51,14 @@ CorsPolicy::CorsPolicy(CorsOptions options, Counter* preflights, Counter* refuse
   }
 }
 
-bool CorsPolicy::AllowsOrigin(std::string_view origin) const {
-  if (any_origin_) return true;
+bool CorsPolicy::Matches(std::string_view origin) const {
   // Origins are compared as sent: scheme and host are lower case in what browsers send.
-  if (std::ranges::find(options_.allowed_origins, origin) != options_.allowed_origins.end()) {
-    return true;
-  }
+  return any_origin_ ||
+         std::ranges::find(options_.allowed_origins, origin) != options_.allowed_origins.end();
+}
+
+bool CorsPolicy::AllowsOrigin(std::string_view origin) const {
+  if (Matches(origin)) return true;
   if (refused_ != nullptr) refused_->Increment();
   return false;
 }

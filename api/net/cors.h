@@ -35,7 +35,8 @@ class CorsPolicy {
   CorsPolicy(CorsOptions options, Counter* preflights, Counter* refused);
 
   bool enabled() const { return any_origin_ || !options_.allowed_origins.empty(); }
-  // Whether `origin` (an Origin header's value) is allowed; counts a refusal.
+  // Whether `origin` (an Origin header's value) is allowed; AllowsOrigin counts a refusal.
+  bool Matches(std::string_view origin) const;
   bool AllowsOrigin(std::string_view origin) const;
   // Whether a WebSocket handshake with `origin` (nullopt: no Origin header, not a browser) may
   // proceed; counts a refusal.

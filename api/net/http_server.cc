@@ -466,7 +466,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
         return;
       }
     }
-    std::optional<std::string> origin = AllowedOrigin();
+    std::optional<std::string> origin = AllowedOrigin(/*count=*/true);
     handler_->Handle(std::move(request_), [self = shared_from_this(), pending, keep_alive, version,
                                            origin = std::move(origin)](HttpResponse answer) {
       WriteHead(answer, version, keep_alive, self->cors_, origin, pending->head);
@@ -477,11 +477,13 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     ReadNext();
   }
 
-  // The request's Origin when the answer's CORS headers depend on it and it is allowed.
-  std::optional<std::string> AllowedOrigin() const {
+  // The request's Origin when the answer's CORS headers depend on it and it is allowed; a
+  // refusal is counted when `count`.
+  std::optional<std::string> AllowedOrigin(bool count) const {
     if (!cors_.needs_origin()) return std::nullopt;
     const std::optional<std::string_view> origin = request_.Header("Origin");
-    if (!origin || !cors_.AllowsOrigin(*origin)) return std::nullopt;
+    if (!origin) return std::nullopt;
+    if (!(count ? cors_.AllowsOrigin(*origin) : cors_.Matches(*origin))) return std::nullopt;
     return std::string(*origin);
   }
 
@@ -511,7 +513,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     answer.status = status;
     Pending& pending = queue_.emplace_back();
     pending.keep_alive = false;
-    WriteHead(answer, 11, false, cors_, AllowedOrigin(), pending.head);
+    WriteHead(answer, 11, false, cors_, AllowedOrigin(/*count=*/false), pending.head);
     pending.body = std::move(answer.body);
     pending.ready = true;
     WriteNext();
