@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_set.h"
 #include "common/pubkey.h"
 #include "common/status.h"
@@ -10,6 +12,26 @@
 
 namespace switchyard {
 namespace {
+
+// A browser's Origin: "http(s)://host[:port]" in lower case, nothing after.
+bool IsOrigin(std::string_view text) {
+  size_t scheme = 0;
+  if (text.starts_with("https://")) {
+    scheme = 8;
+  } else if (text.starts_with("http://")) {
+    scheme = 7;
+  } else {
+    return false;
+  }
+  const std::string_view rest = text.substr(scheme);
+  if (rest.empty()) return false;
+  for (const char c : rest) {
+    const bool allowed = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+                         c == ':' || c == '[' || c == ']';
+    if (!allowed) return false;
+  }
+  return true;
+}
 
 // Reads typed keys from one table and reports any key it was not asked about.
 class TableReader {
@@ -118,6 +140,31 @@ class TableReader {
     absl::StatusOr<Pubkey> key_value = Pubkey::FromBase58(text);
     if (!key_value.ok()) return TypeError(key, "a base58 public key");
     *out = *key_value;
+    return absl::OkStatus();
+  }
+  // An array of "*" (alone) or exact origins, "scheme://host[:port]" as a browser sends them
+  // in Origin; empty turns CORS off.
+  absl::Status ReadCorsOrigins(const char* key, std::vector<std::string>* out) {
+    seen_.insert(key);
+    const toml::node* node = table_.get(key);
+    if (node == nullptr) return absl::OkStatus();
+    const toml::array* array = node->as_array();
+    if (array == nullptr) return TypeError(key, "an array of origins (\"*\" for any)");
+    std::vector<std::string> origins;
+    for (const toml::node& item : *array) {
+      if (!item.is_string()) return TypeError(key, "an array of origins (\"*\" for any)");
+      const std::string& origin = item.as_string()->get();
+      if (origin != "*" && !IsOrigin(origin)) {
+        return Error(key, fmt::format("has \"{}\", which is not \"*\" nor an origin "
+                                      "(\"https://host[:port]\", no path)",
+                                      origin));
+      }
+      origins.push_back(origin);
+    }
+    if (origins.size() > 1 && std::ranges::find(origins, "*") != origins.end()) {
+      return Error(key, "lists \"*\" with other origins: \"*\" must stand alone");
+    }
+    *out = std::move(origins);
     return absl::OkStatus();
   }
   const toml::node* Node(const char* key) {
@@ -233,6 +280,7 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
   RETURN_IF_ERROR(api.ReadMillis("body_timeout_ms", &http.body_timeout));
   RETURN_IF_ERROR(api.ReadMillis("write_timeout_ms", &http.write_timeout));
   RETURN_IF_ERROR(api.ReadMillis("drain_timeout_ms", &http.drain_timeout));
+  RETURN_IF_ERROR(api.ReadCorsOrigins("cors_origins", &http.cors.allowed_origins));
   RETURN_IF_ERROR(api.CheckNoUnknownKeys());
 
   TableReader admin(section("admin"), "admin.", file);

@@ -41,7 +41,12 @@ namespace switchyard {
 //   [api]          listen = "127.0.0.1:8899", threads = 0, max_connections = 10000,
 //                  max_body_bytes = 1048576, max_batch_size = 100, max_pipelined = 16,
 //                  idle_timeout_ms = 60000, header_timeout_ms = 10000, body_timeout_ms = 30000,
-//                  write_timeout_ms = 30000, drain_timeout_ms = 5000
+//                  write_timeout_ms = 30000, drain_timeout_ms = 5000,
+//                  cors_origins = ["*"] (the origins whose browser pages may call the api and
+//                  pubsub listeners: "*" any, as Solana's RPC server; a list of exact origins
+//                  such as "https://app.example.com", whose Origin is echoed with Vary:
+//                  Origin; [] turns CORS off. A WebSocket handshake carrying an Origin the list
+//                  does not allow gets 403, also with [])
 //   [admin]        listen = "127.0.0.1:9899", ready_max_lag_slots = 32,
 //                  probe_interval_ms = 1000, refresh_interval_ms = 1000
 //   [consistency]  max_wait_ms = 500
@@ -87,6 +92,7 @@ namespace switchyard {
 struct ServeConfig {
   ServeConfig() {
     api.port = 8899;
+    api.cors.allowed_origins = {"*"};
     admin.port = 9899;
     admin.threads = 1;
   }

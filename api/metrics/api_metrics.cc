@@ -24,6 +24,12 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
           r.AddCounter("switchyard_api_http_bad_requests_total", "Malformed HTTP requests")),
       http_timeouts(r.AddCounter("switchyard_api_http_timeouts_total",
                                  "HTTP connections closed by an idle/header/body/write timeout")),
+      cors_preflights(r.AddCounter("switchyard_api_cors_preflights_total",
+                                   "CORS preflights (OPTIONS) answered by the HTTP layer")),
+      cors_origins_refused(r.AddCounter(
+          "switchyard_api_cors_origins_refused_total",
+          "Requests, preflights and WebSocket handshakes from an origin that [api] cors_origins "
+          "does not allow (answered without CORS headers, or 403)")),
       rpc_calls(r.AddCounter("switchyard_api_rpc_calls_total", "JSON-RPC calls")),
       rpc_errors(r.AddCounter(
           "switchyard_api_rpc_errors_total",

@@ -52,6 +52,8 @@ struct ApiMetrics {
   Counter& http_body_too_large;    // answered 413
   Counter& http_bad_requests;      // malformed HTTP
   Counter& http_timeouts;          // connections closed by a timeout
+  Counter& cors_preflights;        // CORS preflights answered (204, or 403 for the origin)
+  Counter& cors_origins_refused;   // requests and handshakes from an origin not allowed
   Counter& rpc_calls;              // JSON-RPC calls, batch elements counted one by one
   Counter& rpc_errors;             // calls answered with an error made by the router
   Counter& rpc_split_accounts;     // getMultipleAccounts split over several targets

@@ -166,16 +166,28 @@ bool IsWebSocketUpgrade(const HttpRequest& request, unsigned version) {
 // An answer that has no body by definition, and so no Content-Length (RFC 9110 8.6).
 bool IsBodiless(unsigned status) { return status < 200 || status == 204 || status == 304; }
 
-// The status line and header fields of an answer, Content-Length and the connection's fate
-// included.
-void WriteHead(const HttpResponse& answer, unsigned version, bool keep_alive, std::string& head) {
+void WriteStatusLine(unsigned status, unsigned version, std::string& head) {
   head.clear();
   head += version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
-  head += std::to_string(answer.status);
+  head += std::to_string(status);
   head += ' ';
-  const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(answer.status));
+  const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(status));
   head.append(reason.data(), reason.size());
-  head += "\r\nContent-Type: ";
+  head += "\r\n";
+}
+
+void WriteConnectionAndEnd(unsigned version, bool keep_alive, std::string& head) {
+  if (version == 10 && keep_alive) head += "Connection: keep-alive\r\n";
+  if (version != 10 && !keep_alive) head += "Connection: close\r\n";
+  head += "\r\n";
+}
+
+// The status line and header fields of an answer, the CORS ones for a request from `origin`,
+// Content-Length and the connection's fate included.
+void WriteHead(const HttpResponse& answer, unsigned version, bool keep_alive,
+               const CorsPolicy& cors, std::optional<std::string_view> origin, std::string& head) {
+  WriteStatusLine(answer.status, version, head);
+  head += "Content-Type: ";
   head += answer.content_type;
   head += "\r\n";
   for (const auto& [name, value] : answer.headers) {
@@ -184,14 +196,21 @@ void WriteHead(const HttpResponse& answer, unsigned version, bool keep_alive, st
     head += value;
     head += "\r\n";
   }
+  cors.AppendAnswerHeaders(origin, &head);
   if (!IsBodiless(answer.status)) {
     head += "Content-Length: ";
     head += std::to_string(answer.body.size());
     head += "\r\n";
   }
-  if (version == 10 && keep_alive) head += "Connection: keep-alive\r\n";
-  if (version != 10 && !keep_alive) head += "Connection: close\r\n";
-  head += "\r\n";
+  WriteConnectionAndEnd(version, keep_alive, head);
+}
+
+// The 204 answer to a CORS preflight: `cors_lines` and no body.
+void WritePreflightHead(std::string_view cors_lines, unsigned version, bool keep_alive,
+                        std::string& head) {
+  WriteStatusLine(204, version, head);
+  head += cors_lines;
+  WriteConnectionAndEnd(version, keep_alive, head);
 }
 
 }  // namespace
@@ -207,6 +226,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
           RequestHandler* handler, ApiMetrics* metrics, HttpServer* server)
       : socket_(io_context.get_executor()),
         options_(options),
+        cors_(server->cors_),
         handler_(handler),
         metrics_(metrics),
         server_(server),
@@ -408,6 +428,10 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
         !IsWebSocketUpgrade(request_, reader_->version())) {
       return false;
     }
+    if (!cors_.AllowsWebSocket(request_.Header("Origin"))) {
+      QueueLocal(403, "origin not allowed");
+      return true;
+    }
     closed_ = true;
     read_closed_ = true;
     ++timer_generation_;
@@ -433,14 +457,52 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     Pending* pending = &queue_.emplace_back();
     pending->keep_alive = keep_alive;
     if (!keep_alive) read_closed_ = true;
-    handler_->Handle(std::move(request_), [self = shared_from_this(), pending, keep_alive,
-                                           version](HttpResponse answer) {
-      WriteHead(answer, version, keep_alive, pending->head);
+    if (cors_.enabled()) {
+      const std::optional<std::string_view> origin = request_.Header("Origin");
+      if (cors_.IsPreflight(request_.method, origin,
+                            request_.Header("Access-Control-Request-Method"))) {
+        AnswerPreflight(*origin, version, keep_alive, *pending);
+        ReadNext();
+        return;
+      }
+    }
+    std::optional<std::string> origin = AllowedOrigin(/*count=*/true);
+    handler_->Handle(std::move(request_), [self = shared_from_this(), pending, keep_alive, version,
+                                           origin = std::move(origin)](HttpResponse answer) {
+      WriteHead(answer, version, keep_alive, self->cors_, origin, pending->head);
       if (!IsBodiless(answer.status)) pending->body = std::move(answer.body);
       pending->ready = true;
       self->WriteNext();
     });
     ReadNext();
+  }
+
+  // The request's Origin when the answer's CORS headers depend on it and it is allowed; a
+  // refusal is counted when `count`.
+  std::optional<std::string> AllowedOrigin(bool count) const {
+    if (!cors_.needs_origin()) return std::nullopt;
+    const std::optional<std::string_view> origin = request_.Header("Origin");
+    if (!origin) return std::nullopt;
+    if (!(count ? cors_.AllowsOrigin(*origin) : cors_.Matches(*origin))) return std::nullopt;
+    return std::string(*origin);
+  }
+
+  // Answers a CORS preflight here, without the handler: 204 with the CORS headers, or 403 for
+  // an origin that is not allowed.
+  void AnswerPreflight(std::string_view origin, unsigned version, bool keep_alive,
+                       Pending& pending) {
+    const std::string lines =
+        cors_.PreflightHeaders(origin, request_.Header("Access-Control-Request-Headers"));
+    if (lines.empty()) {
+      HttpResponse answer = handler_->LocalAnswer(403, "origin not allowed");
+      answer.status = 403;
+      WriteHead(answer, version, keep_alive, cors_, std::nullopt, pending.head);
+      pending.body = std::move(answer.body);
+    } else {
+      WritePreflightHead(lines, version, keep_alive, pending.head);
+    }
+    pending.ready = true;
+    WriteNext();
   }
 
   // Queues an answer the server makes itself, after which the connection closes.
@@ -451,7 +513,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     answer.status = status;
     Pending& pending = queue_.emplace_back();
     pending.keep_alive = false;
-    WriteHead(answer, 11, false, pending.head);
+    WriteHead(answer, 11, false, cors_, AllowedOrigin(/*count=*/false), pending.head);
     pending.body = std::move(answer.body);
     pending.ready = true;
     WriteNext();
@@ -507,6 +569,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
 
   Socket socket_;
   const HttpServerOptions& options_;
+  const CorsPolicy& cors_;
   RequestHandler* handler_;
   ApiMetrics* metrics_;
   HttpServer* server_;
@@ -529,7 +592,10 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
 
 HttpServer::HttpServer(HttpServerOptions options, RequestHandlerFactory factory,
                        ApiMetrics* metrics)
-    : options_(std::move(options)), factory_(std::move(factory)), metrics_(metrics) {
+    : options_(std::move(options)),
+      cors_(options_.cors, &metrics->cors_preflights, &metrics->cors_origins_refused),
+      factory_(std::move(factory)),
+      metrics_(metrics) {
   size_t threads = options_.threads;
   if (threads == 0) threads = UsableCpuCount();
   for (size_t i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>());

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/metrics/api_metrics.h"
+#include "api/net/cors.h"
 
 namespace switchyard {
 
@@ -35,6 +36,10 @@ struct HttpServerOptions {
   absl::Duration write_timeout = absl::Seconds(30);   // writing one answer
   absl::Duration drain_timeout = absl::Seconds(5);    // Stop() waits this long for answers
   std::string thread_name = "sy-net";  // workers are named "<thread_name>-<i>" (top -H)
+  // Browser access: the server answers preflights itself, adds the CORS headers to every
+  // answer (its own 400/413/431 included) and checks the Origin of WebSocket handshakes.
+  // Off by default.
+  CorsOptions cors;
 };
 
 struct HttpRequest {
@@ -68,7 +73,8 @@ class RequestHandler {
   // started, so that the worker runs out of work. Pending `done` calls may still follow.
   virtual void Shutdown() {}
   // The answer to a request the server refuses itself before it reaches Handle: `status` 413
-  // (body too large), 431 (headers too large) or 400 (malformed HTTP), `reason` in words. The
+  // (body too large), 431 (headers too large), 400 (malformed HTTP) or 403 (a WebSocket
+  // handshake from an origin CORS does not allow), `reason` in words. The
   // server sets the status and closes the connection after it. By default a plain-text body.
   virtual HttpResponse LocalAnswer(unsigned status, std::string_view reason) {
     HttpResponse response;
@@ -174,6 +180,8 @@ class HttpServer {
   size_t worker_count() const { return workers_.size(); }
   // The io_context of worker `i`, for components that must live on it.
   boost::asio::io_context& worker_context(size_t i);
+  // The CORS policy of options.cors, for an upgrade handler that reads its own handshakes.
+  const CorsPolicy& cors() const { return cors_; }
   // Which worker of this server the calling thread is, or nullopt.
   std::optional<size_t> worker_of_this_thread() const;
 
@@ -210,6 +218,7 @@ class HttpServer {
   void ReleaseUpgraded();
 
   HttpServerOptions options_;
+  CorsPolicy cors_;
   RequestHandlerFactory factory_;
   UpgradeHandler* upgrade_handler_ = nullptr;
   size_t max_upgraded_ = 0;

@@ -46,7 +46,7 @@ class PubsubServer::Session : public PubsubClient,
       if (self->draining_) return self->SendClose();
       self->Read();
     };
-    AcceptWebSocket(ws_, upgrade, std::move(on_accept));
+    AcceptWebSocket(ws_, upgrade, server_->server_->cors(), std::move(on_accept));
   }
 
   void Close() override {

@@ -181,5 +181,136 @@ TEST_F(HttpServerTest, StopDrainsAnAnswerInFlight) {
   stopper.join();
 }
 
+// --- CORS (issue 15): the HTTP layer answers preflights and marks every answer ---
+
+constexpr char kApp[] = "https://app.example";
+
+std::string Preflight(std::string_view origin, std::string_view request_headers) {
+  std::string text = "OPTIONS / HTTP/1.1\r\nHost: x\r\nOrigin: " + std::string(origin) +
+                     "\r\nAccess-Control-Request-Method: POST\r\n";
+  if (!request_headers.empty()) {
+    text += "Access-Control-Request-Headers: " + std::string(request_headers) + "\r\n";
+  }
+  return text + "\r\n";
+}
+
+void AnyOrigin(RouterOptions&, HttpServerOptions& server) { server.cors.allowed_origins = {"*"}; }
+
+TEST_F(HttpServerTest, PreflightIsAnswered204WithMethodsHeadersAndMaxAge) {
+  Start(AnyOrigin);
+  TestClient client(port());
+  client.WriteRaw(Preflight(kApp, "Content-Type, solana-client"));
+  ClientResponse response = client.Read();
+  EXPECT_EQ(response.status, 204u);
+  EXPECT_EQ(response.body, "");
+  EXPECT_EQ(response.headers["Access-Control-Allow-Origin"], "*");
+  EXPECT_EQ(response.headers["Access-Control-Allow-Methods"], "POST, GET, OPTIONS");
+  EXPECT_EQ(response.headers["Access-Control-Allow-Headers"], "Content-Type, solana-client");
+  EXPECT_EQ(response.headers["Access-Control-Max-Age"], "86400");
+  EXPECT_EQ(response.headers.count("Content-Length"), 0u);
+  EXPECT_TRUE(response.keep_alive);
+  EXPECT_EQ(metrics_.cors_preflights.value(), 1u);
+  // Answered by the HTTP layer: nothing went upstream, and the connection goes on.
+  EXPECT_EQ(base_.received_count(), 0u);
+  EXPECT_EQ(client.Post(kGetSlot).status, 200u);
+}
+
+TEST_F(HttpServerTest, PreflightAskingForAnUnlistedHeaderGetsTheAllowedList) {
+  Start(AnyOrigin);
+  TestClient client(port());
+  client.WriteRaw(Preflight(kApp, "content-type, x-secret"));
+  ClientResponse response = client.Read();
+  EXPECT_EQ(response.status, 204u);
+  EXPECT_EQ(response.headers["Access-Control-Allow-Headers"],
+            "content-type, solana-client, x-api-key, x-min-slot");
+}
+
+TEST_F(HttpServerTest, EveryAnswerCarriesAllowOriginAndTheExposedHeaders) {
+  Start([](RouterOptions&, HttpServerOptions& server) {
+    server.cors.allowed_origins = {"*"};
+    server.max_body_bytes = 1024;
+  });
+  {
+    TestClient client(port());
+    ClientResponse ok = client.Post(kGetSlot, {{"Origin", kApp}});
+    EXPECT_EQ(ok.status, 200u);
+    EXPECT_EQ(ok.headers["Access-Control-Allow-Origin"], "*");
+    EXPECT_EQ(ok.headers["Access-Control-Expose-Headers"], "X-Delegation-Slot");
+    EXPECT_EQ(ok.headers.count("Vary"), 0u);
+    // The router's own error answers (405 here) too.
+    client.WriteRaw("GET / HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\n\r\n");
+    ClientResponse not_allowed = client.Read();
+    EXPECT_EQ(not_allowed.status, 405u);
+    EXPECT_EQ(not_allowed.headers["Access-Control-Allow-Origin"], "*");
+  }
+  {
+    TestClient client(port());
+    client.WriteRaw("NOT HTTP AT ALL\r\n\r\n");
+    ClientResponse malformed = client.Read();
+    EXPECT_EQ(malformed.status, 400u);
+    EXPECT_EQ(malformed.headers["Access-Control-Allow-Origin"], "*");
+  }
+  {
+    TestClient client(port());
+    ClientResponse too_big = client.Post(std::string(2000, ' ') + kGetSlot, {{"Origin", kApp}});
+    EXPECT_EQ(too_big.status, 413u);
+    EXPECT_EQ(too_big.headers["Access-Control-Allow-Origin"], "*");
+    EXPECT_EQ(too_big.headers["Access-Control-Expose-Headers"], "X-Delegation-Slot");
+  }
+}
+
+TEST_F(HttpServerTest, AnOriginListEchoesAMatchingOriginWithVary) {
+  Start([](RouterOptions&, HttpServerOptions& server) {
+    server.cors.allowed_origins = {"https://other.example", kApp};
+    server.max_body_bytes = 1024;
+  });
+  TestClient client(port());
+  ClientResponse ok = client.Post(kGetSlot, {{"Origin", kApp}});
+  EXPECT_EQ(ok.status, 200u);
+  EXPECT_EQ(ok.headers["Access-Control-Allow-Origin"], kApp);
+  EXPECT_EQ(ok.headers["Vary"], "Origin");
+  EXPECT_EQ(ok.headers["Access-Control-Expose-Headers"], "X-Delegation-Slot");
+
+  client.WriteRaw(Preflight(kApp, "content-type"));
+  ClientResponse preflight = client.Read();
+  EXPECT_EQ(preflight.status, 204u);
+  EXPECT_EQ(preflight.headers["Access-Control-Allow-Origin"], kApp);
+  EXPECT_EQ(preflight.headers["Vary"], "Origin");
+
+  // Another origin is answered, without CORS headers (its page cannot read the answer), and
+  // counted; its preflight gets 403.
+  ClientResponse other = client.Post(kGetSlot, {{"Origin", "https://evil.example"}});
+  EXPECT_EQ(other.status, 200u);
+  EXPECT_EQ(other.headers.count("Access-Control-Allow-Origin"), 0u);
+  EXPECT_EQ(other.headers["Vary"], "Origin");
+  client.WriteRaw(Preflight("https://evil.example", "content-type"));
+  ClientResponse refused = client.Read();
+  EXPECT_EQ(refused.status, 403u);
+  EXPECT_EQ(refused.headers.count("Access-Control-Allow-Origin"), 0u);
+  EXPECT_EQ(metrics_.cors_origins_refused.value(), 2u);
+  EXPECT_EQ(metrics_.cors_preflights.value(), 2u);
+
+  // The server's own 413 echoes the origin too.
+  TestClient second(port());
+  ClientResponse too_big = second.Post(std::string(2000, ' ') + kGetSlot, {{"Origin", kApp}});
+  EXPECT_EQ(too_big.status, 413u);
+  EXPECT_EQ(too_big.headers["Access-Control-Allow-Origin"], kApp);
+}
+
+TEST_F(HttpServerTest, CorsOffAddsNoHeadersAndLeavesOptionsToTheHandler) {
+  Start();
+  TestClient client(port());
+  ClientResponse ok = client.Post(kGetSlot, {{"Origin", kApp}});
+  EXPECT_EQ(ok.status, 200u);
+  EXPECT_EQ(ok.headers.count("Access-Control-Allow-Origin"), 0u);
+  EXPECT_EQ(ok.headers.count("Access-Control-Expose-Headers"), 0u);
+  EXPECT_EQ(ok.headers.count("Vary"), 0u);
+  client.WriteRaw(Preflight(kApp, "content-type"));
+  ClientResponse preflight = client.Read();
+  EXPECT_EQ(preflight.status, 405u);
+  EXPECT_EQ(preflight.headers.count("Access-Control-Allow-Origin"), 0u);
+  EXPECT_EQ(metrics_.cors_preflights.value(), 0u);
+}
+
 }  // namespace
 }  // namespace switchyard::api_test

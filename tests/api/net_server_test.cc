@@ -82,7 +82,7 @@ class EchoConnection : public UpgradedConnection,
     auto on_accept = [self = shared_from_this()](error_code ec) {
       if (!ec) self->Read();
     };
-    AcceptWebSocket(ws_, upgrade, std::move(on_accept));
+    AcceptWebSocket(ws_, upgrade, server_->cors(), std::move(on_accept));
   }
   void Drain() override {
     ws_.async_close(websocket::close_code::going_away,
@@ -160,12 +160,33 @@ class Client {
     http::read(socket_, buffer_, response, ec);
     return ec ? "" : response.body();
   }
-  // The WebSocket handshake on this connection.
-  bool Upgrade() {
+  // The WebSocket handshake on this connection, with `origin` as a browser sends it.
+  bool Upgrade(std::optional<std::string> origin = std::nullopt) {
     ws_.emplace(socket_);
+    if (origin) {
+      ws_->set_option(websocket::stream_base::decorator([origin](websocket::request_type& request) {
+        request.set(http::field::origin, *origin);
+      }));
+    }
     error_code ec;
     ws_->handshake("127.0.0.1", "/", ec);
     return !ec;
+  }
+  // The status of the answer to a handshake from `origin`, read as plain HTTP (0: none).
+  unsigned HandshakeStatus(const std::string& origin) {
+    http::request<http::empty_body> request(http::verb::get, "/", 11);
+    request.set(http::field::host, "127.0.0.1");
+    request.set(http::field::connection, "Upgrade");
+    request.set(http::field::upgrade, "websocket");
+    request.set(http::field::sec_websocket_version, "13");
+    request.set(http::field::sec_websocket_key, "dGhlIHNhbXBsZSBub25jZQ==");
+    request.set(http::field::origin, origin);
+    error_code ec;
+    http::write(socket_, request, ec);
+    if (ec) return 0;
+    http::response<http::string_body> response;
+    http::read(socket_, buffer_, response, ec);
+    return ec ? 0 : response.result_int();
   }
   // Sends a message and returns the answer ("" on failure).
   std::string Echo() {
@@ -361,6 +382,48 @@ TEST_F(NetServerTest, AFixedPortInUseIsRefused) {
       options, [this](asio::io_context& io) { return std::make_unique<WhereHandler>(io, &raw_); },
       &metrics_);
   EXPECT_FALSE(server.Start().ok());
+}
+
+// A browser's WebSocket handshake from an origin [api] cors_origins does not allow gets 403, on
+// the HTTP port and on the upgrade listener; an allowed origin and a client without Origin are
+// served.
+TEST_F(NetServerTest, WebSocketUpgradeFromARefusedOriginGets403) {
+  Start(1,
+        [](HttpServerOptions& options) { options.cors.allowed_origins = {"https://app.example"}; });
+  for (const uint16_t port : {server_->port(), server_->port(upgrade_listener_)}) {
+    {
+      Client client(port);
+      EXPECT_EQ(client.HandshakeStatus("https://evil.example"), 403u) << port;
+      EXPECT_TRUE(client.Closed());
+    }
+    {
+      Client client(port);
+      EXPECT_EQ(client.HandshakeStatus("https://app.example"), 101u) << port;
+    }
+    {
+      Client client(port);
+      ASSERT_TRUE(client.Upgrade("https://app.example")) << port;
+      EXPECT_NE(client.Echo(), "");
+    }
+    {
+      Client client(port);
+      ASSERT_TRUE(client.Upgrade()) << port;
+      EXPECT_NE(client.Echo(), "");
+    }
+  }
+  EXPECT_EQ(metrics_.cors_origins_refused.value(), 2u);
+}
+
+// With CORS off no browser page is allowed: a handshake that carries an Origin is refused, one
+// without is served.
+TEST_F(NetServerTest, WebSocketUpgradeWithAnOriginIsRefusedWhenCorsIsOff) {
+  Start(1);
+  for (const uint16_t port : {server_->port(), server_->port(upgrade_listener_)}) {
+    Client browser(port);
+    EXPECT_EQ(browser.HandshakeStatus("https://app.example"), 403u) << port;
+    Client plain(port);
+    EXPECT_TRUE(plain.Upgrade());
+  }
 }
 
 }  // namespace

@@ -302,6 +302,21 @@ TEST_F(RouterTest, MinSlotAboveTheAppliedSlotGets412AfterTheWait) {
   EXPECT_EQ(metrics_.gate_rejections.value(), 1u);
 }
 
+// A browser page reads the 412 too: the HTTP layer marks the router's answer.
+TEST_F(RouterTest, A412CarriesTheCorsHeaders) {
+  Start([](RouterOptions& options, HttpServerOptions& server) {
+    options.max_gate_wait = absl::Milliseconds(50);
+    server.cors.allowed_origins = {"*"};
+  });
+  TestClient client(port());
+  ClientResponse response = client.Post(Call("9", "getSlot", "[]"),
+                                        {{"X-Min-Slot", "105"}, {"Origin", "https://app.example"}});
+  EXPECT_EQ(response.status, 412u);
+  EXPECT_EQ(response.headers["Access-Control-Allow-Origin"], "*");
+  EXPECT_EQ(response.headers["Access-Control-Expose-Headers"], "X-Delegation-Slot");
+  EXPECT_EQ(response.headers["X-Delegation-Slot"], "100");
+}
+
 TEST_F(RouterTest, MinContextSlotWaitsForTheEngineThenAnswers) {
   Start([](RouterOptions& options, HttpServerOptions&) {
     options.max_gate_wait = absl::Seconds(20);

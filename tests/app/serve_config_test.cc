@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "app/config.h"
 #include "tests/support/temp_dir.h"
@@ -124,6 +125,31 @@ TEST_F(ServeConfigTest, DefaultsListenOnLoopback) {
   EXPECT_EQ(config->serve.admin.port, 9899);
   EXPECT_EQ(config->serve.admin_options.ready_max_lag_slots, 32u);
   EXPECT_EQ(config->serve.router.max_gate_wait, absl::Milliseconds(500));
+}
+
+TEST_F(ServeConfigTest, CorsOriginsDefaultToAnyAndAreValidated) {
+  absl::StatusOr<Config> config = Load(kBase);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->serve.api.cors.allowed_origins, std::vector<std::string>{"*"});
+  EXPECT_TRUE(config->serve.admin.cors.allowed_origins.empty());
+  config = Load(std::string(kBase) +
+                "[api]\ncors_origins = [\"https://app.example\", \"http://127.0.0.1:3000\"]\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->serve.api.cors.allowed_origins,
+            (std::vector<std::string>{"https://app.example", "http://127.0.0.1:3000"}));
+  config = Load(std::string(kBase) + "[api]\ncors_origins = []\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->serve.api.cors.allowed_origins.empty());
+
+  const std::string file = dir_.Sub("serve.toml");
+  EXPECT_EQ(Error(std::string(kBase) + "[api]\ncors_origins = \"*\"\n"),
+            file + ": 'api.cors_origins' must be an array of origins (\"*\" for any)");
+  EXPECT_EQ(Error(std::string(kBase) + "[api]\ncors_origins = [\"https://app.example/\"]\n"),
+            file +
+                ": 'api.cors_origins' has \"https://app.example/\", which is not \"*\" nor an "
+                "origin (\"https://host[:port]\", no path)");
+  EXPECT_EQ(Error(std::string(kBase) + "[api]\ncors_origins = [\"*\", \"https://a.example\"]\n"),
+            file + ": 'api.cors_origins' lists \"*\" with other origins: \"*\" must stand alone");
 }
 
 TEST_F(ServeConfigTest, ErrorsNameTheKeyAndTheFile) {

@@ -8,6 +8,11 @@
 #                                                                front of a localnet base and two ERs;
 #                                                                pubsub.test.mjs: web3.js
 #                                                                subscriptions through it
+#   run_e2e.sh --browser /path/to/switchyard-localnet /path/to/switchyard
+#                                                                browser.test.mjs: a page in
+#                                                                headless Chromium on another
+#                                                                origin, web3.js through
+#                                                                Switchyard (CORS)
 #   run_e2e.sh --real-er /path/to/switchyard-localnet /path/to/switchyard
 #                                                                real_er.test.mjs: the same with
 #                                                                the real MagicBlock ephemeral
@@ -17,8 +22,12 @@
 # tests start their processes on free ports and kill them when they end.
 set -euo pipefail
 real_er=0
+browser=0
 if [[ "${1:-}" == "--real-er" ]]; then
   real_er=1
+  shift
+elif [[ "${1:-}" == "--browser" ]]; then
+  browser=1
   shift
 fi
 bin="$(realpath "${1:?usage: run_e2e.sh /path/to/switchyard-localnet [/path/to/switchyard]}")"
@@ -30,7 +39,8 @@ cd "$dir"
 exec 9>"$dir/.npm-install.lock"
 flock 9
 if [[ ! -d node_modules/@solana/web3.js || ! -d node_modules/@solana/kit ||
-      ! -d node_modules/@magicblock-labs/ephemeral-rollups-sdk ]]; then
+      ! -d node_modules/@magicblock-labs/ephemeral-rollups-sdk ||
+      ! -d node_modules/puppeteer-core || ! -d node_modules/esbuild ]]; then
   timeout 600 npm ci --no-audit --no-fund --loglevel=error
 fi
 flock -u 9
@@ -40,6 +50,10 @@ tests=(localnet.test.mjs)
 if [[ $# -ge 2 ]]; then
   export SWITCHYARD_BIN="$switchyard_bin"
   tests=(router.test.mjs pubsub.test.mjs)
+fi
+if ((browser)); then
+  [[ -n "$switchyard_bin" ]] || { echo "run_e2e.sh --browser needs the switchyard binary" >&2; exit 2; }
+  tests=(browser.test.mjs)
 fi
 if ((real_er)); then
   [[ -n "$switchyard_bin" ]] || { echo "run_e2e.sh --real-er needs the switchyard binary" >&2; exit 2; }
