@@ -9,6 +9,10 @@ the same system. Around each measured run it reads the CPU time (utime+stime,
 the wrk process's own CPU (rusage), and for Switchyard the deltas of its /metrics counters.
 One JSON line per measured run goes to raw/runs.jsonl. Then, unless --no-profile, it profiles
 the proxies with perf during a getAccountInfo run (profile/).
+
+The hot_set workload also runs against switchyard_nocache, a second serve with the response
+cache off, when bench/run started one (--cache on, the default); around every Switchyard run
+the "cache" object of /status is read, and its hit ratio recorded.
 """
 import argparse
 import json
@@ -20,6 +24,7 @@ import time
 import urllib.request
 
 SYSTEMS = ["direct", "nginx", "switchyard"]
+CACHE_OFF = "switchyard_nocache"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LUA = os.path.join(ROOT, "bench", "wrk", "jsonrpc.lua")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -27,9 +32,11 @@ DELEGATION_PROGRAM = "DELeGGvXpWV2fqJUhqcF5ZSYMS4JTLjteaAMARRSaeSh"
 
 
 class Workload:
-    def __init__(self, name, title, bodies, connections=64, stream=False, short=False):
+    def __init__(self, name, title, bodies, connections=64, stream=False, short=False,
+                 cache_off=False):
         self.name, self.title, self.bodies = name, title, bodies
         self.connections, self.stream, self.short = connections, stream, short
+        self.cache_off = cache_off  # also run against switchyard_nocache
 
 
 def workloads(quick):
@@ -40,6 +47,11 @@ def workloads(quick):
                  "account_mixed.jsonl"),
         Workload("multiple_accounts_20", "getMultipleAccounts, 20 keys (10 delegated)",
                  "multiple_accounts_20.jsonl"),
+        # Before send_transaction: a serve that has forwarded a few hundred thousand transactions
+        # answers reads measurably slower than a fresh one (bench/ANALYSIS.md, "Response
+        # cache"), and switchyard_nocache has not.
+        Workload("hot_set", "hot set: getAccountInfo of 64 accounts, finalized getTransaction "
+                 "of 16", "hot_set.jsonl", cache_off=True),
         Workload("send_transaction", "sendTransaction, base64 v0 transfer", None, stream=True),
         Workload("batch_10", "JSON-RPC batch of 10 calls", "batch_10.jsonl"),
     ]
@@ -152,10 +164,29 @@ def metrics(admin_url):
     return values
 
 
+def cache_stats(admin_url):
+    """The "cache" object of /status (hits, misses, coalesced, ...), or None."""
+    try:
+        with urllib.request.urlopen(admin_url + "/status", timeout=5) as response:
+            return json.loads(response.read().decode()).get("cache")
+    except (OSError, ValueError):
+        return None
+
+
+def cache_delta(before, after):
+    if not before or not after:
+        return None
+    delta = {k: after[k] - before[k] for k in ("hits", "misses", "coalesced", "evictions")}
+    lookups = delta["hits"] + delta["misses"]
+    delta["hit_ratio"] = delta["hits"] / lookups if lookups else None
+    delta["entries"] = after["entries"]
+    return delta
+
+
 def metrics_delta(before, after):
     keep = ("requests_total", "errors_total", "failures_total", "retries_total",
             "reroutes_total", "calls_total", "split_accounts_total", "batches_total",
-            "fallbacks_total")
+            "fallbacks_total", "hits_total", "misses_total", "coalesced_total")
     return {k: after[k] - before.get(k, 0) for k in after
             if k.endswith(keep) or any(s + "{" in k for s in keep)
             if after[k] - before.get(k, 0) != 0}
@@ -234,9 +265,30 @@ class Runner:
     def proxy_pids(self, system):
         if system == "nginx":
             return process_tree(self.pids["nginx"])
-        if system == "switchyard":
-            return [self.pids["switchyard"]]
+        if system in ("switchyard", CACHE_OFF):
+            return [self.pids[system]]
         return []
+
+    def systems(self, workload):
+        if workload.cache_off and self.urls.get(CACHE_OFF):
+            return SYSTEMS + [CACHE_OFF]
+        return SYSTEMS
+
+    def remind_hot_transactions(self):
+        """Sends hot_set's transactions again through each Switchyard (the base answers that
+        they were processed), so that its signature memory holds them whatever the
+        sendTransaction runs pushed out: getTransaction of a remembered signature is forwarded
+        to one target, and only such a read is kept."""
+        with open(self.stack["hot_transactions"]) as f:
+            bodies = [line.strip() for line in f if line.strip()]
+        for system in ("switchyard", CACHE_OFF):
+            if not self.urls.get(system):
+                continue
+            for b in bodies:
+                try:
+                    post(self.urls[system], b)
+                except OSError as e:
+                    print(f"  {system}: resending a hot_set transaction failed: {e}", flush=True)
 
     def fresh_transactions(self, seconds, key):
         """A file of transactions never sent before, enough for `seconds` at the last rate
@@ -271,8 +323,9 @@ class Runner:
         if warmup > 0:
             self.run(system, workload, warmup, self.bodies(system, workload, warmup))
         proxy = self.proxy_pids(system)
-        admin = self.urls["switchyard_admin"]
-        m0 = metrics(admin) if system == "switchyard" else {}
+        admin = self.urls.get(system + "_admin")
+        m0 = metrics(admin) if admin else {}
+        c0 = cache_stats(admin) if admin else None
         bodies = self.bodies(system, workload, seconds)  # signed before the counters start
         switches0, opens0 = context_switches(proxy), tcp_active_opens()
         cpu0 = {"proxy": cpu_seconds(proxy), "base": cpu_seconds([self.pids["base"]]),
@@ -282,7 +335,8 @@ class Runner:
         cpu1 = {"proxy": cpu_seconds(proxy), "base": cpu_seconds([self.pids["base"]]),
                 "er": cpu_seconds([self.pids["er"]])}
         switches1, opens1 = context_switches(proxy), tcp_active_opens()
-        m1 = metrics(admin) if system == "switchyard" else {}
+        m1 = metrics(admin) if admin else {}
+        c1 = cache_stats(admin) if admin else None
         record = {
             "workload": workload.name, "system": system, "rep": rep, "position": position,
             "connections": workload.connections, "duration_s": seconds, "started": started,
@@ -294,22 +348,29 @@ class Runner:
             "proxy_vm_hwm_kb": status_kb(proxy, "VmHWM") if proxy else None,
             "proxy_vm_rss_kb": status_kb(proxy, "VmRSS") if proxy else None,
             "switchyard_metrics_delta": metrics_delta(m0, m1) if m1 else None,
+            "cache_delta": cache_delta(c0, c1),
         }
         self.runs.write(json.dumps(record) + "\n")
         self.runs.flush()
         bad = (result["http_errors"] + result["rpc_errors"] + result["missing_result"] +
                sum(result["socket_errors"].values()))
-        print(f"  {workload.name:26s} rep {rep} {system:10s} {result['rps']:9.0f} req/s  "
+        hits = record["cache_delta"]
+        hit_text = f"  hit {hits['hit_ratio']:.3f}" if hits and hits["hit_ratio"] is not None \
+            else ""
+        print(f"  {workload.name:26s} rep {rep} {system:18s} {result['rps']:9.0f} req/s  "
               f"p50 {result['latency_us']['p50']:6d} us  p99 {result['latency_us']['p99']:6d} us"
-              f"  bad {bad}  dup {result['duplicates']}", flush=True)
+              f"  bad {bad}  dup {result['duplicates']}{hit_text}", flush=True)
 
     def matrix(self, reps, duration):
         checks = []
         for workload in workloads(self.quick):
+            systems = self.systems(workload)
+            if workload.cache_off:
+                self.remind_hot_transactions()
             if not workload.stream:  # a sendTransaction check would spend a transaction
                 with open(os.path.join(self.work, workload.bodies)) as f:
                     first = f.readline().strip()
-                for system in SYSTEMS:
+                for system in systems:
                     check = check_answer(system, workload.name, self.urls[system], first)
                     check |= {"workload": workload.name, "system": system}
                     checks.append(check)
@@ -319,7 +380,7 @@ class Runner:
             seconds = max(2, duration // 2) if workload.short else duration
             warmup = 1 if self.quick or workload.short else 2
             for rep in range(reps):
-                order = SYSTEMS if rep % 2 == 0 else list(reversed(SYSTEMS))
+                order = systems if rep % 2 == 0 else list(reversed(systems))
                 for position, system in enumerate(order):
                     self.measure(system, workload, rep, position, seconds, warmup)
         with open(os.path.join(self.out, "raw", "checks.json"), "w") as f:

@@ -2,7 +2,9 @@
 """Writes the JSON-RPC request bodies of bench/run's workloads, one body per line.
 
 Undelegated accounts are the benchmark wallets (system accounts funded at genesis); delegated
-accounts are the localnet scenario's, read from the last line of its ground truth.
+accounts are the localnet scenario's, read from the last line of its ground truth. With
+--signatures (one base58 signature a line, of transactions on the localnet base), also the
+hot_set workload: getAccountInfo of the first 64 wallets and getTransaction of those signatures.
 """
 import argparse
 import json
@@ -23,6 +25,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--wallets", required=True)
     parser.add_argument("--ground-truth", required=True)
+    parser.add_argument("--signatures")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -69,6 +72,24 @@ def main():
             call["id"] = 10 * i + k + 1
         batches.append(calls)
     dump(os.path.join(args.out, "batch_10.jsonl"), batches)
+
+    # A hot set: 64 undelegated accounts (answered by base on every system) and finalized
+    # getTransaction of a fixed set, interleaved so each transaction recurs every few bodies.
+    if args.signatures:
+        signatures = [line.strip() for line in open(args.signatures) if line.strip()]
+        if len(undelegated) < 64 or not signatures:
+            raise SystemExit("make_bodies: hot_set needs 64 wallets and at least one signature")
+        tx_config = {"encoding": "json", "commitment": "finalized",
+                     "maxSupportedTransactionVersion": 0}
+        every = max(1, 64 // len(signatures))
+        hot = []
+        for i, key in enumerate(undelegated[:64]):
+            hot.append(body("getAccountInfo", [key, b64]))
+            if i % every == every - 1 and i // every < len(signatures):
+                hot.append(body("getTransaction", [signatures[i // every], tx_config]))
+        for i, call in enumerate(hot):
+            call["id"] = i + 1
+        dump(os.path.join(args.out, "hot_set.jsonl"), hot)
 
     with open(os.path.join(args.out, "delegated.txt"), "w") as f:
         f.write("\n".join(delegated) + "\n")

@@ -13,7 +13,8 @@ import subprocess
 import sys
 
 SCHEMA = "switchyard-bench-report/1"
-SYSTEMS = ["direct", "nginx", "switchyard"]
+# switchyard_nocache: a second serve with [cache] enabled = false, in hot_set only.
+SYSTEMS = ["direct", "nginx", "switchyard", "switchyard_nocache"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TITLES = {
     "account_undelegated": "getAccountInfo, undelegated accounts",
@@ -21,6 +22,7 @@ TITLES = {
     "multiple_accounts_20": "getMultipleAccounts, 20 keys (10 delegated)",
     "send_transaction": "sendTransaction, base64 v0 transfer",
     "batch_10": "JSON-RPC batch of 10 calls",
+    "hot_set": "hot set: getAccountInfo of 64 accounts, finalized getTransaction of 16",
 }
 GETACCOUNTINFO = ["account_undelegated", "account_mixed"]
 # A system whose answers are more than this fraction bad (non-200, JSON-RPC error, no result,
@@ -112,6 +114,11 @@ def summarize_runs(runs):
             }
             bad = (answers["http_errors"] + answers["rpc_errors"] + answers["missing_result"] +
                    answers["socket_errors"])
+            caches = [r.get("cache_delta") for r in rs if r.get("cache_delta")]
+            cache = None
+            if caches:
+                cache = {k: sum(c[k] for c in caches) for k in ("hits", "misses", "coalesced")}
+                cache["hit_ratio"] = spread([c["hit_ratio"] for c in caches])
             answers["bad"] = bad
             answers["bad_fraction"] = bad / max(1, answers["checked"])
             systems[system] = {
@@ -143,11 +150,13 @@ def summarize_runs(runs):
                 "requests": sum(x["requests"] for x in w),
                 "answers": answers,
                 "switchyard_metrics_delta": rs[-1].get("switchyard_metrics_delta"),
+                "cache": cache,
             }
         ratios = {}
         reps = {r["rep"] for r in runs if r["workload"] == workload}
         valid = {k: v["valid"] for k, v in systems.items()}
-        for other in ("nginx", "direct"):
+        for other in ("nginx", "direct") + (("switchyard_nocache",) if "switchyard_nocache" in
+                                            systems else ()):
             if not (valid.get("switchyard") and valid.get(other)):
                 ratios[f"switchyard_over_{other}"] = {"rps": None, "p50": None, "p99": None,
                                                       "added_p50_us": None, "invalid": True}
@@ -174,6 +183,14 @@ def summarize_runs(runs):
                 nginx_added.append(n[0]["wrk"]["latency_us"]["p50"] -
                                    d[0]["wrk"]["latency_us"]["p50"])
         ratios["nginx_over_direct"] = {"added_p50_us": spread(nginx_added)}
+        if valid.get("switchyard_nocache") and valid.get("nginx"):
+            off = []
+            for rep in sorted(reps):
+                c = [r for r in by_key.get((workload, "switchyard_nocache"), []) if r["rep"] == rep]
+                n = [r for r in by_key.get((workload, "nginx"), []) if r["rep"] == rep]
+                if c and n and n[0]["wrk"]["rps"]:
+                    off.append(c[0]["wrk"]["rps"] / n[0]["wrk"]["rps"])
+            ratios["switchyard_nocache_over_nginx"] = {"rps": spread(off)}
         workloads[workload] = {"title": title(workload), "systems": systems, "ratios": ratios}
     return workloads
 
@@ -219,9 +236,9 @@ def goals(workloads, micro):
     rows = []
 
     def add(goal, target, measured, unit, higher_is_better, source):
-        ratio = None if measured is None else measured / target
-        met = None if measured is None else (measured >= target if higher_is_better
-                                             else measured <= target)
+        ratio = None if measured is None or target is None else measured / target
+        met = None if measured is None or target is None else (
+            measured >= target if higher_is_better else measured <= target)
         rows.append({"goal": goal, "target": target, "unit": unit, "measured": measured,
                      "ratio": ratio, "met": met, "higher_is_better": higher_is_better,
                      "source": source})
@@ -251,6 +268,25 @@ def goals(workloads, micro):
         value = sy["median"] / ng["median"] if sy and ng and ng["median"] > 0 else None
         add(f"Added p50 ≤ nginx's added p50 ({w}_c1)", 1.0, value, "×", False,
             f"{w}_c1: (Switchyard p50 − direct p50) ÷ (nginx p50 − direct p50), medians")
+    hot = workloads.get("hot_set", {})
+    for other, target in (("nginx", 3.0), ("direct", 1.0)):
+        r = hot.get("ratios", {}).get(f"switchyard_over_{other}", {}).get("rps")
+        add(f"Switchyard req/s ≥ {target:g}× {other} (hot_set, cache on)", target,
+            r and r["median"], "×", True,
+            f"hot_set: median over repetitions of Switchyard req/s ÷ {other} req/s")
+    cache = (hot.get("systems", {}).get("switchyard") or {}).get("cache") or {}
+    hit = cache.get("hit_ratio")
+    add("Cache hit ratio (hot_set)", 0.9, hit and hit["median"], "ratio", True,
+        "hot_set: /status cache hits ÷ (hits + misses) over each Switchyard run, median; the "
+        "workload allows about one miss per account per 400 ms slot, so ≥ 0.99 above 10 k req/s")
+    off = hot.get("ratios", {}).get("switchyard_nocache_over_nginx", {}).get("rps")
+    add("Switchyard, cache off, req/s ÷ nginx (hot_set), for reference", None,
+        off and off["median"], "×", True,
+        "hot_set: the second serve, [cache] enabled = false (coalescing on), ÷ nginx, median")
+    on_off = hot.get("ratios", {}).get("switchyard_over_switchyard_nocache", {}).get("rps")
+    add("Switchyard cache on ÷ cache off (hot_set), for reference", None,
+        on_off and on_off["median"], "×", True,
+        "hot_set: Switchyard req/s ÷ the cache-off serve's req/s in the same repetition, median")
     for name, target in (("BM_ParseGetAccountInfo", 150), ("BM_DecideGetAccountInfo", 300)):
         row = find_bench(micro, "api_bench", name)
         ns = row and seconds_of(row) * 1e9
@@ -293,6 +329,8 @@ def goal_value(g):
         return "–"
     if g["unit"] == "×":
         return f"{m:.2f}×"
+    if g["unit"] == "ratio":
+        return f"{m:.4f}"
     if g["unit"] == "events/s":
         return f"{m:,.0f} events/s"
     if g["unit"] == "s":
@@ -302,11 +340,15 @@ def goal_value(g):
 
 def goal_target(g):
     t = g["target"]
+    if t is None:
+        return "reference"
     op = "≥" if g["higher_is_better"] else "≤"
     if g["unit"] == "×":
         return f"{op} {t}×"
     if g["unit"] == "events/s":
         return f"{op} {t:,.0f} events/s"
+    if g["unit"] == "ratio":
+        return f"{op} {t:g}"
     return f"{op} {t:g} {g['unit']}"
 
 
@@ -363,7 +405,7 @@ set xtics rotate by -20
 set title "{ylabel}: median, bars min–max over repetitions"
 {'set logscale y' if log else ''}
 plot "{dat}" using 2:3:4:xtic(1) title "direct", '' using 5:6:7 title "nginx", \\
-     '' using 8:9:10 title "switchyard"
+     '' using 8:9:10 title "switchyard", '' using 11:12:13 title "switchyard, cache off"
 """
         subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
         if os.path.exists(os.path.join(out, name + ".png")):
@@ -415,6 +457,10 @@ def markdown(report):
         f"localnet base, localnet ER, nginx (1 worker), switchyard serve (api.threads = 1) — "
         f"on CPU {m['server_cpu'] or '–'}. A proxied request therefore pays for the proxy and "
         "for the localnet on the same core; a direct one only for the localnet.",
+        f"- response cache of the measured serve: {s.get('cache') or 'on'}"
+        + ("; hot_set also runs against switchyard_nocache, a second serve with [cache] "
+           "enabled = false (coalescing on), idle during the other workloads"
+           if (s.get('cache') or 'on') == 'on' else " ([cache] enabled = false, coalesce = false)"),
         f"- mode: {'quick' if s['quick'] else 'full'}; {s['reps']} repetition(s) of "
         f"{s['duration_s']} s per system and workload (one-connection runs: "
         f"{max(2, s['duration_s'] // 2)} s), each after an "
@@ -616,7 +662,7 @@ def main():
                     "loadavg_start": loadavg(os.path.join(raw, "loadavg_start.txt")),
                     "loadavg_end": loadavg(os.path.join(raw, "loadavg_end.txt"))},
         "settings": {k: stack.get(k) for k in ("quick", "reps", "duration_s", "wallets",
-                                               "delegated", "switchyard_binary")} | {
+                                               "delegated", "switchyard_binary", "cache")} | {
             "transactions": (load_json(os.path.join(raw, "transactions.json"), {}) or {}).get(
                 "generated")},
         "workloads": workloads,
