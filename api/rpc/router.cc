@@ -386,12 +386,24 @@ namespace {
 // (where the state may be stale and every read is verified afresh).
 CacheClass CacheClassFor(const ResponseCache& cache, const RpcCall& call,
                          const RouteDecision& decision, const Snapshot& snapshot) {
-  if (!call.error.ok() || !call.id || decision.action != RouteAction::kForward ||
-      decision.signature || decision.verification == Verification::kByRecords ||
-      snapshot.limbo_since()) {
+  if (!call.error.ok() || !call.id || snapshot.limbo_since()) return CacheClass::kNever;
+  // Signatures nobody remembers are asked of base and every ER; a final answer of that
+  // fan-out is as final as one target's.
+  if (decision.action == RouteAction::kSignatures) {
+    const CacheClass cache_class = cache.ClassOf(call.method);
+    return cache_class == CacheClass::kFinal ? cache_class : CacheClass::kNever;
+  }
+  if (decision.action != RouteAction::kForward || decision.signature ||
+      decision.verification == Verification::kByRecords) {
     return CacheClass::kNever;
   }
   return cache.ClassOf(call.method);
+}
+
+// The target part of a cache key: the decision's target, or "*" for a fan-out.
+std::string_view CacheTargetOf(const RouteDecision& decision) {
+  return decision.action == RouteAction::kSignatures ? std::string_view("*")
+                                                     : std::string_view(decision.target);
 }
 
 DelegationMark MarkOf(const Pubkey& account, const Snapshot& snapshot) {
@@ -442,7 +454,7 @@ void Router::ServeFromCache(const std::shared_ptr<Exchange>& exchange) {
     entry.cache_class = CacheClassFor(cache, call, decision, *exchange->snapshot);
     if (entry.cache_class == CacheClass::kNever) continue;
     entry.write_epoch = cache.WriteEpoch(decision.target);
-    entry.key = ResponseCache::KeyOf(decision.target, call.method, call.params);
+    entry.key = ResponseCache::KeyOf(CacheTargetOf(decision), call.method, call.params);
     if (entry.cache_class == CacheClass::kCoalesce || !cache.options().enabled) continue;
     Slot target_slot = cache.LatestSlot(decision.target);
     if (const TargetHealth* health = context_->health()->Find(decision.target)) {
@@ -526,12 +538,17 @@ void Router::JoinOrLead(const std::shared_ptr<Exchange>& exchange) {
   SendRest(exchange);
 }
 
+int Router::CacheOutcomeTarget(const RouteDecision& decision) const {
+  return decision.action == RouteAction::kSignatures ? RpcCallMetrics::kFanoutTarget
+                                                     : calls_->TargetId(decision.target);
+}
+
 void Router::AnswerCached(const std::shared_ptr<Exchange>& exchange, size_t index,
                           std::string_view result) {
   const RpcCall& call = exchange->body.calls[index];
   AnswerTo(exchange, index)(
       RpcResultResponse(call.id_or_null(), result),
-      CallOutcome{calls_->TargetId(exchange->decisions[index].target), RpcOutcome::kOk});
+      CallOutcome{CacheOutcomeTarget(exchange->decisions[index]), RpcOutcome::kOk});
 }
 
 void Router::AnswerFollower(const std::shared_ptr<Exchange>& exchange, size_t index,
@@ -540,7 +557,7 @@ void Router::AnswerFollower(const std::shared_ptr<Exchange>& exchange, size_t in
   bool is_error = false;
   absl::StatusOr<std::string> restamped = AnswerFromUpstream(answer, call, &is_error);
   AnswerTo(exchange, index)(restamped.ok() ? *std::move(restamped) : answer,
-                            CallOutcome{calls_->TargetId(exchange->decisions[index].target),
+                            CallOutcome{CacheOutcomeTarget(exchange->decisions[index]),
                                         is_error ? RpcOutcome::kRpcError : RpcOutcome::kOk});
 }
 

@@ -140,6 +140,23 @@ TEST_F(ResponseCacheRouterTest, FinalTransactionIsAnsweredFromTheCacheWithItsOwn
   EXPECT_EQ(Metric(registry_, R"(switchyard_cache_hits_total{method="getTransaction"})"), 1);
 }
 
+TEST_F(ResponseCacheRouterTest, FinalTransactionOfAnUnknownSignatureIsKeptAfterItsFanOut) {
+  StartCached();
+  const std::string signature = SignatureText(0x63);
+  base_.AddKnownSignature(signature);
+  // Nobody remembers it: the router asks base and every ER.
+  const std::string params = "[\"" + signature + "\"]";
+  const std::string first = Post(Call("\"a\"", "getTransaction", params));
+  EXPECT_NE(first.find(R"("from":"base")"), std::string::npos) << first;
+  const size_t asked = base_.received_count() + er1_.received_count() + er2_.received_count();
+  EXPECT_GE(asked, 2u);
+  const std::string second = Post(Call("\"b\"", "getTransaction", params));
+  EXPECT_NE(second.find(R"("from":"base")"), std::string::npos) << second;
+  EXPECT_NE(second.find(R"("id":"b")"), std::string::npos) << second;
+  EXPECT_EQ(base_.received_count() + er1_.received_count() + er2_.received_count(), asked);
+  EXPECT_EQ(Metric(registry_, R"(switchyard_cache_hits_total{method="getTransaction"})"), 1);
+}
+
 TEST_F(ResponseCacheRouterTest, NotFoundIsKeptOnlyTheNegativeTtl) {
   StartCached([](CacheOptions& cache) { cache.negative_ttl = absl::Milliseconds(100); });
   const std::string signature = SignatureText(0x62);

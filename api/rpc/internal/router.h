@@ -84,6 +84,8 @@ class Router : public RequestHandler {
   // A leading call's answer: kept when its class allows, and given to its followers.
   void OnLeaderAnswer(const std::shared_ptr<Exchange>& exchange, size_t index,
                       const std::string& answer, const CallOutcome& outcome);
+  // The metrics' target of a call answered by the cache or by its leader's answer.
+  int CacheOutcomeTarget(const RouteDecision& decision) const;
   // Whether an answer kept with `marks` still stands in the exchange's snapshot.
   static bool MarksHold(const std::vector<DelegationMark>& marks, const Snapshot& snapshot);
   // The least context slot an answer to `call` from `target` may show: its minContextSlot,
