@@ -238,6 +238,9 @@ ResponseCache::ResponseCache(CacheOptions options, const std::vector<std::string
   other_ = counters("other");
   evictions_ = &registry->AddCounter("switchyard_cache_evictions_total",
                                      "Entries dropped to keep the cache within its byte budget");
+  bad_shared_ = &registry->AddCounter(
+      "switchyard_cache_shared_bad_entries_total",
+      "Values in the shared tier that could not be read as a kept answer (ignored: a miss)");
   bytes_ = &registry->AddGauge("switchyard_cache_bytes", "Bytes the response cache holds");
   entries_ = &registry->AddGauge("switchyard_cache_entries", "Entries the response cache holds");
 }

@@ -144,6 +144,8 @@ class ResponseCache {
   void CountHit(std::string_view method);
   void CountMiss(std::string_view method);
   void CountCoalesced(std::string_view method);
+  // A shared-tier value that is not an answer this cache wrote (another writer, corruption).
+  void CountBadSharedEntry() { bad_shared_->Increment(); }
 
  private:
   static constexpr size_t kShards = 16;
@@ -187,6 +189,7 @@ class ResponseCache {
   absl::flat_hash_map<std::string, MethodCounters> by_method_;
   MethodCounters other_;
   Counter* evictions_ = nullptr;
+  Counter* bad_shared_ = nullptr;
   Gauge* bytes_ = nullptr;
   Gauge* entries_ = nullptr;
   std::atomic<uint64_t> hits_{0};

@@ -495,7 +495,13 @@ void Router::OnSharedTier(const std::shared_ptr<Exchange>& exchange, std::vector
     const RpcCall& call = exchange->body.calls[i];
     Exchange::CacheCall& entry = exchange->cache[i];
     std::optional<CachedAnswer> answer = DecodeCachedAnswer(*values[k]);
-    if (!answer || !MarksHold(answer->marks, *exchange->snapshot)) continue;
+    if (!answer) {
+      cache.CountBadSharedEntry();
+      spdlog::warn("cache: the shared tier holds a value for {} that is not a kept answer",
+                   call.method);
+      continue;
+    }
+    if (!MarksHold(answer->marks, *exchange->snapshot)) continue;
     const Slot target_slot = cache.LatestSlot(exchange->decisions[i].target);
     if (answer->slot_bounded && target_slot > answer->context_slot) continue;
     // Write epochs are this process's own: the answer counts as read when this lookup began.
