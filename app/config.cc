@@ -558,7 +558,7 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   }
   config.source = *path;
   static const absl::flat_hash_set<std::string> kSections = {
-      "storage", "log",       "fold", "api",    "admin",  "router",         "consistency",
+      "storage", "log",       "fold", "api",    "admin",  "router",          "consistency",
       "routing", "upstreams", "ers",  "ingest", "pubsub", "upstream_health", "cache"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {

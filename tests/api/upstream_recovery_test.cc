@@ -1,5 +1,3 @@
-#include "api/upstream/upstream_health.h"
-
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
@@ -10,6 +8,7 @@
 
 #include "api/metrics/api_metrics.h"
 #include "api/upstream/upstream.h"
+#include "api/upstream/upstream_health.h"
 #include "common/metrics.h"
 #include "tests/api/fake_upstream.h"
 
