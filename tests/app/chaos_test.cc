@@ -402,6 +402,8 @@ TEST_F(ChaosTest, EachFaultOfOneEndpointUnderLoadFailsNoReadAndEveryBaseEndpoint
                   // within a few reads) and stay open 3 s before their trials.
                   "[upstream_health]\nprobe_interval_ms = {}\ncircuit_min_requests = 5\n"
                   "circuit_open_ms = 3000\n"
+                  // Every read goes to the endpoints: they are under test, not the cache.
+                  "[cache]\nenabled = false\ncoalesce = false\n"
                   "[upstreams.base]\nendpoints = [{{url = \"{}\"}}, {{url = \"{}\"}}]\n"
                   "[upstreams.er1]\nendpoints = [{{url = \"{}\"}}, {{url = \"{}\"}}]\n"
                   "[[ers]]\nidentity = \"{}\"\nupstream = \"er1\"\n",
