@@ -316,9 +316,6 @@ TEST_F(RedisTierTest, KilledRedisIsAMissWithinTheTimeoutThenTheCircuitAnswersAtO
   EXPECT_LT(slowest_open, std::chrono::milliseconds(5));
   EXPECT_EQ(Metric(registry_, R"(switchyard_cache_redis_errors_total{kind="circuit_open"})"),
             answered_open + 10);
-  std::cout << "redis killed: " << gets << " gets before the circuit opened, slowest "
-            << slowest.count() << " us; with the circuit open, slowest " << slowest_open.count()
-            << " us\n";
 }
 
 TEST_F(RedisTierTest, StalledRedisIsAMissWithinTheTimeoutCountedAsTimeouts) {
@@ -343,8 +340,6 @@ TEST_F(RedisTierTest, StalledRedisIsAMissWithinTheTimeoutCountedAsTimeouts) {
   EXPECT_EQ(Metric(registry_, R"(switchyard_cache_redis_errors_total{kind="timeout"})"), 5);
   EXPECT_FALSE(tier->circuit_open());
   redis_.Resume();
-  std::cout << "redis stopped: gets answered in " << fastest.count() << ".." << slowest.count()
-            << " us (timeout 10 ms)\n";
 }
 
 TEST_F(RedisTierTest, StalledRedisOpensTheCircuitAfterConsecutiveTimeouts) {
@@ -403,10 +398,6 @@ TEST_F(RedisTierTest, RestartedRedisIsReconnectedAndHitsAgain) {
   ASSERT_TRUE(hit);
   EXPECT_FALSE(tier->circuit_open());
   EXPECT_EQ(Metric(registry_, "switchyard_cache_redis_circuit_open"), 0);
-  std::cout
-      << "redis restarted: hits again after "
-      << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - restarted).count()
-      << " ms (open_for 200 ms)\n";
 }
 
 }  // namespace
