@@ -231,6 +231,9 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
         metrics_(metrics),
         server_(server),
         timer_(io_context.get_executor()) {
+    error_code peer_ec;
+    const tcp::endpoint remote = socket.remote_endpoint(peer_ec);
+    if (!peer_ec) peer_ = remote.address();
     error_code ec;
     const tcp protocol = socket.local_endpoint(ec).protocol();
     if (!ec) socket_.assign(protocol, socket.release(ec), ec);
@@ -301,6 +304,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     if (!reader_) {
       phase_ = Phase::kWaiting;
       request_ = HttpRequest();
+      request_.peer = peer_;
       reader_.emplace(&request_);
       reader_->eager(true);
       reader_->body_limit(options_.max_body_bytes);
@@ -581,6 +585,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
   SteadyClock::time_point write_deadline_ = SteadyClock::time_point::max();
   beast::flat_buffer buffer_;
   HttpRequest request_;
+  boost::asio::ip::address peer_;  // of the connection, copied into each request
   std::optional<RequestReader> reader_;
   Phase phase_ = Phase::kWaiting;
   std::deque<Pending> queue_;  // deque: pointers to elements stay valid across push/pop

@@ -50,6 +50,9 @@ struct HttpRequest {
   std::string method;  // GET, POST, ...
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  // The address of the client at the other end of the connection (unspecified when the
+  // socket could not tell).
+  boost::asio::ip::address peer;
 
   // The value of header `name` (case-insensitive), or nullopt.
   std::optional<std::string_view> Header(std::string_view name) const;

@@ -54,13 +54,17 @@ bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds d
   return true;
 }
 
-// Answers with where it ran; "/slow" answers after 300 ms.
+// Answers with where it ran; "/slow" answers after 300 ms, "/peer" with the client's address.
 class WhereHandler : public RequestHandler {
  public:
   WhereHandler(asio::io_context& io, const HttpServer* const* server) : io_(io), server_(server) {}
   void Handle(HttpRequest request, Done done) override {
     HttpResponse response;
     response.body = WhereAmI(*server_);
+    if (request.target == "/peer") {
+      response.body = request.peer.to_string();
+      return done(std::move(response));
+    }
     if (request.target != "/slow") return done(std::move(response));
     auto timer = std::make_shared<asio::steady_timer>(io_, 300ms);
     timer->async_wait([timer, done = std::move(done), response](error_code) { done(response); });
@@ -276,6 +280,15 @@ TEST_F(NetServerTest, HttpAndItsUpgradeRunOnTheAcceptingWorker) {
     EXPECT_EQ(client.Echo(), http_at) << "connection " << i;
   }
   EXPECT_TRUE(upgrades_.adopted_on_right_worker);
+}
+
+// Every request carries the address of the client it came from, on each request of a
+// keep-alive connection.
+TEST_F(NetServerTest, EachRequestCarriesTheClientAddress) {
+  Start(1);
+  Client client(server_->port());
+  EXPECT_EQ(client.Post("/peer"), "127.0.0.1");
+  EXPECT_EQ(client.Post("/peer"), "127.0.0.1");
 }
 
 // (a) A connection of the upgrade listener also stays where it was accepted.
