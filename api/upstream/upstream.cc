@@ -492,7 +492,7 @@ void UpstreamPool::OnAttemptEnd(std::shared_ptr<Attempt> attempt,
   }
   if (!IsFailure(outcome)) {
     request->won_started = attempt->started;
-    if (attempt->hedge && health_ != nullptr) health_->CountHedgeWin();
+    if (attempt->hedge && health_ != nullptr) health_->CountHedgeWin(attempt->index);
     Finish(request, std::move(result));
     return;
   }
@@ -517,7 +517,7 @@ void UpstreamPool::OnAttemptEnd(std::shared_ptr<Attempt> attempt,
     return;
   }
   if (again && health_ != nullptr) {
-    if (!health_->TryBeginRetry()) {
+    if (!health_->TryBeginRetry(attempt->index)) {
       again = false;
     } else {
       ++request->budget;
@@ -525,7 +525,7 @@ void UpstreamPool::OnAttemptEnd(std::shared_ptr<Attempt> attempt,
   }
   if (again) {
     metrics_->upstream_retries.Increment();
-    if (health_ != nullptr) health_->CountRetry();
+    if (health_ != nullptr) health_->CountRetry(attempt->index);
     if (Launch(request)) return;
     // No other endpoint can take it: the failure stands.
   }
@@ -653,10 +653,12 @@ void UpstreamPool::OnHedgeTimer() {
         now >= request->deadline || shut_down_) {
       continue;
     }
-    if (!health_->TryBeginRetry()) continue;
+    // The endpoint the first attempt went to is the slow one.
+    const size_t slow = request->last_endpoint;
+    if (!health_->TryBeginRetry(slow)) continue;
     ++request->budget;
     if (Launch(request)) {
-      health_->CountHedge();
+      health_->CountHedge(slow);
     } else {
       --request->budget;
       health_->EndRetry();

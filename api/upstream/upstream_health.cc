@@ -182,6 +182,17 @@ EndpointHealth::EndpointHealth(TargetHealth* target, size_t index, std::string u
                                      "0 healthy, 1 ejected, 2 recovering", labels);
   slot_gauge_ = &registry->AddGauge("switchyard_upstream_endpoint_slot",
                                     "The slot each endpoint was last probed at", labels);
+  retries_ =
+      &registry->AddCounter("switchyard_upstream_endpoint_retries_total",
+                            "Reads an endpoint failed that were sent again elsewhere", labels);
+  hedges_ = &registry->AddCounter(
+      "switchyard_upstream_endpoint_hedges_total",
+      "Reads an endpoint had not answered after the hedge delay, also sent elsewhere", labels);
+  hedge_wins_ = &registry->AddCounter("switchyard_upstream_endpoint_hedge_wins_total",
+                                      "Hedged reads an endpoint answered first", labels);
+  budget_exhausted_ = &registry->AddCounter(
+      "switchyard_upstream_endpoint_retry_budget_exhausted_total",
+      "Retries and hedges of an endpoint's reads not sent because the budget was spent", labels);
   if (options_.hedge_delay > absl::ZeroDuration()) {
     hedge_delay_ns_.store(absl::ToInt64Nanoseconds(options_.hedge_delay));
   }
@@ -443,6 +454,10 @@ EndpointStatus EndpointHealth::Status() const {
   s.requests = requests_;
   s.failures = failures_;
   s.state_changes = state_changes_;
+  s.retries = retries_->value();
+  s.hedges = hedges_->value();
+  s.hedge_wins = hedge_wins_->value();
+  s.budget_exhausted = budget_exhausted_->value();
   return s;
 }
 
@@ -472,7 +487,7 @@ TargetHealth::TargetHealth(const UpstreamTarget& target, const UpstreamHealthOpt
   }
 }
 
-bool TargetHealth::TryBeginRetry() {
+bool TargetHealth::TryBeginRetry(size_t endpoint) {
   const uint32_t requests = requests_in_flight_.load(std::memory_order_relaxed);
   const auto allowed = std::max<uint32_t>(
       options_.retry_budget_min,
@@ -480,6 +495,7 @@ bool TargetHealth::TryBeginRetry() {
   if (retries_in_flight_.fetch_add(1, std::memory_order_relaxed) >= allowed) {
     retries_in_flight_.fetch_sub(1, std::memory_order_relaxed);
     budget_exhausted_->Increment();
+    endpoints_[endpoint]->budget_exhausted_->Increment();
     return false;
   }
   return true;

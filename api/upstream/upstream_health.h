@@ -117,6 +117,10 @@ struct EndpointStatus {
   uint64_t requests = 0;
   uint64_t failures = 0;
   uint64_t state_changes = 0;
+  uint64_t retries = 0;           // its failed reads sent again elsewhere
+  uint64_t hedges = 0;            // its slow reads also sent to another endpoint
+  uint64_t hedge_wins = 0;        // hedges it answered first
+  uint64_t budget_exhausted = 0;  // retries and hedges of its reads the budget refused
 };
 
 struct TargetStatus {
@@ -244,6 +248,10 @@ class EndpointHealth {
   Counter* circuit_opens_ = nullptr;
   Gauge* state_gauge_ = nullptr;  // 0 healthy, 1 ejected, 2 recovering
   Gauge* slot_gauge_ = nullptr;
+  Counter* retries_ = nullptr;
+  Counter* hedges_ = nullptr;
+  Counter* hedge_wins_ = nullptr;
+  Counter* budget_exhausted_ = nullptr;
 };
 
 // Every endpoint of one target, and the target's retry budget.
@@ -260,13 +268,25 @@ class TargetHealth {
 
   // The retry budget: a retry or hedge may start while the target's retries and hedges in
   // flight stay under max(retry_budget_min, retry_budget_ratio × requests in flight).
+  // `endpoint` is the one whose failed or slow read asks for it (counted there when refused).
   void BeginRequest() { requests_in_flight_.fetch_add(1, std::memory_order_relaxed); }
   void EndRequest() { requests_in_flight_.fetch_sub(1, std::memory_order_relaxed); }
-  bool TryBeginRetry();
+  bool TryBeginRetry(size_t endpoint);
   void EndRetry() { retries_in_flight_.fetch_sub(1, std::memory_order_relaxed); }
-  void CountRetry() { retries_->Increment(); }
-  void CountHedge() { hedges_->Increment(); }
-  void CountHedgeWin() { hedge_wins_->Increment(); }
+  // Counted for the target and for endpoint `endpoint`: a retry of a read it failed, a hedge
+  // of a read it was slow with, a hedge it answered first.
+  void CountRetry(size_t endpoint) {
+    retries_->Increment();
+    endpoints_[endpoint]->retries_->Increment();
+  }
+  void CountHedge(size_t endpoint) {
+    hedges_->Increment();
+    endpoints_[endpoint]->hedges_->Increment();
+  }
+  void CountHedgeWin(size_t endpoint) {
+    hedge_wins_->Increment();
+    endpoints_[endpoint]->hedge_wins_->Increment();
+  }
   void CountFastFailure() { fast_failures_->Increment(); }
 
   // The most advanced slot any endpoint was probed at; 0 when none is known.

@@ -435,14 +435,14 @@ TEST_F(UpstreamHealthTest, RetryBudgetIsTheMinimumWithFewRequestsInFlight) {
   options_.retry_budget_ratio = 0.2;
   Make();
   for (int i = 0; i < 5; ++i) health_->BeginRequest();
-  EXPECT_TRUE(health_->TryBeginRetry());
-  EXPECT_TRUE(health_->TryBeginRetry());
-  EXPECT_TRUE(health_->TryBeginRetry());
-  EXPECT_FALSE(health_->TryBeginRetry());
+  EXPECT_TRUE(health_->TryBeginRetry(0));
+  EXPECT_TRUE(health_->TryBeginRetry(0));
+  EXPECT_TRUE(health_->TryBeginRetry(0));
+  EXPECT_FALSE(health_->TryBeginRetry(0));
   EXPECT_EQ(Value(R"(switchyard_upstream_retry_budget_exhausted_total{target="base"})"), 1);
   health_->EndRetry();
-  EXPECT_TRUE(health_->TryBeginRetry());
-  EXPECT_FALSE(health_->TryBeginRetry());
+  EXPECT_TRUE(health_->TryBeginRetry(0));
+  EXPECT_FALSE(health_->TryBeginRetry(0));
   EXPECT_EQ(Value(R"(switchyard_upstream_retry_budget_exhausted_total{target="base"})"), 2);
 }
 
@@ -452,7 +452,7 @@ TEST_F(UpstreamHealthTest, RetryBudgetIsTheRatioOfRequestsInFlight) {
   Make();
   for (int i = 0; i < 100; ++i) health_->BeginRequest();
   int allowed = 0;
-  while (health_->TryBeginRetry() && allowed < 1000) ++allowed;
+  while (health_->TryBeginRetry(0) && allowed < 1000) ++allowed;
   EXPECT_EQ(allowed, 20);
 }
 
@@ -461,7 +461,7 @@ TEST_F(UpstreamHealthTest, NoRetryBudgetAllowsNoRetry) {
   options_.retry_budget_ratio = 0;
   Make();
   for (int i = 0; i < 100; ++i) health_->BeginRequest();
-  EXPECT_FALSE(health_->TryBeginRetry());
+  EXPECT_FALSE(health_->TryBeginRetry(0));
 }
 
 TEST_F(UpstreamHealthTest, ValidateHealthOptionsNamesTheKey) {

@@ -56,6 +56,11 @@ class UpstreamResilienceTest : public RouterFixture {
   int64_t TargetCounter(const std::string& name) const {
     return Value("switchyard_upstream_" + name + R"(_total{target="base"})");
   }
+  // Counter `name` of endpoint `endpoint` of the base target.
+  int64_t EndpointCounter(const FakeUpstream& endpoint, const std::string& name) const {
+    return Value("switchyard_upstream_endpoint_" + name + R"(_total{target="base",endpoint=")" +
+                 endpoint.url() + R"("})");
+  }
   int64_t EndpointOutcome(const FakeUpstream& endpoint, const std::string& outcome) const {
     return Value(R"(switchyard_upstream_endpoint_exchanges_total{target="base",endpoint=")" +
                  endpoint.url() + R"(",outcome=")" + outcome + R"("})");
@@ -82,6 +87,9 @@ TEST_F(UpstreamResilienceTest, ServerErrorsAreAnsweredByTheOtherEndpointUntilThe
   EXPECT_EQ(base_health().endpoint(0).state(), EndpointState::kEjected);
   EXPECT_EQ(base_health().endpoint(1).state(), EndpointState::kHealthy);
   EXPECT_EQ(TargetCounter("retries"), 3);
+  // The retries are the failing endpoint's, not the one that answered them.
+  EXPECT_EQ(EndpointCounter(base_, "retries"), 3);
+  EXPECT_EQ(EndpointCounter(base_b_, "retries"), 0);
   EXPECT_EQ(EndpointOutcome(base_, "http_5xx"), 3);
 }
 
@@ -151,6 +159,11 @@ TEST_F(UpstreamResilienceTest, ReadOfAHangingEndpointIsHedgedAndTheLoserCancelle
   EXPECT_EQ(TargetCounter("hedges"), 1);
   EXPECT_EQ(TargetCounter("hedge_wins"), 1);
   EXPECT_EQ(TargetCounter("retries"), 0);
+  // The hedge is the hanging endpoint's; the win, the endpoint that answered.
+  EXPECT_EQ(EndpointCounter(base_, "hedges"), 1);
+  EXPECT_EQ(EndpointCounter(base_b_, "hedges"), 0);
+  EXPECT_EQ(EndpointCounter(base_, "hedge_wins"), 0);
+  EXPECT_EQ(EndpointCounter(base_b_, "hedge_wins"), 1);
   // The hanging exchange was cut off when the hedge answered, not left to time out.
   EXPECT_TRUE(
       WaitFor([&] { return EndpointOutcome(base_, "lost_hedge") == 1; }, absl::Milliseconds(500)));
@@ -193,6 +206,8 @@ TEST_F(UpstreamResilienceTest, WithTheRetryBudgetSpentTheServerErrorPassesThroug
   EXPECT_EQ(base_b_.received_count(), 0u);
   EXPECT_EQ(TargetCounter("retries"), 0);
   EXPECT_EQ(TargetCounter("retry_budget_exhausted"), 1);
+  EXPECT_EQ(EndpointCounter(base_, "retry_budget_exhausted"), 1);
+  EXPECT_EQ(EndpointCounter(base_b_, "retry_budget_exhausted"), 0);
 }
 
 TEST_F(UpstreamResilienceTest, WithEveryCircuitOpenTheAnswerIsImmediateAndClear) {

@@ -126,6 +126,8 @@ struct EndpointView {
   std::string state;
   std::string circuit;
   std::string ejected_reason;
+  uint64_t retries = 0;
+  uint64_t hedges = 0;
 };
 
 // Endpoint `url` of upstream `target` in /status; nullopt when /status does not answer.
@@ -156,6 +158,9 @@ std::optional<EndpointView> ReadEndpoint(uint16_t admin_port, std::string_view t
       if (endpoint["ejected_reason"].get_string().get(text) == simdjson::SUCCESS) {
         view.ejected_reason = text;
       }
+      uint64_t count = 0;
+      if (endpoint["retries"].get_uint64().get(count) == simdjson::SUCCESS) view.retries = count;
+      if (endpoint["hedges"].get_uint64().get(count) == simdjson::SUCCESS) view.hedges = count;
       return view;
     }
   }
@@ -284,6 +289,9 @@ struct FaultCase {
   size_t endpoint;     // which of the target's two proxies
   Fault fault;
   Removal removal;
+  // The endpoint's counter in /status that its fault must raise: "retries" (its failed reads
+  // went elsewhere), "hedges" (its slow reads were hedged) or "" (none needs to).
+  std::string counted;
 };
 
 class ChaosTest : public testing::ProcessTest {
@@ -463,20 +471,24 @@ TEST_F(ChaosTest, EachFaultOfOneEndpointUnderLoadFailsNoReadAndEveryBaseEndpoint
   // lag of their late probe answers. A circuit may open as well; alone, it is what takes the
   // last endpoint of a target out (the final part below).
   const std::vector<FaultCase> cases = {
-      {"black_hole", "base", 0, Fault{.mode = FaultMode::kBlackHole}, Removal::kEjected},
-      {"http_503", "er1", 0, Fault{.mode = FaultMode::kStatus, .status = 503}, Removal::kEjected},
+      {"black_hole", "base", 0, Fault{.mode = FaultMode::kBlackHole}, Removal::kEjected, "hedges"},
+      {"http_503", "er1", 0, Fault{.mode = FaultMode::kStatus, .status = 503}, Removal::kEjected,
+       "retries"},
       {"http_429", "base", 1, Fault{.mode = FaultMode::kTooMany, .retry_after_seconds = 1},
-       Removal::kEjected},
-      {"lag_200", "er1", 1, Fault{.mode = FaultMode::kLag, .lag_slots = 200}, Removal::kEjected},
+       Removal::kEjected, ""},
+      {"lag_200", "er1", 1, Fault{.mode = FaultMode::kLag, .lag_slots = 200}, Removal::kEjected,
+       ""},
       {"slow_200ms", "base", 0, Fault{.mode = FaultMode::kDelay, .delay = absl::Milliseconds(200)},
-       Removal::kEjected},
-      {"reset", "er1", 0, Fault{.mode = FaultMode::kReset}, Removal::kEjected},
+       Removal::kEjected, "hedges"},
+      {"reset", "er1", 0, Fault{.mode = FaultMode::kReset}, Removal::kEjected, "retries"},
   };
   for (const FaultCase& c : cases) {
     SCOPED_TRACE(c.name);
     FaultProxy& bad = proxy(c.target, c.endpoint);
     const std::string url = bad.url();
 
+    const std::optional<EndpointView> before = ReadEndpoint(admin_port, c.target, url);
+    ASSERT_TRUE(before.has_value());
     const auto injected = Clock::now();
     bad.Set(c.fault);
     std::optional<Clock::duration> to_eject;
@@ -491,6 +503,13 @@ TEST_F(ChaosTest, EachFaultOfOneEndpointUnderLoadFailsNoReadAndEveryBaseEndpoint
       std::this_thread::sleep_for(kStatusPollInterval);
     }
 
+    const std::optional<EndpointView> during = ReadEndpoint(admin_port, c.target, url);
+    ASSERT_TRUE(during.has_value());
+    if (c.counted == "retries") {
+      EXPECT_GT(during->retries, before->retries);
+    } else if (c.counted == "hedges") {
+      EXPECT_GT(during->hedges, before->hedges);
+    }
     const auto cleared = Clock::now();
     bad.Set(Fault{.mode = FaultMode::kPass});
     std::optional<Clock::duration> to_return;
