@@ -13,6 +13,11 @@ the proxies with perf during a getAccountInfo run (profile/).
 The hot_set workload also runs against switchyard_nocache, a second serve with the response
 cache off, when bench/run started one (--cache on, the default); around every Switchyard run
 the "cache" object of /status is read, and its hit ratio recorded.
+
+The getAccountInfo, getMultipleAccounts and batch workloads also run against
+switchyard_baseline when bench/run started one (--baseline-bin, --extra-toml): another build or
+configuration of the router, measured in the same repetitions, so that the cost of a change is
+read as one ratio.
 """
 import argparse
 import json
@@ -25,6 +30,7 @@ import urllib.request
 
 SYSTEMS = ["direct", "nginx", "switchyard"]
 CACHE_OFF = "switchyard_nocache"
+BASELINE = "switchyard_baseline"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LUA = os.path.join(ROOT, "bench", "wrk", "jsonrpc.lua")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -33,32 +39,33 @@ DELEGATION_PROGRAM = "DELeGGvXpWV2fqJUhqcF5ZSYMS4JTLjteaAMARRSaeSh"
 
 class Workload:
     def __init__(self, name, title, bodies, connections=64, stream=False, short=False,
-                 cache_off=False):
+                 cache_off=False, baseline=False):
         self.name, self.title, self.bodies = name, title, bodies
         self.connections, self.stream, self.short = connections, stream, short
         self.cache_off = cache_off  # also run against switchyard_nocache
+        self.baseline = baseline  # also run against switchyard_baseline
 
 
 def workloads(quick):
     loaded = [
         Workload("account_undelegated", "getAccountInfo, undelegated accounts",
-                 "account_undelegated.jsonl"),
+                 "account_undelegated.jsonl", baseline=True),
         Workload("account_mixed", "getAccountInfo, 50/50 delegated and undelegated",
-                 "account_mixed.jsonl"),
+                 "account_mixed.jsonl", baseline=True),
         Workload("multiple_accounts_20", "getMultipleAccounts, 20 keys (10 delegated)",
-                 "multiple_accounts_20.jsonl"),
+                 "multiple_accounts_20.jsonl", baseline=True),
         # Before send_transaction: a serve that has forwarded a few hundred thousand transactions
         # answers reads measurably slower than a fresh one (bench/ANALYSIS.md, "Response
         # cache"), and switchyard_nocache has not.
         Workload("hot_set", "hot set: getAccountInfo of 64 accounts, finalized getTransaction "
                  "of 16", "hot_set.jsonl", cache_off=True),
         Workload("send_transaction", "sendTransaction, base64 v0 transfer", None, stream=True),
-        Workload("batch_10", "JSON-RPC batch of 10 calls", "batch_10.jsonl"),
+        Workload("batch_10", "JSON-RPC batch of 10 calls", "batch_10.jsonl", baseline=True),
     ]
     single = [w for w in loaded if not quick or w.name.startswith("account_")]
     return loaded + [
         Workload(w.name + "_c1", w.title + ", one connection", w.bodies, connections=1,
-                 stream=w.stream, short=True)
+                 stream=w.stream, short=True, baseline=w.baseline)
         for w in single
     ]
 
@@ -217,7 +224,7 @@ def check_answer(system, workload, url, first_body):
         value = answers[0].get("result", {}).get("value") or {}
         owner = value.get("owner")
         routed_to_er = owner is not None and owner != DELEGATION_PROGRAM
-        if system == "switchyard" and not routed_to_er:
+        if system.startswith("switchyard") and not routed_to_er:
             problems.append(f"delegated account answered with owner {owner}, not by the ER")
     return {"ok": not problems, "problems": problems, "delegated_owner_is_er": routed_to_er}
 
@@ -265,14 +272,17 @@ class Runner:
     def proxy_pids(self, system):
         if system == "nginx":
             return process_tree(self.pids["nginx"])
-        if system in ("switchyard", CACHE_OFF):
+        if system in ("switchyard", CACHE_OFF, BASELINE):
             return [self.pids[system]]
         return []
 
     def systems(self, workload):
+        systems = list(SYSTEMS)
         if workload.cache_off and self.urls.get(CACHE_OFF):
-            return SYSTEMS + [CACHE_OFF]
-        return SYSTEMS
+            systems.append(CACHE_OFF)
+        if workload.baseline and self.urls.get(BASELINE):
+            systems.append(BASELINE)
+        return systems
 
     def remind_hot_transactions(self):
         """Sends hot_set's transactions again through each Switchyard (the base answers that

@@ -14,7 +14,9 @@ import sys
 
 SCHEMA = "switchyard-bench-report/1"
 # switchyard_nocache: a second serve with [cache] enabled = false, in hot_set only.
-SYSTEMS = ["direct", "nginx", "switchyard", "switchyard_nocache"]
+# switchyard_baseline: another build or configuration (bench/run --baseline-bin, --extra-toml),
+# in the getAccountInfo, getMultipleAccounts and batch workloads.
+SYSTEMS = ["direct", "nginx", "switchyard", "switchyard_nocache", "switchyard_baseline"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TITLES = {
     "account_undelegated": "getAccountInfo, undelegated accounts",
@@ -155,8 +157,9 @@ def summarize_runs(runs):
         ratios = {}
         reps = {r["rep"] for r in runs if r["workload"] == workload}
         valid = {k: v["valid"] for k, v in systems.items()}
-        for other in ("nginx", "direct") + (("switchyard_nocache",) if "switchyard_nocache" in
-                                            systems else ()):
+        others = ("nginx", "direct") + tuple(
+            o for o in ("switchyard_nocache", "switchyard_baseline") if o in systems)
+        for other in others:
             if not (valid.get("switchyard") and valid.get(other)):
                 ratios[f"switchyard_over_{other}"] = {"rps": None, "p50": None, "p99": None,
                                                       "added_p50_us": None, "invalid": True}
@@ -287,6 +290,12 @@ def goals(workloads, micro):
     add("Switchyard cache on ÷ cache off (hot_set), for reference", None,
         on_off and on_off["median"], "×", True,
         "hot_set: Switchyard req/s ÷ the cache-off serve's req/s in the same repetition, median")
+    for w in GETACCOUNTINFO:
+        r = workloads.get(w, {}).get("ratios", {}).get("switchyard_over_switchyard_baseline",
+                                                       {}).get("rps")
+        if r:
+            add(f"Switchyard req/s ≥ 0.95× the baseline ({w})", 0.95, r["median"], "×", True,
+                f"{w}: median over repetitions of Switchyard req/s ÷ the baseline serve's")
     for name, target in (("BM_ParseGetAccountInfo", 150), ("BM_DecideGetAccountInfo", 300)):
         row = find_bench(micro, "api_bench", name)
         ns = row and seconds_of(row) * 1e9
@@ -461,6 +470,12 @@ def markdown(report):
         + ("; hot_set also runs against switchyard_nocache, a second serve with [cache] "
            "enabled = false (coalescing on), idle during the other workloads"
            if (s.get('cache') or 'on') == 'on' else " ([cache] enabled = false, coalesce = false)"),
+        (f"- baseline serve (switchyard_baseline, in the getAccountInfo, getMultipleAccounts "
+         f"and batch workloads): `{s.get('baseline_binary')}`"
+         + (f", configuration + `{s['baseline_toml']}`" if s.get("baseline_toml") else "")
+         + (f"; the measured serve's configuration + `{s['extra_toml']}`"
+            if s.get("extra_toml") else "")
+         if s.get("baseline_binary") else "- no baseline serve"),
         f"- mode: {'quick' if s['quick'] else 'full'}; {s['reps']} repetition(s) of "
         f"{s['duration_s']} s per system and workload (one-connection runs: "
         f"{max(2, s['duration_s'] // 2)} s), each after an "
@@ -504,6 +519,21 @@ def markdown(report):
             f"{fmt_ratio(r['switchyard_over_direct']['p50'])} | "
             f"{fmt_spread(r['switchyard_over_direct']['added_p50_us'])} | "
             f"{fmt_spread(r['nginx_over_direct']['added_p50_us'])} |")
+    against = [(name, w) for name, w in report["workloads"].items()
+               if "switchyard_over_switchyard_baseline" in w["ratios"]]
+    if against:
+        lines += ["", "## Against the baseline serve", "",
+                  "The measured serve ÷ switchyard_baseline in the same repetitions (min / median "
+                  "/ max); CPU/req of each.", "",
+                  "| workload | req/s ratio | p50 ratio | p99 ratio | proxy CPU µs/req: "
+                  "Switchyard | baseline |", "|---|---|---|---|---|---|"]
+        for name, w in against:
+            r = w["ratios"]["switchyard_over_switchyard_baseline"]
+            cpu = {k: (w["systems"].get(k) or {}).get("proxy_cpu_us_per_request")
+                   for k in ("switchyard", "switchyard_baseline")}
+            lines.append(f"| {name} | {fmt_ratio(r['rps'])} | {fmt_ratio(r['p50'])} | "
+                         f"{fmt_ratio(r['p99'])} | {fmt_spread(cpu['switchyard'], 1)} | "
+                         f"{fmt_spread(cpu['switchyard_baseline'], 1)} |")
     lines += ["", "## Throughput and latency", ""]
     for name, w in report["workloads"].items():
         first = next(iter(w["systems"].values()))
@@ -662,7 +692,9 @@ def main():
                     "loadavg_start": loadavg(os.path.join(raw, "loadavg_start.txt")),
                     "loadavg_end": loadavg(os.path.join(raw, "loadavg_end.txt"))},
         "settings": {k: stack.get(k) for k in ("quick", "reps", "duration_s", "wallets",
-                                               "delegated", "switchyard_binary", "cache")} | {
+                                               "delegated", "switchyard_binary", "cache",
+                                               "baseline_binary", "baseline_toml",
+                                               "extra_toml")} | {
             "transactions": (load_json(os.path.join(raw, "transactions.json"), {}) or {}).get(
                 "generated")},
         "workloads": workloads,

@@ -89,6 +89,10 @@ absl::Status RpcStatusFromUpstreamError(int64_t code, std::string_view message) 
   return MakeRpcStatus(RpcErrorKind::kInternal, message);
 }
 
+bool IsMinContextSlotError(const absl::Status& status) {
+  return !status.ok() && RpcErrorFromStatus(status).code == -32016;
+}
+
 absl::Status MinContextSlotStatus(uint64_t context_slot) {
   return MakeRpcStatus(RpcErrorKind::kMinContextSlot, {},
                        fmt::format("{{\"contextSlot\":{}}}", context_slot));

@@ -47,5 +47,7 @@ absl::Status RpcStatusFromUpstreamError(int64_t code, std::string_view message);
 
 // The error -32016 with data.contextSlot, as Solana answers an unmet minContextSlot.
 absl::Status MinContextSlotStatus(uint64_t context_slot);
+// Whether `status` is that error.
+bool IsMinContextSlotError(const absl::Status& status);
 
 }  // namespace switchyard

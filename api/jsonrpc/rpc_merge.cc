@@ -103,6 +103,16 @@ std::string ForwardBody(const RpcCall& call) {
   return fmt::format(R"({{"jsonrpc":"2.0","id":0,"method":{}{}}})", JsonQuote(call.method), params);
 }
 
+void DropMinContextSlot(RpcCall& call) {
+  std::string params = ParamsWithoutMinContextSlot(call.params);
+  if (params == call.params) return;
+  call.params = std::move(params);
+  call.raw = call.id ? fmt::format(R"({{"jsonrpc":"2.0","id":{},"method":{},"params":{}}})",
+                                   *call.id, JsonQuote(call.method), call.params)
+                     : fmt::format(R"({{"jsonrpc":"2.0","method":{},"params":{}}})",
+                                   JsonQuote(call.method), call.params);
+}
+
 std::string SubRequest(std::string_view method, std::string_view params_json) {
   return fmt::format(R"({{"jsonrpc":"2.0","id":1,"method":{},"params":{}}})", JsonQuote(method),
                      params_json);

@@ -38,6 +38,9 @@ std::string UpstreamErrorResponse(std::string_view id_json, std::string_view err
 // do not echo faithfully (anything but a u64 or a plain string), then the same request with
 // id 0.
 std::string ForwardBody(const RpcCall& call);
+// Removes minContextSlot from the call's params and its raw text (ParamsWithoutMinContextSlot);
+// min_context_slot stays as it was parsed.
+void DropMinContextSlot(RpcCall& call);
 
 // A request for a sub-part: `{"jsonrpc":"2.0","id":1,"method":<method>,"params":<params>}`.
 std::string SubRequest(std::string_view method, std::string_view params_json);

@@ -88,4 +88,47 @@ std::optional<std::string> RpcParams::ConfigString(size_t i, std::string_view ke
 
 std::string JoinParams(const std::vector<std::string>& elements) { return JoinBatch(elements); }
 
+std::string ParamsWithoutMinContextSlot(std::string_view params_json) {
+  constexpr std::string_view kKey = "minContextSlot";
+  if (params_json.find(kKey) == std::string_view::npos) return std::string(params_json);
+  absl::StatusOr<RpcParams> params = ParseRpcParams(params_json);
+  if (!params.ok()) return std::string(params_json);
+  bool changed = false;
+  for (std::string& element : params->elements) {
+    if (element.empty() || element.front() != '{' || element.find(kKey) == std::string::npos) {
+      continue;
+    }
+    simdjson::padded_string padded(element);
+    od::parser& parser = ThreadParser();
+    od::document doc;
+    od::object object;
+    if (parser.iterate(padded).get(doc) || doc.get_object().get(object)) continue;
+    std::string rebuilt = "{";
+    bool dropped = false;
+    bool ok = true;
+    for (auto field : object) {
+      std::string_view key;
+      od::value value;
+      std::string raw;
+      if (field.unescaped_key().get(key) || field.value().get(value) || RawJson(value, &raw)) {
+        ok = false;
+        break;
+      }
+      if (key == kKey) {
+        dropped = true;
+        continue;
+      }
+      if (rebuilt.size() > 1) rebuilt.push_back(',');
+      rebuilt += JsonQuote(key);
+      rebuilt.push_back(':');
+      rebuilt += raw;
+    }
+    if (!ok || !dropped) continue;
+    rebuilt.push_back('}');
+    element = std::move(rebuilt);
+    changed = true;
+  }
+  return changed ? JoinParams(params->elements) : std::string(params_json);
+}
+
 }  // namespace switchyard

@@ -29,4 +29,9 @@ absl::StatusOr<RpcParams> ParseRpcParams(std::string_view params_json);
 // `[e0,e1,...]` from raw elements.
 std::string JoinParams(const std::vector<std::string>& elements);
 
+// A params array with the minContextSlot member removed from each config object, everything
+// else as written: for a call forwarded to an ER, whose slots run on their own clock (the
+// minimum is the base layer's). Params without one, or not an array, are returned unchanged.
+std::string ParamsWithoutMinContextSlot(std::string_view params_json);
+
 }  // namespace switchyard

@@ -129,6 +129,11 @@ RouteDecision DecideAccountList(const RpcParams& params, const Snapshot& snapsho
   decision.keys = *std::move(keys);
   decision.accounts = std::move(accounts);
   decision.params_after_list = ParamsAfterList(params);
+  if (decision.params_after_list.find("minContextSlot") != std::string::npos) {
+    absl::StatusOr<RpcParams> stripped =
+        ParseRpcParams(ParamsWithoutMinContextSlot(JoinParams(params.elements)));
+    if (stripped.ok()) decision.params_after_list_er = ParamsAfterList(*stripped);
+  }
   return decision;
 }
 

@@ -120,6 +120,9 @@ struct RouteDecision {
   // getMultipleAccounts, kSignatures: the params after the list as the client wrote them,
   // each with a leading comma (`,{"encoding":"base64"}`), for PartParams.
   std::string params_after_list;
+  // The same without minContextSlot, for the parts sent to an ER (an ER's slots run on its
+  // own clock); empty when params_after_list holds none.
+  std::string params_after_list_er;
   std::vector<Pubkey> missing_tables;
   absl::Status error;
   // Single-account reads and getDelegationStatus: the account, and whether the snapshot
@@ -132,6 +135,12 @@ struct RouteDecision {
   // state may be stale. The router decides again from their delegation records on base before
   // it forwards.
   std::vector<Pubkey> writable_in_doubt;
+
+  // The params after the list for a part sent to `target`.
+  std::string_view ParamsAfterListFor(std::string_view target, std::string_view base) const {
+    return target == base || params_after_list_er.empty() ? params_after_list
+                                                          : params_after_list_er;
+  }
 };
 
 // Whether an upstream may be asked `method` again after an attempt whose outcome is unknown:

@@ -31,8 +31,10 @@ HttpResponse JsonResponse(unsigned status, std::string body, Slot applied_slot) 
 SendOptions SendOptionsFor(RetryPolicy policy, const RpcCall& call, const std::string& target,
                            const std::string& base, Slot header_min_slot) {
   SendOptions options(policy);
-  options.min_slot = call.min_context_slot.value_or(0);
-  if (target == base) options.min_slot = std::max<uint64_t>(options.min_slot, header_min_slot);
+  // Both are slots of the base layer: they say nothing about an ER's endpoints.
+  if (target == base) {
+    options.min_slot = std::max<uint64_t>(call.min_context_slot.value_or(0), header_min_slot);
+  }
   return options;
 }
 
@@ -318,6 +320,14 @@ void Router::Handle(HttpRequest request, Done done) {
     metrics_->gate_rejections.Increment();
     std::shared_ptr<const Snapshot> now = context_->snapshots()->Current();
     const Slot slot = now ? now->applied_slot() : 0;
+    if (exchange->header_min_slot <= slot) {
+      // Only Solana's minContextSlot is unmet: answered as a Solana node does, HTTP 200 with
+      // -32016 for each call asking for more, and the other calls of a batch go on.
+      exchange->gate_gave_up_at = slot;
+      Dispatch(exchange);
+      return;
+    }
+    // X-Min-Slot, the request's precondition on the delegation state, is unmet: 412.
     const absl::Duration latency = context_->clock()->Monotonic() - exchange->start;
     std::vector<std::string> answers;
     for (const RpcCall& call : exchange->body.calls) {
@@ -356,7 +366,21 @@ void Router::Dispatch(std::shared_ptr<Exchange> exchange) {
   exchange->answers.resize(n);
   exchange->decisions.resize(n);
   exchange->remaining = n;
-  for (size_t i = 0; i < n; ++i) Decide(*exchange, i);
+  for (size_t i = 0; i < n; ++i) {
+    Decide(*exchange, i);
+    RpcCall& call = exchange->body.calls[i];
+    if (!call.min_context_slot) continue;
+    RouteDecision& decision = exchange->decisions[i];
+    if (exchange->gate_gave_up_at && *call.min_context_slot > *exchange->gate_gave_up_at) {
+      decision = RouteDecision();
+      decision.action = RouteAction::kError;
+      decision.error = MinContextSlotStatus(*exchange->gate_gave_up_at);
+    } else if (decision.action == RouteAction::kForward &&
+               decision.target != options_.routing.base) {
+      // The minimum is a slot of the base layer; an ER's slots run on their own clock.
+      DropMinContextSlot(call);
+    }
+  }
   if (context_->cache() != nullptr) {
     ServeFromCache(exchange);
     return;
@@ -438,7 +462,9 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
   Answer done = AnswerTo(exchange, index);
   switch (decision.action) {
     case RouteAction::kError:
-      done(RpcErrorResponse(call.id_or_null(), decision.error), AtRouter(RpcOutcome::kRouterError));
+      done(RpcErrorResponse(call.id_or_null(), decision.error),
+           AtRouter(IsMinContextSlotError(decision.error) ? RpcOutcome::kRejected
+                                                          : RpcOutcome::kRouterError));
       return;
     case RouteAction::kForward:
       ExecuteForward(std::move(exchange), index, std::move(done));

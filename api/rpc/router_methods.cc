@@ -27,9 +27,12 @@ std::string JoinRaw(const std::vector<std::string>& values) {
 }
 
 // A sub-request of `method` for the listed items of a decision's key or signature list.
+// `target` is where it goes: an ER's part leaves out the base layer's minContextSlot.
 std::string PartRequest(std::string_view method, const RouteDecision& decision,
-                        const std::vector<size_t>& indexes) {
-  return SubRequest(method, PartParams(decision.keys, indexes, decision.params_after_list));
+                        const std::vector<size_t>& indexes, std::string_view target,
+                        std::string_view base) {
+  return SubRequest(method,
+                    PartParams(decision.keys, indexes, decision.ParamsAfterListFor(target, base)));
 }
 
 // The fqdn of the configured ER at `target`; empty when none is.
@@ -80,7 +83,8 @@ Task<Router::CallAnswer> Router::SplitAccounts(std::shared_ptr<Exchange> exchang
   Requests requests;
   requests.reserve(decision.parts.size());
   for (const RoutePart& part : decision.parts) {
-    requests.emplace_back(part.target, PartRequest(call.method, decision, part.indexes));
+    requests.emplace_back(part.target, PartRequest(call.method, decision, part.indexes, part.target,
+                                                   options_.routing.base));
   }
   std::vector<absl::StatusOr<ListAnswer>> answers =
       co_await GatherLists(std::move(requests), RetryPolicy::kSafe);
@@ -149,12 +153,14 @@ Task<Router::CallAnswer> Router::Signatures(std::shared_ptr<Exchange> exchange, 
 
   Requests requests;
   for (const RoutePart& part : decision.parts) {
-    requests.emplace_back(part.target, PartRequest(call.method, decision, part.indexes));
+    requests.emplace_back(part.target, PartRequest(call.method, decision, part.indexes, part.target,
+                                                   options_.routing.base));
   }
   const size_t known_parts = requests.size();
   if (!decision.unknown.empty()) {
     const std::string body = single ? SubRequest(call.method, call.params)
-                                    : PartRequest(call.method, decision, decision.unknown);
+                                    : PartRequest(call.method, decision, decision.unknown,
+                                                  options_.routing.base, options_.routing.base);
     for (const std::string& target : everyone) requests.emplace_back(target, body);
   }
   std::vector<std::string> targets;

@@ -324,8 +324,10 @@ Task<Router::Reasked> Router::ReaskParts(std::shared_ptr<Exchange> exchange, siz
   Requests requests;
   for (const RoutePart& part : parts) {
     requests.emplace_back(
-        part.target, SubRequest("getMultipleAccounts", PartParams(decision.keys, part.indexes,
-                                                                  decision.params_after_list)));
+        part.target,
+        SubRequest("getMultipleAccounts",
+                   PartParams(decision.keys, part.indexes,
+                              decision.ParamsAfterListFor(part.target, options_.routing.base))));
   }
   Reasked reasked;
   reasked.answers = co_await GatherLists(std::move(requests), RetryPolicy::kSafe);

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "api/jsonrpc/rpc_errors.h"
+#include "api/jsonrpc/rpc_merge.h"
+#include "api/jsonrpc/rpc_params.h"
 
 namespace switchyard {
 namespace {
@@ -204,6 +206,35 @@ TEST(RpcErrorTableTest, AnUpstreamErrorAboutTheCallKeepsItsCodeAnyOtherIsInterna
     EXPECT_EQ(error.message, "upstream says no") << code;
   }
   EXPECT_EQ(RpcErrorFromStatus(RpcStatusFromUpstreamError(-32602, "")).message, "Invalid params");
+}
+
+TEST(MinContextSlotTest, TheMemberLeavesAndEverythingElseStaysAsWritten) {
+  EXPECT_EQ(ParamsWithoutMinContextSlot(R"(["k",{"encoding":"base64","minContextSlot":5}])"),
+            R"(["k",{"encoding":"base64"}])");
+  EXPECT_EQ(ParamsWithoutMinContextSlot(R"(["k", { "minContextSlot" : 5 }])"), R"(["k",{}])");
+  EXPECT_EQ(
+      ParamsWithoutMinContextSlot(
+          R"([{"minContextSlot":7,"commitment":"confirmed","dataSlice":{"offset":0,"length":8}}])"),
+      R"([{"commitment":"confirmed","dataSlice":{"offset":0,"length":8}}])");
+  // Not a member: a string that names it, and params without a config object.
+  const std::string in_a_string = R"(["minContextSlot",{"encoding":"base64"}])";
+  EXPECT_EQ(ParamsWithoutMinContextSlot(in_a_string), in_a_string);
+  EXPECT_EQ(ParamsWithoutMinContextSlot(R"(["k"])"), R"(["k"])");
+  EXPECT_EQ(ParamsWithoutMinContextSlot(""), "");
+}
+
+TEST(MinContextSlotTest, DroppingItRewritesTheCallsRawTextAndKeepsTheParsedSlot) {
+  absl::StatusOr<RpcBody> body = ParseRpcBody(
+      R"({"jsonrpc":"2.0","id":"a","method":"getBalance","params":["k",{"minContextSlot":9}]})",
+      Options());
+  ASSERT_TRUE(body.ok());
+  RpcCall& call = body->calls[0];
+  DropMinContextSlot(call);
+  EXPECT_EQ(call.params, R"(["k",{}])");
+  EXPECT_EQ(call.raw, R"({"jsonrpc":"2.0","id":"a","method":"getBalance","params":["k",{}]})");
+  EXPECT_EQ(call.min_context_slot, 9u);
+  EXPECT_TRUE(IsMinContextSlotError(MinContextSlotStatus(3)));
+  EXPECT_FALSE(IsMinContextSlotError(MakeRpcStatus(RpcErrorKind::kInternal)));
 }
 
 }  // namespace

@@ -331,9 +331,74 @@ TEST_F(RouterTest, MinContextSlotWaitsForTheEngineThenAnswers) {
   ClientResponse response = client.Read();
   EXPECT_EQ(response.status, 200u);
   EXPECT_EQ(response.headers["X-Delegation-Slot"], "106");
-  // minContextSlot still goes to the upstream.
+  // The minimum is a slot of the base layer: the ER, whose slots run on their own clock, gets
+  // the call without it.
   ASSERT_EQ(er1_.received().size(), 1u);
-  EXPECT_EQ(er1_.received()[0], body);
+  EXPECT_EQ(er1_.received()[0], R"({"jsonrpc":"2.0","id":9,"method":"getBalance","params":[")" +
+                                    Key(1).ToBase58() + R"(",{}]})");
+}
+
+TEST_F(RouterTest, MinContextSlotGoesToBaseAsWritten) {
+  Start([](RouterOptions& options, HttpServerOptions&) { options.verify_owner = false; });
+  TestClient client(port());
+  const std::string body =
+      Call("9", "getBalance",
+           "[" + Quoted(Key(3)) + R"(,{"commitment":"confirmed","minContextSlot":100}])");
+  ClientResponse response = client.Post(body);
+  EXPECT_EQ(response.status, 200u);
+  ASSERT_EQ(base_.received().size(), 1u);
+  EXPECT_EQ(base_.received()[0], body);
+}
+
+// A split list: base's part keeps minContextSlot, each ER's part goes without it.
+TEST_F(RouterTest, ASplitListSendsMinContextSlotToBaseOnly) {
+  Start([](RouterOptions& options, HttpServerOptions&) { options.verify_owner_multiple = false; });
+  TestClient client(port());
+  ClientResponse response =
+      client.Post(Call("42", "getMultipleAccounts",
+                       "[[" + Quoted(Key(9)) + "," + Quoted(Key(2)) +
+                           R"(],{"encoding":"base64","minContextSlot":100}])"));
+  ASSERT_EQ(response.status, 200u);
+  ASSERT_EQ(base_.received().size(), 1u);
+  EXPECT_EQ(base_.received()[0],
+            R"({"jsonrpc":"2.0","id":1,"method":"getMultipleAccounts","params":[[)" +
+                Quoted(Key(9)) + R"(],{"encoding":"base64","minContextSlot":100}]})");
+  ASSERT_EQ(er2_.received().size(), 1u);
+  EXPECT_EQ(er2_.received()[0],
+            R"({"jsonrpc":"2.0","id":1,"method":"getMultipleAccounts","params":[[)" +
+                Quoted(Key(2)) + R"(],{"encoding":"base64"}]})");
+}
+
+TEST_F(RouterTest, AnUnmetMinContextSlotIsASolanaErrorWithHttp200) {
+  Start([](RouterOptions& options, HttpServerOptions&) {
+    options.max_gate_wait = absl::Milliseconds(50);
+  });
+  TestClient client(port());
+  ClientResponse response = client.Post(Call("9", "getSlot", R"([{"minContextSlot":105}])"));
+  EXPECT_EQ(response.status, 200u);
+  EXPECT_EQ(response.body,
+            R"({"jsonrpc":"2.0","error":{"code":-32016,"message":"Minimum context slot has not )"
+            R"(been reached","data":{"contextSlot":100}},"id":9})");
+  EXPECT_EQ(base_.received_count(), 0u);
+  EXPECT_EQ(metrics_.gate_rejections.value(), 1u);
+}
+
+// In a batch, only the calls asking for more than the state reached get -32016; the others
+// are answered.
+TEST_F(RouterTest, InABatchOnlyTheCallsAskingTooMuchGetTheMinContextSlotError) {
+  Start([](RouterOptions& options, HttpServerOptions&) {
+    options.max_gate_wait = absl::Milliseconds(50);
+  });
+  TestClient client(port());
+  ClientResponse response =
+      client.Post("[" + Call("1", "getSlot", R"([{"minContextSlot":105}])") + "," +
+                  Call("2", "getSlot", R"([{"minContextSlot":90}])") + "]");
+  EXPECT_EQ(response.status, 200u);
+  EXPECT_EQ(response.body,
+            R"([{"jsonrpc":"2.0","error":{"code":-32016,"message":"Minimum context slot has not )"
+            R"(been reached","data":{"contextSlot":100}},"id":1},)"
+            R"({"jsonrpc":"2.0","result":{"from":"base","method":"getSlot"},"id":2}])");
+  EXPECT_EQ(base_.received_count(), 1u);
 }
 
 TEST_F(RouterTest, UpstreamThatTimesOutIsRetriedOnTheSecondEndpoint) {

@@ -330,6 +330,28 @@ describe('Switchyard in front of a localnet base and two ERs, with real clients'
     assert.ok(Math.abs(context.slot - baseSlot) < 40, `${context.slot} vs base ${baseSlot}`);
   });
 
+  test('web3.js: an unmet minContextSlot is a SolanaJSONRPCError -32016; a met one reaches the ER without it; X-Min-Slot answers 412', async () => {
+    const slot = await baseConn.getSlot();
+    await assert.rejects(
+      conn.getSlot({ minContextSlot: slot + 1_000_000 }),
+      (error) => {
+        assert.ok(error instanceof web3.SolanaJSONRPCError, `${error?.constructor?.name}: ${error}`);
+        assert.equal(error.code, -32016);
+        return true;
+      });
+    // A base-layer slot the state has reached: the read of a delegated account goes to its ER
+    // without it (the ER's slots run on their own clock) and is answered there.
+    assert.equal(await conn.getBalance(a1.publicKey, { minContextSlot: Math.max(0, slot - 100) }),
+      await erAConn.getBalance(a1.publicKey));
+    const response = await fetch(sy.url, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-Min-Slot': String(slot + 1_000_000) },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getSlot' }),
+    });
+    assert.equal(response.status, 412);
+    assert.equal((await response.json()).error.code, -32016);
+  });
+
   test('web3.js: a transfer between accounts delegated to ER B lands on ER B; an ordinary transfer lands on base', async () => {
     const erBefore = [await erBConn.getBalance(b1.publicKey), await erBConn.getBalance(b2.publicKey)];
     const baseBefore = [await baseConn.getBalance(b1.publicKey),
