@@ -166,6 +166,7 @@ RouteDecision DecideTransaction(const RpcParams& params, const Snapshot& snapsho
   }
   RouteDecision decision;
   decision.signature = tx->id();
+  decision.signatures = tx->signatures;
   if (calls_delegation_program) {
     decision.action = RouteAction::kForward;
     decision.merge = MergeKind::kPassThrough;
@@ -203,6 +204,7 @@ RouteDecision DecideTransaction(const RpcParams& params, const Snapshot& snapsho
       },
       table);
   routed.signature = decision.signature;
+  routed.signatures = std::move(decision.signatures);
   if (snapshot.limbo_since() && routed.action == RouteAction::kForward && !writable.empty()) {
     routed.writable_in_doubt = std::move(writable);
     routed.verification = Verification::kByRecords;

@@ -129,8 +129,9 @@ struct RouteDecision {
   // calls it delegated.
   std::optional<Pubkey> account;
   bool delegated = false;
-  // Transactions: the id to remember with the target.
+  // Transactions: the id to remember with the target, and every signature (the id first).
   std::optional<Signature> signature;
+  std::vector<Signature> signatures;
   // Transactions decided in limbo (Verification::kByRecords): the accounts they write, whose
   // state may be stale. The router decides again from their delegation records on base before
   // it forwards.

@@ -503,7 +503,7 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
 void Router::ExecuteForward(std::shared_ptr<Exchange> exchange, size_t index, Answer done) {
   const RouteDecision& decision = exchange->decisions[index];
   if (decision.signature && decision.verification != Verification::kByRecords) {
-    context_->signatures().Remember(*decision.signature, decision.target);
+    context_->signatures().Remember(decision.signatures, decision.target);
   }
   switch (decision.verification) {
     case Verification::kByRecords:

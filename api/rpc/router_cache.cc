@@ -1,9 +1,8 @@
 // The response cache in the router (docs/architecture.md §19): answers served from memory or
 // the shared tier, identical reads joined to one in flight, and answers kept by class with the
 // delegation marks they were answered under.
-#include <chrono>
-
 #include <boost/asio/post.hpp>
+#include <chrono>
 
 #include "api/rpc/internal/router.h"
 #include "api/rpc/router.h"

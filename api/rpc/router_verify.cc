@@ -145,7 +145,7 @@ Task<Router::CallAnswer> Router::ForwardTransactionByRecords(std::shared_ptr<Exc
                          AtRouter(RpcOutcome::kRouterError)};
   }
   if (routed.target != decision.target) metrics_->limbo_transaction_reroutes.Increment();
-  if (decision.signature) context_->signatures().Remember(*decision.signature, routed.target);
+  if (decision.signature) context_->signatures().Remember(decision.signatures, routed.target);
   co_return co_await ForwardAsync(routed.target, exchange, index);
 }
 

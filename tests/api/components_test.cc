@@ -37,6 +37,18 @@ TEST(SignatureMemoryTest, ForgetsTheLeastRecentlyUsedPastItsCapacity) {
   EXPECT_EQ(memory.Find(Sig(3)), "base");
 }
 
+TEST(SignatureMemoryTest, EverySignatureOfATransactionIsRememberedAndTheIdIsForgottenLast) {
+  SignatureMemory memory(3);
+  memory.Remember(std::vector<Signature>{Sig(1), Sig(2), Sig(3)}, "er1");
+  EXPECT_EQ(memory.size(), 3u);
+  // Sig(1), the id, was remembered last: the next one pushes out the last of the others.
+  memory.Remember(Sig(4), "base");
+  EXPECT_EQ(memory.Find(Sig(3)), std::nullopt);
+  EXPECT_EQ(memory.Find(Sig(1)), "er1");
+  EXPECT_EQ(memory.Find(Sig(2)), "er1");
+  EXPECT_EQ(memory.Find(Sig(4)), "base");
+}
+
 TEST(LookupTableCacheTest, EntriesExpireAfterTheTtl) {
   ManualClock clock;
   LookupTableCache cache(10, absl::Seconds(60), &clock);

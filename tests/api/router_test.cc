@@ -214,6 +214,22 @@ TEST_F(RouterTest, SendTransactionGoesToTheErWithItsOriginalBytesAndIsRemembered
   EXPECT_EQ(context_->signatures().Find(tx.id()), "er1");
 }
 
+// Each signature of a transaction with two signers finds it, not only the first.
+TEST_F(RouterTest, EverySignatureOfASentTransactionIsRemembered) {
+  Start();
+  TestClient client(port());
+  Transaction tx = MakeTransaction(Key(1), {Key(5)}, Key(30), 0x12);
+  std::array<uint8_t, 64> second;
+  second.fill(0x13);
+  tx.signatures.push_back(Signature(second));
+  tx.header.num_required_signatures = 2;  // Key(5) signs too
+  ClientResponse response = client.Post(
+      Call("1", "sendTransaction", "[\"" + TransactionBase64(tx) + R"(",{"encoding":"base64"}])"));
+  ASSERT_EQ(response.body, R"({"jsonrpc":"2.0","result":"sent-to-er1","id":1})");
+  EXPECT_EQ(context_->signatures().Find(tx.signatures[0]), "er1");
+  EXPECT_EQ(context_->signatures().Find(tx.signatures[1]), "er1");
+}
+
 TEST_F(RouterTest, MixedTargetTransactionIsRejected) {
   Start();
   TestClient client(port());
