@@ -304,10 +304,9 @@ absl::Status ReadApiKeys(const toml::node* keys, const std::string& file,
       name = n->as_string()->get();
     }
     // Errors name the key by its name (never by its secret), or by its place.
-    TableReader table(entry,
-                      name.empty() ? fmt::format("keys[{}].", i)
-                                   : fmt::format("keys[\"{}\"].", name),
-                      file);
+    TableReader table(
+        entry, name.empty() ? fmt::format("keys[{}].", i) : fmt::format("keys[\"{}\"].", name),
+        file);
     ApiKeyOptions key;
     if (entry.get("name") == nullptr) return table.Error("name", "is required");
     if (entry.get("key") == nullptr) return table.Error("key", "is required");
@@ -589,8 +588,8 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
     std::vector<ApiKeyOptions> all = access.keys;
     all.insert(all.end(), from_file->begin(), from_file->end());
     if (absl::Status valid = ValidateApiKeys(all); !valid.ok()) {
-      return absl::InvalidArgumentError(fmt::format("{} and {}: {}", file, serve->keys_file,
-                                                    std::string(valid.message())));
+      return absl::InvalidArgumentError(
+          fmt::format("{} and {}: {}", file, serve->keys_file, std::string(valid.message())));
     }
     access.load_key_file = [path = serve->keys_file] { return LoadKeyFile(path); };
   }
@@ -680,9 +679,8 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   }
   config.source = *path;
   static const absl::flat_hash_set<std::string> kSections = {
-      "storage", "log",       "fold", "api",    "admin",  "router",          "consistency",
-      "routing", "upstreams", "ers",  "ingest", "pubsub", "upstream_health", "cache",
-      "access",  "keys"};
+      "storage",   "log", "fold",   "api",    "admin",           "router", "consistency", "routing",
+      "upstreams", "ers", "ingest", "pubsub", "upstream_health", "cache",  "access",      "keys"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", *path, key.str()));

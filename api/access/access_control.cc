@@ -50,7 +50,8 @@ absl::Status ValidateApiKeys(const std::vector<ApiKeyOptions>& keys) {
     const ApiKeyOptions& key = keys[i];
     const std::string which =
         key.name.empty() ? fmt::format("keys[{}]", i) : fmt::format("key \"{}\"", key.name);
-    if (key.name.empty()) return absl::InvalidArgumentError(fmt::format("{}: 'name' is required", which));
+    if (key.name.empty())
+      return absl::InvalidArgumentError(fmt::format("{}: 'name' is required", which));
     for (const char c : key.name) {
       if (!IsKeyChar(c) && c != '.') {
         return absl::InvalidArgumentError(fmt::format(
@@ -97,19 +98,18 @@ AccessControl::AccessControl(AccessOptions options, const Clock* clock, MetricsR
   address_limited_ = &r.AddCounter(
       "switchyard_api_address_limited_calls_total",
       "JSON-RPC calls answered 429 by the limit per client address (a batch element is one)");
-  ws_unauthorized_ = &r.AddCounter(
-      "switchyard_pubsub_unauthorized_total",
-      "WebSocket handshakes answered 401: no valid API key where one is needed");
+  ws_unauthorized_ =
+      &r.AddCounter("switchyard_pubsub_unauthorized_total",
+                    "WebSocket handshakes answered 401: no valid API key where one is needed");
   ws_limited_messages_ =
       &r.AddCounter("switchyard_pubsub_limited_messages_total",
                     "Pubsub messages answered -32429: over the limit of the connection or the key");
-  ws_subscription_limit_ = &r.AddCounter(
-      "switchyard_pubsub_key_subscription_limit_total",
-      "Subscribe calls refused: the API key holds its max_subscriptions already");
+  ws_subscription_limit_ =
+      &r.AddCounter("switchyard_pubsub_key_subscription_limit_total",
+                    "Subscribe calls refused: the API key holds its max_subscriptions already");
   reloads_ = &r.AddCounter("switchyard_api_key_reloads_total", "Key files read again (SIGHUP)");
-  reload_failures_ = &r.AddCounter(
-      "switchyard_api_key_reload_failures_total",
-      "Key file reloads that failed (the keys in use were kept)");
+  reload_failures_ = &r.AddCounter("switchyard_api_key_reload_failures_total",
+                                   "Key file reloads that failed (the keys in use were kept)");
   keys_gauge_ = &r.AddGauge("switchyard_api_keys", "API keys in the table in use");
 }
 
@@ -218,9 +218,8 @@ absl::StatusOr<std::shared_ptr<const AccessControl::Table>> AccessControl::Build
     }
     if (!SameLimit(kept.ws_messages, options.ws_messages) || !kept.ws) {
       kept.ws_messages = options.ws_messages;
-      kept.ws = options.ws_messages.enabled()
-                    ? std::make_shared<TokenBucket>(options.ws_messages)
-                    : nullptr;
+      kept.ws = options.ws_messages.enabled() ? std::make_shared<TokenBucket>(options.ws_messages)
+                                              : nullptr;
     }
     if (!kept.subscriptions) kept.subscriptions = std::make_shared<std::atomic<int64_t>>(0);
     key->requests = kept.local;

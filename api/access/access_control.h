@@ -33,14 +33,14 @@ struct ApiKeyOptions {
   std::string key;
   std::vector<std::string> allowed_methods;  // empty: every method
   std::vector<std::string> denied_methods;   // wins over allowed_methods
-  RateLimit requests;  // JSON-RPC calls (a batch element is one); shared with Redis
-  RateLimit ws_messages;  // pubsub messages over all the key's connections on this replica
+  RateLimit requests;            // JSON-RPC calls (a batch element is one); shared with Redis
+  RateLimit ws_messages;         // pubsub messages over all the key's connections on this replica
   size_t max_subscriptions = 0;  // over all the key's connections on this replica; 0: no bound
 };
 
 struct AccessOptions {
-  bool keys_required = false;        // no valid key: HTTP 401 (else an anonymous client)
-  std::vector<ApiKeyOptions> keys;   // from the configuration
+  bool keys_required = false;       // no valid key: HTTP 401 (else an anonymous client)
+  std::vector<ApiKeyOptions> keys;  // from the configuration
   // Reads the key file: at Create and at every Reload. Null: no key file.
   std::function<absl::StatusOr<std::vector<ApiKeyOptions>>()> load_key_file;
   RateLimit address_requests;  // per client address (an IPv6 client by its /64)
@@ -78,8 +78,8 @@ class AccessControl {
     std::string name;
     absl::flat_hash_set<std::string> allowed;  // empty: all
     absl::flat_hash_set<std::string> denied;
-    std::shared_ptr<TokenBucket> requests;      // when not shared
-    std::shared_ptr<SharedBucket> shared;       // with Redis
+    std::shared_ptr<TokenBucket> requests;  // when not shared
+    std::shared_ptr<SharedBucket> shared;   // with Redis
     std::shared_ptr<TokenBucket> ws_messages;
     size_t max_subscriptions = 0;
     std::shared_ptr<std::atomic<int64_t>> subscriptions;  // held now, over its connections

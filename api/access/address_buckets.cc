@@ -8,12 +8,12 @@ namespace switchyard {
 
 AddressBuckets::AddressBuckets(RateLimit limit, size_t max_addresses)
     : interval_ns_(std::max<int64_t>(1, static_cast<int64_t>(1e9 / limit.per_second))),
-      tolerance_ns_(static_cast<int64_t>(limit.effective_burst() * static_cast<double>(interval_ns_))),
+      tolerance_ns_(
+          static_cast<int64_t>(limit.effective_burst() * static_cast<double>(interval_ns_))),
       max_per_shard_(std::max<size_t>(1, max_addresses / kShards)),
       shards_(new Shard[kShards]) {}
 
-int64_t AddressBuckets::Take(const boost::asio::ip::address& peer, int64_t now_ns,
-                             uint32_t cost) {
+int64_t AddressBuckets::Take(const boost::asio::ip::address& peer, int64_t now_ns, uint32_t cost) {
   AddressKey key{};
   if (peer.is_v4()) {
     const auto bytes = peer.to_v4().to_bytes();

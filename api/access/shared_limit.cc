@@ -146,9 +146,7 @@ class SharedLimitStore::Connection {
   };
 
   static Connection* Of(const redisAsyncContext* c) { return static_cast<Connection*>(c->data); }
-  static void OnConnect(const redisAsyncContext* c, int status) {
-    Of(c)->HandleConnect(c, status);
-  }
+  static void OnConnect(const redisAsyncContext* c, int status) { Of(c)->HandleConnect(c, status); }
   static void OnDisconnect(const redisAsyncContext* c, int) { Of(c)->HandleDisconnect(c); }
   static void OnReply(redisAsyncContext* c, void* reply, void* privdata) {
     Of(c)->HandleReply(c, static_cast<redisReply*>(reply), static_cast<Pending*>(privdata));
@@ -247,9 +245,10 @@ class SharedLimitStore::Connection {
     if (stopping_ || store_.fallback_.exchange(true)) return;
     store_.metrics_->fallback.Set(1);
     store_.metrics_->fallbacks.Increment();
-    spdlog::warn("limits: Redis {}:{} unreachable ({}); each shared limit is enforced here at "
-                 "limit / {} until it is back",
-                 endpoint_.host, endpoint_.port, why, store_.options_.replicas);
+    spdlog::warn(
+        "limits: Redis {}:{} unreachable ({}); each shared limit is enforced here at "
+        "limit / {} until it is back",
+        endpoint_.host, endpoint_.port, why, store_.options_.replicas);
   }
 
   void Tick() {

@@ -20,7 +20,7 @@
 namespace switchyard {
 
 struct SharedLimitOptions {
-  std::string url;    // redis://HOST:PORT[/DB]
+  std::string url;      // redis://HOST:PORT[/DB]
   size_t replicas = 1;  // while Redis is unreachable each replica allows limit / replicas
   // A token lease unanswered after this long counts as Redis being unreachable.
   absl::Duration timeout = absl::Milliseconds(200);

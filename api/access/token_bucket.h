@@ -26,8 +26,10 @@ class TokenBucket {
 
   // Not thread-safe: before the bucket is shared.
   void Configure(RateLimit limit) {
-    interval_ns_ = limit.enabled() ? std::max<int64_t>(1, static_cast<int64_t>(1e9 / limit.per_second)) : 0;
-    tolerance_ns_ = static_cast<int64_t>(limit.effective_burst() * static_cast<double>(interval_ns_));
+    interval_ns_ =
+        limit.enabled() ? std::max<int64_t>(1, static_cast<int64_t>(1e9 / limit.per_second)) : 0;
+    tolerance_ns_ =
+        static_cast<int64_t>(limit.effective_burst() * static_cast<double>(interval_ns_));
   }
   bool enabled() const { return interval_ns_ > 0; }
 

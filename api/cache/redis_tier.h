@@ -16,9 +16,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "api/redis/redis_url.h"
 #include "boost/asio/any_io_executor.hpp"
 #include "boost/asio/io_context.hpp"
-#include "api/redis/redis_url.h"
 #include "common/metrics.h"
 
 namespace switchyard {

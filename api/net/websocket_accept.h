@@ -59,11 +59,11 @@ void AcceptWebSocket(boost::beast::websocket::stream<Stream>& ws,
     answer.keep_alive(false);
     answer.body() = std::move(refusal->body);
     answer.prepare_payload();
-    http::async_write(ws.next_layer(), answer,
-                      [handshake, done = std::move(done)](boost::system::error_code,
-                                                          size_t) mutable {
-                        done(boost::asio::error::access_denied);
-                      });
+    http::async_write(
+        ws.next_layer(), answer,
+        [handshake, done = std::move(done)](boost::system::error_code, size_t) mutable {
+          done(boost::asio::error::access_denied);
+        });
   };
   if (upgrade) {
     http::request<http::empty_body>& request = handshake->request;
@@ -86,8 +86,7 @@ void AcceptWebSocket(boost::beast::websocket::stream<Stream>& ws,
   }
   http::async_read(ws.next_layer(), handshake->buffer, handshake->request,
                    [&ws, &cors, handshake, finish, admit = std::forward<Admit>(admit),
-                    done = std::forward<Done>(done)](boost::system::error_code ec,
-                                                     size_t) mutable {
+                    done = std::forward<Done>(done)](boost::system::error_code ec, size_t) mutable {
                      if constexpr (kHasTimer) beast::get_lowest_layer(ws).expires_never();
                      if (ec) return done(ec);
                      std::optional<std::string_view> origin;

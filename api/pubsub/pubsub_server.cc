@@ -62,15 +62,14 @@ class PubsubServer::Session : public PubsubClient,
       }
       bool unauthorized = false;
       key_ = access->AdmitWebSocket(
-          access_table_, std::string_view(request.target().data(), request.target().size()),
-          header, &unauthorized);
+          access_table_, std::string_view(request.target().data(), request.target().size()), header,
+          &unauthorized);
       if (!unauthorized) return std::nullopt;
-      return HandshakeRefusal{
-          401, RpcErrorResponse("null", MakeRpcStatus(RpcErrorKind::kUnauthorized)),
-          "application/json"};
+      return HandshakeRefusal{401,
+                              RpcErrorResponse("null", MakeRpcStatus(RpcErrorKind::kUnauthorized)),
+                              "application/json"};
     };
-    AcceptWebSocket(ws_, upgrade, server_->server_->cors(), std::move(admit),
-                    std::move(on_accept));
+    AcceptWebSocket(ws_, upgrade, server_->server_->cors(), std::move(admit), std::move(on_accept));
   }
 
   void Close() override {

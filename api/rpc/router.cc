@@ -311,8 +311,9 @@ void Router::Handle(HttpRequest request, Done done) {
       ParseRpcBody(request.body, options_.codec, request.body.capacity());
   if (access_) {
     std::vector<RpcCall> none;
-    const AccessControl::Admission admission = access_->AdmitHttp(
-        request.target, request.Header("x-api-key"), request.peer, body.ok() ? &body->calls : &none);
+    const AccessControl::Admission admission =
+        access_->AdmitHttp(request.target, request.Header("x-api-key"), request.peer,
+                           body.ok() ? &body->calls : &none);
     if (admission.verdict != AccessControl::Verdict::kAllowed) {
       done(RefusalResponse(admission, body.ok() ? &*body : nullptr, applied));
       return;
