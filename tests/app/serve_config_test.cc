@@ -302,9 +302,8 @@ TEST_F(AccessConfigTest, ErrorsNameTheKeyButNeverTheSecret) {
             file +
                 ": key \"game-a\": 'key' must be at least 8 characters of A-Z, a-z, 0-9, '_' and "
                 "'-'");
-  EXPECT_EQ(Error(std::string(kBase) +
-                  "[[keys]]\nname = \"a\"\nkey = \"secret-0123\"\n"
-                  "[[keys]]\nname = \"a\"\nkey = \"secret-4567\"\n"),
+  EXPECT_EQ(Error(std::string(kBase) + "[[keys]]\nname = \"a\"\nkey = \"secret-0123\"\n"
+                                       "[[keys]]\nname = \"a\"\nkey = \"secret-4567\"\n"),
             file + ": key \"a\": 'name' is used by another key");
   EXPECT_EQ(Error(std::string(kBase) + "[[keys]]\nkey = \"secret-0123\"\n"),
             file + ": 'keys[0].name' is required");
@@ -321,8 +320,9 @@ TEST_F(AccessConfigTest, ErrorsNameTheKeyButNeverTheSecret) {
   const std::string keys = dir_.Sub("bad-keys.toml");
   std::ofstream(keys) << "[[keys]]\nname = \"x y\"\nkey = \"secret-0123\"\n";
   EXPECT_EQ(Error(std::string(kBase) + "[access]\nkeys_file = \"" + keys + "\"\n"),
-            keys + ": key \"x y\": 'name' must be letters, digits, '_', '-' or '.' (it is a "
-                   "metric label)");
+            keys +
+                ": key \"x y\": 'name' must be letters, digits, '_', '-' or '.' (it is a "
+                "metric label)");
 }
 
 TEST(ApiKeyCarriers, HeaderThenQueryThenTheWholePath) {
