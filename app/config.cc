@@ -263,6 +263,70 @@ absl::Status ReadIngestEndpoints(TableReader& ingest, const std::string& file,
   return absl::OkStatus();
 }
 
+// A rate and its burst: `<rate_key>` per second, `<burst_key>` at once (0: one second's worth).
+absl::Status ReadRateLimit(TableReader& table, const char* rate_key, const char* burst_key,
+                           RateLimit* out) {
+  RETURN_IF_ERROR(table.ReadFraction(rate_key, &out->per_second, 0, 1e9));
+  RETURN_IF_ERROR(table.ReadFraction(burst_key, &out->burst, 0, 1e9));
+  if (out->burst > 0 && out->per_second == 0) {
+    return table.Error(burst_key, fmt::format("needs '{}'", rate_key));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadMethodList(TableReader& table, const char* key, std::vector<std::string>* out) {
+  const toml::node* node = table.Node(key);
+  if (node == nullptr) return absl::OkStatus();
+  const toml::array* array = node->as_array();
+  if (array == nullptr) return table.Error(key, "must be an array of method names");
+  for (const toml::node& item : *array) {
+    if (!item.is_string() || item.as_string()->get().empty()) {
+      return table.Error(key, "must be an array of method names");
+    }
+    out->push_back(item.as_string()->get());
+  }
+  return absl::OkStatus();
+}
+
+// [[keys]] of the config or of a key file.
+absl::Status ReadApiKeys(const toml::node* keys, const std::string& file,
+                         std::vector<ApiKeyOptions>* out) {
+  if (keys == nullptr) return absl::OkStatus();
+  if (!keys->is_array_of_tables()) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: 'keys' must be an array of tables ([[keys]])", file));
+  }
+  const toml::array& list = *keys->as_array();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const toml::table& entry = *list[i].as_table();
+    std::string name;
+    if (const toml::node* n = entry.get("name"); n != nullptr && n->is_string()) {
+      name = n->as_string()->get();
+    }
+    // Errors name the key by its name (never by its secret), or by its place.
+    TableReader table(
+        entry, name.empty() ? fmt::format("keys[{}].", i) : fmt::format("keys[\"{}\"].", name),
+        file);
+    ApiKeyOptions key;
+    if (entry.get("name") == nullptr) return table.Error("name", "is required");
+    if (entry.get("key") == nullptr) return table.Error("key", "is required");
+    RETURN_IF_ERROR(table.ReadString("name", &key.name));
+    RETURN_IF_ERROR(table.ReadString("key", &key.key));
+    RETURN_IF_ERROR(ReadMethodList(table, "allowed_methods", &key.allowed_methods));
+    RETURN_IF_ERROR(ReadMethodList(table, "denied_methods", &key.denied_methods));
+    RETURN_IF_ERROR(ReadRateLimit(table, "requests_per_second", "burst", &key.requests));
+    RETURN_IF_ERROR(
+        ReadRateLimit(table, "ws_messages_per_second", "ws_messages_burst", &key.ws_messages));
+    RETURN_IF_ERROR(table.ReadSize("max_subscriptions", &key.max_subscriptions, true));
+    RETURN_IF_ERROR(table.CheckNoUnknownKeys());
+    out->push_back(std::move(key));
+  }
+  if (absl::Status valid = ValidateApiKeys(*out); !valid.ok()) {
+    return absl::InvalidArgumentError(fmt::format("{}: {}", file, std::string(valid.message())));
+  }
+  return absl::OkStatus();
+}
+
 template <typename SectionFn>
 absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const std::string& file,
                              ServeConfig* serve) {
@@ -496,6 +560,43 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
   }
   RETURN_IF_ERROR(cache_table.CheckNoUnknownKeys());
 
+  // [access] and [[keys]]
+  TableReader access_table(section("access"), "access.", file);
+  AccessOptions& access = router.access;
+  RETURN_IF_ERROR(access_table.ReadBool("keys_required", &access.keys_required));
+  RETURN_IF_ERROR(access_table.ReadString("keys_file", &serve->keys_file));
+  RETURN_IF_ERROR(ReadRateLimit(access_table, "address_requests_per_second", "address_burst",
+                                &access.address_requests));
+  RETURN_IF_ERROR(access_table.ReadSize("max_addresses", &access.max_addresses));
+  RETURN_IF_ERROR(ReadRateLimit(access_table, "ws_messages_per_second", "ws_messages_burst",
+                                &access.ws_messages_per_connection));
+  RETURN_IF_ERROR(access_table.ReadString("redis", &access.redis_url));
+  if (!access.redis_url.empty()) {
+    if (absl::StatusOr<RedisEndpoint> redis = ParseRedisUrl(access.redis_url); !redis.ok()) {
+      return access_table.Error("redis", std::string(redis.status().message()));
+    }
+  }
+  RETURN_IF_ERROR(access_table.ReadSize("replicas", &access.replicas));
+  RETURN_IF_ERROR(access_table.ReadMillis("redis_timeout_ms", &access.redis_timeout));
+  RETURN_IF_ERROR(access_table.CheckNoUnknownKeys());
+  RETURN_IF_ERROR(ReadApiKeys(root.get("keys"), file, &access.keys));
+  if (!serve->keys_file.empty()) {
+    // Read now, so that a bad key file stops the start with its message; serve reads it
+    // again at start and on SIGHUP.
+    absl::StatusOr<std::vector<ApiKeyOptions>> from_file = LoadKeyFile(serve->keys_file);
+    if (!from_file.ok()) return from_file.status();
+    std::vector<ApiKeyOptions> all = access.keys;
+    all.insert(all.end(), from_file->begin(), from_file->end());
+    if (absl::Status valid = ValidateApiKeys(all); !valid.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{} and {}: {}", file, serve->keys_file, std::string(valid.message())));
+    }
+    access.load_key_file = [path = serve->keys_file] { return LoadKeyFile(path); };
+  }
+  if (access.keys_required && access.keys.empty() && serve->keys_file.empty()) {
+    return access_table.Error("keys_required", "needs [[keys]] or 'access.keys_file'");
+  }
+
   // [pubsub]
   TableReader pubsub(section("pubsub"), "pubsub.", file);
   PubsubServerOptions& ws = serve->pubsub;
@@ -544,6 +645,26 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
 
 }  // namespace
 
+absl::StatusOr<std::vector<ApiKeyOptions>> LoadKeyFile(const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& error) {
+    return absl::InvalidArgumentError(fmt::format("{}:{}:{}: {}", path, error.source().begin.line,
+                                                  error.source().begin.column,
+                                                  error.description()));
+  }
+  for (const auto& [key, node] : root) {
+    if (key.str() != "keys") {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: unknown key '{}' (a key file holds [[keys]] tables only)", path, key.str()));
+    }
+  }
+  std::vector<ApiKeyOptions> keys;
+  RETURN_IF_ERROR(ReadApiKeys(root.get("keys"), path, &keys));
+  return keys;
+}
+
 absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   Config config;
   if (!path) return config;
@@ -558,12 +679,13 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   }
   config.source = *path;
   static const absl::flat_hash_set<std::string> kSections = {
-      "storage", "log",       "fold", "api",    "admin",  "router",          "consistency",
-      "routing", "upstreams", "ers",  "ingest", "pubsub", "upstream_health", "cache"};
+      "storage",   "log", "fold",   "api",    "admin",           "router", "consistency", "routing",
+      "upstreams", "ers", "ingest", "pubsub", "upstream_health", "cache",  "access",      "keys"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", *path, key.str()));
     }
+    if (key.str() == "keys") continue;  // [[keys]], read with [access]
     if (key.str() == "ers") {
       if (!node.is_array_of_tables()) {
         return absl::InvalidArgumentError(

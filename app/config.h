@@ -78,6 +78,15 @@ namespace switchyard {
 //                  tier), redis_timeout_ms = 5,
 //                  methods = {"getAsset*" = "final"} (never | coalesce | final | slot;
 //                  docs/architecture.md §19)
+//   [access]       keys_required = false, keys_file = "" ([[keys]], reloaded on SIGHUP),
+//                  address_requests_per_second = 0, address_burst = 0 (0: a second's worth),
+//                  max_addresses = 1000000, ws_messages_per_second = 0, ws_messages_burst = 0
+//                  (per WebSocket connection), redis = "" (shares the keys' request limits),
+//                  replicas = 1 (the local share while Redis is unreachable: limit / replicas),
+//                  redis_timeout_ms = 200
+//   [[keys]]       name = "game-a", key = "SECRET", allowed_methods = [], denied_methods = [],
+//                  requests_per_second = 0, burst = 0, ws_messages_per_second = 0,
+//                  ws_messages_burst = 0, max_subscriptions = 0   (docs/architecture.md §9)
 //   [pubsub]       enabled = true, port = <api port + 1> (0: no own listener; Upgrade on
 //                  the api port still works), max_connections = 10000 (WebSocket ones;
 //                  threads is read and ignored: pubsub runs on the api workers),
@@ -109,7 +118,14 @@ struct ServeConfig {
   // workers, and serve warns when it is set.
   size_t pubsub_threads = 0;
   PubsubServerOptions pubsub;
+  // [access] keys_file: [[keys]] read at start and again on SIGHUP.
+  std::string keys_file;
 };
+
+// Reads a key file: [[keys]] tables as in the config (name, key, allowed_methods,
+// denied_methods, requests_per_second, burst, ws_messages_per_second, ws_messages_burst,
+// max_subscriptions). InvalidArgument names the file and the key's name.
+absl::StatusOr<std::vector<ApiKeyOptions>> LoadKeyFile(const std::string& path);
 
 // [ingest]: the base layer the watcher follows. `switchyard serve` runs the watcher when an
 // endpoint is set; `switchyard ingest` takes them from here or from --base.

@@ -42,7 +42,15 @@ class ServeProcess {
 
   // On SIGHUP: reloads what can change while connections stay up. Each reloadable part logs
   // what it loaded, or why it kept what it had.
-  void Reload() {}
+  void Reload() {
+    if (router_ && router_->access() != nullptr) {
+      if (absl::Status s = router_->access()->Reload(); !s.ok()) {
+        spdlog::warn("keys: {}; the keys in use are kept", std::string(s.message()));
+      } else if (!config_.serve.keys_file.empty()) {
+        spdlog::info("keys: {} read again", config_.serve.keys_file);
+      }
+    }
+  }
 
   absl::Status Start() {
     const ServeConfig& serve = config_.serve;

@@ -8,7 +8,7 @@ cmake_minimum_required(VERSION 3.25)
 # and when ALLOWED_THIRD_PARTY names a family that no file of the module includes.
 # The layering itself is docs/architecture.md §3.
 set(project_modules common solana engine storage ingest app localnet api)
-set(api_submodules metrics jsonrpc routing net upstream cache rpc pubsub admin)
+set(api_submodules metrics jsonrpc routing net upstream redis cache access rpc pubsub admin)
 # Third-party include families: name -> regex of include paths.
 set(family_absl "^absl/")
 set(family_fmt "^fmt/")

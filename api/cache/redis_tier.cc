@@ -9,11 +9,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "api/cache/internal/asio_hiredis.h"
+#include "api/redis/asio_hiredis.h"
 #include "boost/asio/post.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "common/clock.h"
-#include "common/url.h"
 #include "fmt/format.h"
 #include "hiredis/async.h"
 #include "hiredis/hiredis.h"
@@ -27,7 +26,6 @@ using TimePoint = SteadyClock::time_point;
 
 namespace {
 
-constexpr std::string_view kRedisScheme = "redis://";
 constexpr std::chrono::milliseconds kFirstBackoff{10};
 constexpr std::chrono::milliseconds kMaxBackoff{1000};
 
@@ -43,32 +41,6 @@ void PostValues(const net::any_io_executor& executor, std::function<void(RedisTi
 }
 
 }  // namespace
-
-absl::StatusOr<RedisEndpoint> ParseRedisUrl(std::string_view url) {
-  auto bad = [url](std::string_view what) {
-    return absl::InvalidArgumentError(fmt::format("Redis URL '{}' {}", url, what));
-  };
-  if (url.substr(0, kRedisScheme.size()) != kRedisScheme) return bad("must start with redis://");
-  // The authority is parsed by the one URL parser, under a scheme it knows.
-  const std::string as_http = fmt::format("http://{}", url.substr(kRedisScheme.size()));
-  absl::StatusOr<Url> parsed = ParseUrl(as_http);
-  if (!parsed.ok()) {
-    const std::string quoted = fmt::format("URL '{}' ", as_http);
-    const std::string message(parsed.status().message());
-    return bad(message.rfind(quoted, 0) == 0 ? message.substr(quoted.size()) : message);
-  }
-  RedisEndpoint endpoint;
-  endpoint.host = parsed->host;
-  if (parsed->explicit_port) endpoint.port = std::stoi(parsed->port);
-  const std::string_view db = std::string_view(parsed->path).substr(1);
-  if (!db.empty()) {
-    const auto [end, ec] = std::from_chars(db.data(), db.data() + db.size(), endpoint.db);
-    if (ec != std::errc() || end != db.data() + db.size() || endpoint.db < 0) {
-      return bad("has a database that is not a non-negative number (redis://HOST:PORT/DB)");
-    }
-  }
-  return endpoint;
-}
 
 struct RedisTier::Metrics {
   explicit Metrics(MetricsRegistry& r)
@@ -184,7 +156,7 @@ class RedisTier::Connection {
       return;
     }
     ac->data = this;
-    if (absl::Status attached = cache_internal::AttachToAsio(ac, tier_.io_); !attached.ok()) {
+    if (absl::Status attached = AttachToAsio(ac, tier_.io_); !attached.ok()) {
       redisAsyncFree(ac);
       NoteConnectionLost(std::string(attached.message()), now);
       return;

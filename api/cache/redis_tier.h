@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "api/redis/redis_url.h"
 #include "boost/asio/any_io_executor.hpp"
 #include "boost/asio/io_context.hpp"
 #include "common/metrics.h"
@@ -31,17 +32,6 @@ struct RedisTierOptions {
   absl::Duration open_for = absl::Seconds(2);  // then one trial (a PING); success closes it
   std::string key_prefix = "switchyard:";
 };
-
-// Where a redis:// URL points.
-struct RedisEndpoint {
-  std::string host;
-  int port = 6379;
-  int db = 0;
-};
-
-// Parses redis://HOST[:PORT][/DB] (the port defaults to 6379, the database to 0);
-// InvalidArgument names what is wrong and quotes `url`.
-absl::StatusOr<RedisEndpoint> ParseRedisUrl(std::string_view url);
 
 // The shared tier of the response cache: every replica of the router reads and fills the
 // same Redis, so one replica's upstream answer is a hit for the others. Owned by whoever wires

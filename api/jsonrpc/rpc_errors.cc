@@ -35,6 +35,12 @@ constexpr auto kRpcErrors = std::to_array<RpcErrorEntry>({
      absl::StatusCode::kOutOfRange, false},
     {RpcErrorKind::kNoRoute, -32004, "No route for the account",
      absl::StatusCode::kFailedPrecondition, false},
+    {RpcErrorKind::kUnauthorized, -32401, "A valid API key is required",
+     absl::StatusCode::kUnauthenticated, false},
+    {RpcErrorKind::kMethodDenied, -32403, "Method not allowed for this API key",
+     absl::StatusCode::kPermissionDenied, false},
+    {RpcErrorKind::kRateLimited, -32429, "Rate limit exceeded",
+     absl::StatusCode::kResourceExhausted, false},
 });
 
 const RpcErrorEntry& EntryFor(RpcErrorKind kind) {

@@ -20,6 +20,9 @@ enum class RpcErrorKind {
   kInternal,        // -32603: an upstream failed or answered something unusable
   kMinContextSlot,  // -32016: the applied slot stayed below the required one
   kNoRoute,         // -32004: the account's validator has no configured ER
+  kUnauthorized,    // -32401: no valid API key where one is required (HTTP 401)
+  kMethodDenied,    // -32403: the API key may not call this method
+  kRateLimited,     // -32429: over a request or message limit (HTTP 429)
 };
 
 // A JSON-RPC error object ready to be written.

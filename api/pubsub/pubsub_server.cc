@@ -6,6 +6,7 @@
 #include <deque>
 
 #include "absl/container/flat_hash_map.h"
+#include "api/access/access_control.h"
 #include "api/jsonrpc/jsonrpc.h"
 #include "api/jsonrpc/pubsub_json.h"
 #include "api/net/websocket_accept.h"
@@ -46,7 +47,29 @@ class PubsubServer::Session : public PubsubClient,
       if (self->draining_) return self->SendClose();
       self->Read();
     };
-    AcceptWebSocket(ws_, upgrade, server_->server_->cors(), std::move(on_accept));
+    AccessControl* access = server_->context_->access();
+    if (access == nullptr) {
+      AcceptWebSocket(ws_, upgrade, server_->server_->cors(), std::move(on_accept));
+      return;
+    }
+    connection_messages_.Configure(access->options().ws_messages_per_connection);
+    auto admit = [this, access](const beast::http::request<beast::http::empty_body>& request)
+        -> std::optional<HandshakeRefusal> {
+      access_table_ = access->CurrentTable();
+      std::optional<std::string_view> header;
+      if (auto it = request.find("x-api-key"); it != request.end()) {
+        header = std::string_view(it->value().data(), it->value().size());
+      }
+      bool unauthorized = false;
+      key_ = access->AdmitWebSocket(
+          access_table_, std::string_view(request.target().data(), request.target().size()), header,
+          &unauthorized);
+      if (!unauthorized) return std::nullopt;
+      return HandshakeRefusal{401,
+                              RpcErrorResponse("null", MakeRpcStatus(RpcErrorKind::kUnauthorized)),
+                              "application/json"};
+    };
+    AcceptWebSocket(ws_, upgrade, server_->server_->cors(), std::move(admit), std::move(on_accept));
   }
 
   void Close() override {
@@ -58,6 +81,10 @@ class PubsubServer::Session : public PubsubClient,
     queued_bytes_ = 0;
     for (const auto& [id, held] : subscriptions_) {
       metrics_->ClientSubscriptions(held.method->label).Add(-1);
+    }
+    if (key_ != nullptr) {
+      key_->subscriptions->fetch_sub(static_cast<int64_t>(subscriptions_.size()),
+                                     std::memory_order_relaxed);
     }
     subscriptions_.clear();
     by_key_.clear();
@@ -87,6 +114,7 @@ class PubsubServer::Session : public PubsubClient,
       subscriptions_[*id] = Held{shard, method, key};
       by_key_[std::move(key)] = *id;
       metrics_->ClientSubscriptions(method->label).Add(1);
+      if (key_ != nullptr) key_->subscriptions->fetch_add(1, std::memory_order_relaxed);
     }
     Send(std::make_shared<const std::string>(std::move(answer)));
   }
@@ -108,6 +136,7 @@ class PubsubServer::Session : public PubsubClient,
     auto it = subscriptions_.find(id);
     if (it == subscriptions_.end()) return;
     metrics_->ClientSubscriptions(it->second.method->label).Add(-1);
+    if (key_ != nullptr) key_->subscriptions->fetch_sub(1, std::memory_order_relaxed);
     by_key_.erase(it->second.key);
     subscriptions_.erase(it);
   }
@@ -143,6 +172,11 @@ class PubsubServer::Session : public PubsubClient,
       metrics_->client_bad_messages.Increment();
       return Answer(RpcErrorResponse(call.id_or_null(), call.error));
     }
+    if (key_ != nullptr && OverMessageLimit()) {
+      server_->context_->access()->ws_limited_messages().Increment();
+      if (call.is_notification()) return;
+      return Answer(RpcErrorResponse(call.id_or_null(), MakeRpcStatus(RpcErrorKind::kRateLimited)));
+    }
     if (call.is_notification()) return;  // nothing to answer
     const std::string id(call.id_or_null());
     if (const PubsubMethod* method = FindSubscribeMethod(call.method)) {
@@ -158,6 +192,15 @@ class PubsubServer::Session : public PubsubClient,
             id, MakeRpcStatus(RpcErrorKind::kInvalidRequest,
                               fmt::format("this connection has the maximum of {} subscriptions",
                                           options_.max_subscriptions_per_connection))));
+      }
+      if (key_ != nullptr && key_->max_subscriptions > 0 &&
+          key_->subscriptions->load(std::memory_order_relaxed) + static_cast<int64_t>(in_flight_) >=
+              static_cast<int64_t>(key_->max_subscriptions)) {
+        server_->context_->access()->ws_subscription_limit().Increment();
+        return Answer(RpcErrorResponse(
+            id, MakeRpcStatus(RpcErrorKind::kRateLimited,
+                              fmt::format("this API key has the maximum of {} subscriptions",
+                                          key_->max_subscriptions))));
       }
       ++in_flight_;
       SubscribeRequest request;
@@ -184,6 +227,13 @@ class PubsubServer::Session : public PubsubClient,
         id,
         MakeRpcStatus(RpcErrorKind::kMethodNotFound,
                       fmt::format("Method not found: {} is not a pubsub method", call.method))));
+  }
+
+  // Takes one message from the connection's bucket and the key's.
+  bool OverMessageLimit() {
+    const int64_t now = server_->context_->access()->NowNanos();
+    if (connection_messages_.enabled() && connection_messages_.Take(now, 1) > 0) return true;
+    return key_->ws_messages && key_->ws_messages->Take(now, 1) > 0;
   }
 
   void SendClose() {
@@ -235,6 +285,11 @@ class PubsubServer::Session : public PubsubClient,
   bool open_ = false;      // the handshake is done
   bool draining_ = false;  // the HttpServer stops: a close frame, then nothing more
   ConnectionSlot slot_;    // counts this connection against the HttpServer's limit
+  // With access control: the key table of the handshake, which keeps key_ alive, the key
+  // (the anonymous one for a client without a key) and the connection's message bucket.
+  std::shared_ptr<const AccessControl::Table> access_table_;
+  const AccessControl::Key* key_ = nullptr;
+  TokenBucket connection_messages_;
 };
 
 PubsubServer::PubsubServer(PubsubServerOptions options, RouterContext* context,

@@ -38,6 +38,33 @@ SendOptions SendOptionsFor(RetryPolicy policy, const RpcCall& call, const std::s
   return options;
 }
 
+// The answer to a request the access control refused: 401 (no valid key) or 429 (over a
+// limit, with Retry-After), one error per call (id null for a body that did not parse).
+HttpResponse RefusalResponse(const AccessControl::Admission& admission, const RpcBody* body,
+                             Slot applied_slot) {
+  const bool limited = admission.verdict == AccessControl::Verdict::kLimited;
+  const absl::Status status =
+      MakeRpcStatus(limited ? RpcErrorKind::kRateLimited : RpcErrorKind::kUnauthorized);
+  std::string text;
+  if (body == nullptr || !body->batch) {
+    const std::string_view id =
+        body != nullptr && !body->calls.empty() ? body->calls[0].id_or_null() : "null";
+    text = RpcErrorResponse(id, status);
+  } else {
+    std::vector<std::string> answers;
+    answers.reserve(body->calls.size());
+    for (const RpcCall& call : body->calls) {
+      answers.push_back(RpcErrorResponse(call.id_or_null(), status));
+    }
+    text = JoinBatch(answers);
+  }
+  HttpResponse response = JsonResponse(limited ? 429 : 401, std::move(text), applied_slot);
+  if (limited) {
+    response.headers.emplace_back("Retry-After", std::to_string(admission.retry_after_seconds));
+  }
+  return response;
+}
+
 RetryPolicy PolicyOf(Resend resend) {
   switch (resend) {
     case Resend::kOtherEndpointOnly:
@@ -215,6 +242,15 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
       context->redis_ = *std::move(tier);
     }
   }
+  if (context->options_.access.enabled()) {
+    absl::StatusOr<std::unique_ptr<AccessControl>> access =
+        AccessControl::Create(context->options_.access, clock, &metrics->registry);
+    if (!access.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("access: {}", std::string(access.status().message())));
+    }
+    context->access_ = *std::move(access);
+  }
   return context;
 }
 
@@ -238,6 +274,7 @@ Router::Router(asio::io_context& io_context, RouterContext* context,
       upstreams_(std::move(upstreams)),
       gate_(std::make_shared<ConsistencyGate>(options_.max_gate_waiters)),
       gate_timer_(io_context) {
+  if (context_->access() != nullptr) access_.emplace(context_->access());
   listener_id_ = context_->snapshots()->AddListener(
       [&io_context, weak = std::weak_ptr<ConsistencyGate>(gate_)](
           const std::shared_ptr<const Snapshot>& snapshot) {
@@ -274,6 +311,16 @@ void Router::Handle(HttpRequest request, Done done) {
   const absl::Duration start = context_->clock()->Monotonic();
   absl::StatusOr<RpcBody> body =
       ParseRpcBody(request.body, options_.codec, request.body.capacity());
+  if (access_) {
+    std::vector<RpcCall> none;
+    const AccessControl::Admission admission =
+        access_->AdmitHttp(request.target, request.Header("x-api-key"), request.peer,
+                           body.ok() ? &body->calls : &none);
+    if (admission.verdict != AccessControl::Verdict::kAllowed) {
+      done(RefusalResponse(admission, body.ok() ? &*body : nullptr, applied));
+      return;
+    }
+  }
   if (!body.ok()) {
     metrics_->rpc_errors.Increment();
     calls_->Record(calls_->MethodId(RpcCallMetrics::kOtherMethod),

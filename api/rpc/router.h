@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "api/access/access_control.h"
 #include "api/cache/redis_tier.h"
 #include "api/cache/response_cache.h"
 #include "api/jsonrpc/jsonrpc.h"
@@ -47,6 +48,7 @@ struct RouterOptions {
   UpstreamOptions upstream;
   UpstreamHealthOptions health;  // [upstream_health]
   CacheOptions cache;            // [cache]
+  AccessOptions access;          // [access] and [[keys]]: API keys and rate limits
   // getIdentity.
   Pubkey identity;
   std::string fqdn;
@@ -95,6 +97,8 @@ class RouterContext {
   // without [cache] redis).
   ResponseCache* cache() const { return cache_.get(); }
   RedisTier* redis() const { return redis_.get(); }
+  // API keys and rate limits; null when both are off.
+  AccessControl* access() const { return access_.get(); }
   ~RouterContext();
 
  private:
@@ -112,6 +116,7 @@ class RouterContext {
   std::unique_ptr<UpstreamHealth> health_;
   std::unique_ptr<ResponseCache> cache_;
   std::unique_ptr<RedisTier> redis_;
+  std::unique_ptr<AccessControl> access_;
 };
 
 }  // namespace switchyard

@@ -3,6 +3,7 @@
 // Not a test; run by hand: build/<dir>/tests/api/api_bench
 #include <benchmark/benchmark.h>
 
+#include "api/access/access_control.h"
 #include "api/jsonrpc/jsonrpc.h"
 #include "api/net/http_server.h"
 #include "api/routing/route_decision.h"
@@ -114,6 +115,49 @@ void BM_RecordCallMetrics(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_RecordCallMetrics);
+
+// The access check of one getAccountInfo request with keys and limits on and every request
+// allowed: arg 1 with its key in x-api-key (key lookup, method check, the key's bucket and
+// the address's), arg 0 anonymous (the address's bucket only).
+void BM_AdmitGetAccountInfo(benchmark::State& state) {
+  MetricsRegistry registry;
+  SystemClock clock;
+  AccessOptions options;
+  options.address_requests = RateLimit{1e9, 1e9};
+  ApiKeyOptions key;
+  key.name = "bench";
+  key.key = "bench-key-0123456789abcdef";
+  key.requests = RateLimit{1e9, 1e9};
+  key.denied_methods = {"sendTransaction"};
+  options.keys.push_back(key);
+  absl::StatusOr<std::unique_ptr<AccessControl>> access =
+      AccessControl::Create(options, &clock, &registry);
+  if (!access.ok()) {
+    state.SkipWithError(std::string(access.status().message()).c_str());
+    return;
+  }
+  AccessControl::View view(access->get());
+  absl::StatusOr<RpcBody> body = ParseRpcBody(kGetAccountInfo, RpcCodecOptions{});
+  const boost::asio::ip::address peer = boost::asio::ip::make_address("10.1.2.3");
+  const std::optional<std::string_view> header =
+      state.range(0) != 0 ? std::optional<std::string_view>(key.key) : std::nullopt;
+  for (auto _ : state) {
+    AccessControl::Admission admission = view.AdmitHttp("/", header, peer, &body->calls);
+    benchmark::DoNotOptimize(admission);
+  }
+}
+BENCHMARK(BM_AdmitGetAccountInfo)->ArgName("with_key")->Arg(1)->Arg(0);
+
+// One take from a token bucket shared by `threads` threads (the per-key limit's hot path).
+void BM_TokenBucketTake(benchmark::State& state) {
+  static TokenBucket bucket(RateLimit{1e9, 1e9});
+  int64_t now = 0;
+  for (auto _ : state) {
+    now += 10;
+    benchmark::DoNotOptimize(bucket.Take(now, 1));
+  }
+}
+BENCHMARK(BM_TokenBucketTake)->Threads(1)->Threads(2);
 
 const std::string kGetSlot = R"({"jsonrpc":"2.0","id":1,"method":"getSlot"})";
 

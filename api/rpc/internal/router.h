@@ -229,6 +229,8 @@ class Router : public RequestHandler {
   std::unique_ptr<UpstreamClient> upstreams_;  // reached only through this interface
   std::shared_ptr<ConsistencyGate> gate_;
   boost::asio::steady_timer gate_timer_;
+  // This worker's view of the API keys, when keys or limits are on.
+  std::optional<AccessControl::View> access_;
   std::optional<absl::Duration> gate_timer_at_;  // the deadline gate_timer_ is set for
   uint64_t listener_id_ = 0;
   // Targets whose batch fallback was logged by this worker (once each).

@@ -1,4 +1,4 @@
-#include "api/cache/internal/asio_hiredis.h"
+#include "api/redis/asio_hiredis.h"
 
 #include <sys/ioctl.h>
 
@@ -7,7 +7,7 @@
 #include "boost/asio/posix/stream_descriptor.hpp"
 #include "boost/asio/post.hpp"
 
-namespace switchyard::cache_internal {
+namespace switchyard {
 namespace {
 
 namespace net = boost::asio;
@@ -136,4 +136,4 @@ absl::Status AttachToAsio(redisAsyncContext* ac, net::io_context& io) {
   return absl::OkStatus();
 }
 
-}  // namespace switchyard::cache_internal
+}  // namespace switchyard

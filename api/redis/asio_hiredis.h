@@ -4,7 +4,7 @@
 #include "boost/asio/io_context.hpp"
 #include "hiredis/async.h"
 
-namespace switchyard::cache_internal {
+namespace switchyard {
 
 // Drives `ac` (a redisAsyncContext just created, its fd connecting) from `io`: hiredis's
 // addRead/delRead/addWrite/delWrite/cleanup hooks become async_wait calls on a
@@ -13,4 +13,4 @@ namespace switchyard::cache_internal {
 // the end of the non-blocking connect.
 absl::Status AttachToAsio(redisAsyncContext* ac, boost::asio::io_context& io);
 
-}  // namespace switchyard::cache_internal
+}  // namespace switchyard
