@@ -11,6 +11,7 @@
 
 #include "api/upstream/internal/upstream_connection.h"
 #include "common/clock.h"
+#include "common/gzip.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -34,7 +35,8 @@ absl::StatusOr<ParsedUrl> ParseUpstreamUrl(std::string_view url) {
 
 struct UpstreamPool::Endpoint {
   ParsedUrl url;
-  std::string head;  // upstream_internal::RequestHeadOf(url)
+  std::string head;       // upstream_internal::RequestHeadOf(url)
+  std::string gzip_head;  // ... with Accept-Encoding: gzip
   uint32_t weight = 1;
   int64_t current_weight = 0;
   size_t open = 0;
@@ -71,6 +73,17 @@ std::optional<ExchangeOutcome> NodeErrorOf(const std::string& body) {
   if (number == "-32005") return ExchangeOutcome::kNodeUnhealthy;
   if (number == "-32016") return ExchangeOutcome::kNodeBehind;
   return std::nullopt;
+}
+
+// A compressed answer at most this large is inflated even for a caller that takes gzip: it
+// may be a node error (a short JSON-RPC error compresses to less than this), which OutcomeOf
+// must read.
+constexpr size_t kNodeErrorGzipLimit = 512;
+
+// Whether a gzip answer goes to the caller as it came (see SendOptions::accept_gzip).
+bool KeepCompressed(const SendOptions& options, const UpstreamResponse& response) {
+  return options.accept_gzip && response.status == 200 &&
+         response.body.size() > kNodeErrorGzipLimit;
 }
 
 ExchangeOutcome OutcomeOf(const UpstreamResponse& response) {
@@ -145,6 +158,7 @@ UpstreamPool::UpstreamPool(asio::io_context& io_context, std::string name,
     auto endpoint = std::make_unique<Endpoint>();
     endpoint->url = urls[i];
     endpoint->head = upstream_internal::RequestHeadOf(endpoint->url);
+    endpoint->gzip_head = upstream_internal::RequestHeadOf(endpoint->url, /*accept_gzip=*/true);
     endpoint->weight = std::max<uint32_t>(1, endpoints[i].weight);
     endpoints_.push_back(std::move(endpoint));
   }
@@ -364,8 +378,9 @@ void UpstreamPool::StartOn(std::shared_ptr<Attempt> attempt) {
                    ExchangeOutcome::kIoError, /*unsent=*/true);
       return;
     }
-    connection = std::make_shared<Connection>(io_context_, endpoint.url, endpoint.head, tls_,
-                                              options_.max_response_bytes, options_.verify_tls);
+    connection =
+        std::make_shared<Connection>(io_context_, endpoint.url, endpoint.head, endpoint.gzip_head,
+                                     tls_, options_.max_response_bytes, options_.verify_tls);
     ++endpoint.open;
     if (endpoint.all.size() > 2 * endpoint.open + 16) {
       std::erase_if(endpoint.all, [](const auto& weak) { return weak.expired(); });
@@ -404,6 +419,7 @@ void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
   ArmSweep();
   raw->Exchange(
       request.body, std::min(now + ToChrono(options_.request_timeout), request.deadline),
+      request.options.accept_gzip,
       [this, attempt, connection = std::move(connection)](error_code ec, UpstreamResponse response,
                                                           Connection::End end) mutable {
         const size_t index = attempt->index;
@@ -445,10 +461,33 @@ void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
           --endpoint.open;
           ServeWaiter(index, nullptr);
         }
+        if (response.gzip) metrics_->upstream_gzip_answers.Increment();
+        if (response.gzip && !KeepCompressed(request.options, response)) {
+          if (absl::Status inflated = Inflate(response); !inflated.ok()) {
+            target_metrics_.errors->Increment();
+            OnAttemptEnd(std::move(attempt), std::move(inflated), ExchangeOutcome::kIoError, false);
+            return;
+          }
+        }
         if (response.status < 200 || response.status > 299) target_metrics_.errors->Increment();
         const ExchangeOutcome outcome = OutcomeOf(response);
         OnAttemptEnd(std::move(attempt), std::move(response), outcome, false);
       });
+}
+
+absl::Status UpstreamPool::Inflate(UpstreamResponse& response) {
+  metrics_->upstream_gzip_inflated.Increment();
+  std::string inflated;
+  if (absl::Status s = GzipInflate(response.body, options_.max_response_bytes, &inflated);
+      !s.ok()) {
+    metrics_->upstream_gzip_bad.Increment();
+    return absl::UnavailableError(
+        fmt::format("upstream {} answered a gzip body that does not inflate: {}", name_,
+                    std::string(s.message())));
+  }
+  response.body = std::move(inflated);
+  response.gzip = false;
+  return absl::OkStatus();
 }
 
 void UpstreamPool::OnAttemptEnd(std::shared_ptr<Attempt> attempt,
