@@ -39,6 +39,11 @@ std::string UpstreamErrorResponse(std::string_view id_json, std::string_view err
 // id 0.
 std::string ForwardBody(const RpcCall& call);
 
+// Whether an upstream's answer to ForwardBody(call) is the answer to the client byte for byte:
+// the call has an id (it is no notification) of a kind upstreams echo faithfully, and so goes
+// out as the client wrote it.
+bool ForwardsVerbatim(const RpcCall& call);
+
 // A request for a sub-part: `{"jsonrpc":"2.0","id":1,"method":<method>,"params":<params>}`.
 std::string SubRequest(std::string_view method, std::string_view params_json);
 

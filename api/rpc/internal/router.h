@@ -249,6 +249,10 @@ struct Router::Exchange {
   size_t remaining = 0;
   absl::Duration start;
   Slot header_min_slot = 0;  // X-Min-Slot: a slot of the base layer
+  // The client accepts gzip and the request is one call that ForwardsVerbatim: a plain forward
+  // of it may take the upstream's gzip answer as it is (answer_gzip: answers[0] is one).
+  bool gzip_pass_through = false;
+  bool answer_gzip = false;
   // The cache's view of each call (empty without a cache).
   struct CacheCall {
     CacheClass cache_class = CacheClass::kNever;
