@@ -75,16 +75,9 @@ std::optional<ExchangeOutcome> NodeErrorOf(const std::string& body) {
   return std::nullopt;
 }
 
-// A compressed answer at most this large is inflated even for a caller that takes gzip: it
-// may be a node error (a short JSON-RPC error compresses to less than this), which OutcomeOf
-// must read.
-constexpr size_t kNodeErrorGzipLimit = 512;
-
-// Whether a gzip answer goes to the caller as it came (see SendOptions::accept_gzip).
-bool KeepCompressed(const SendOptions& options, const UpstreamResponse& response) {
-  return options.accept_gzip && response.status == 200 &&
-         response.body.size() > kNodeErrorGzipLimit;
-}
+// gzip never makes an answer of at most kNodeErrorScanLimit bytes more than this larger: a
+// compressed answer beyond kNodeErrorScanLimit + kGzipOverhead is too large to be a node error.
+constexpr size_t kGzipOverhead = 64;
 
 ExchangeOutcome OutcomeOf(const UpstreamResponse& response) {
   if (response.status == 429) return ExchangeOutcome::kTooManyRequests;
@@ -461,11 +454,11 @@ void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
           --endpoint.open;
           ServeWaiter(index, nullptr);
         }
-        if (response.gzip) metrics_->upstream_gzip_answers.Increment();
-        if (response.gzip && !KeepCompressed(request.options, response)) {
-          if (absl::Status inflated = Inflate(response); !inflated.ok()) {
+        if (response.gzip) {
+          metrics_->upstream_gzip_answers.Increment();
+          if (absl::Status decoded = Decode(request.options, response); !decoded.ok()) {
             target_metrics_.errors->Increment();
-            OnAttemptEnd(std::move(attempt), std::move(inflated), ExchangeOutcome::kIoError, false);
+            OnAttemptEnd(std::move(attempt), std::move(decoded), ExchangeOutcome::kIoError, false);
             return;
           }
         }
@@ -475,16 +468,23 @@ void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
       });
 }
 
-absl::Status UpstreamPool::Inflate(UpstreamResponse& response) {
-  metrics_->upstream_gzip_inflated.Increment();
+absl::Status UpstreamPool::Decode(const SendOptions& options, UpstreamResponse& response) {
+  size_t limit = options_.max_response_bytes;
+  const bool may_keep = options.accept_gzip && response.status == 200;
+  if (may_keep) {
+    if (response.body.size() > kNodeErrorScanLimit + kGzipOverhead) return absl::OkStatus();
+    limit = kNodeErrorScanLimit;  // a small answer might be a node error: OutcomeOf reads it
+  }
   std::string inflated;
-  if (absl::Status s = GzipInflate(response.body, options_.max_response_bytes, &inflated);
-      !s.ok()) {
+  const absl::Status status = GzipInflate(response.body, limit, &inflated);
+  if (may_keep && absl::IsResourceExhausted(status)) return absl::OkStatus();  // no node error
+  if (!status.ok()) {
     metrics_->upstream_gzip_bad.Increment();
     return absl::UnavailableError(
         fmt::format("upstream {} answered a gzip body that does not inflate: {}", name_,
-                    std::string(s.message())));
+                    std::string(status.message())));
   }
+  metrics_->upstream_gzip_inflated.Increment();
   response.body = std::move(inflated);
   response.gzip = false;
   return absl::OkStatus();

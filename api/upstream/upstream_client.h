@@ -40,9 +40,9 @@ struct SendOptions {
   // A read (kSafe) may be hedged to a second endpoint when the first is slow.
   bool hedge = true;
   // The upstream is asked for gzip (Accept-Encoding: gzip) and a 200 answer may come back
-  // compressed (UpstreamResponse::gzip), for a caller that passes the bytes on unread. Small
-  // compressed answers, which might be node errors the retry logic must see, and every other
-  // status arrive inflated.
+  // compressed (UpstreamResponse::gzip), for a caller that passes the bytes on unread. An
+  // answer that inflates to 2 KiB or less, which might be a node error the retry logic must
+  // see, and every other status arrive inflated.
   bool accept_gzip = false;
 };
 
