@@ -91,14 +91,14 @@ measure() {  # PORT [curl args]: "body_bytes header_bytes content_encoding"
   echo " ${encoding:-identity}"
 }
 
-printf '%-44s %12s %12s %10s\n' "getMultipleAccounts, 100 keys" "body bytes" "header bytes" "encoding"
+printf '%-52s %12s %12s %10s\n' "getMultipleAccounts, 100 keys" "body bytes" "header bytes" "encoding"
 for row in "direct to the localnet:$base_port" "serve, cache on:$(port_of "$dir/cached.ready" api)" \
   "serve, cache off (pass-through):$(port_of "$dir/passthrough.ready" api)"; do
   name=${row%%:*}
   port=${row##*:}
   read -r plain_body plain_head plain_enc <<<"$(measure "$port")"
   read -r gzip_body gzip_head gzip_enc <<<"$(measure "$port" --compressed)"
-  printf '%-44s %12s %12s %10s\n' "$name, no Accept-Encoding" "$plain_body" "$plain_head" "$plain_enc"
-  printf '%-44s %12s %12s %10s\n' "$name, --compressed" "$gzip_body" "$gzip_head" "$gzip_enc"
-  awk -v p="$plain_body" -v g="$gzip_body" 'BEGIN { printf "%-44s %12.1f\n", "  ratio (plain / gzip body)", p / g }'
+  printf '%-52s %12s %12s %10s\n' "$name, no Accept-Encoding" "$plain_body" "$plain_head" "$plain_enc"
+  printf '%-52s %12s %12s %10s\n' "$name, --compressed" "$gzip_body" "$gzip_head" "$gzip_enc"
+  awk -v p="$plain_body" -v g="$gzip_body" 'BEGIN { printf "%-52s %12.1f\n", "  ratio (plain / gzip body)", p / g }'
 done
