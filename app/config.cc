@@ -345,6 +345,13 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
   RETURN_IF_ERROR(api.ReadMillis("write_timeout_ms", &http.write_timeout));
   RETURN_IF_ERROR(api.ReadMillis("drain_timeout_ms", &http.drain_timeout));
   RETURN_IF_ERROR(api.ReadCorsOrigins("cors_origins", &http.cors.allowed_origins));
+  RETURN_IF_ERROR(api.ReadBool("gzip", &http.gzip.enabled));
+  int64_t gzip_level = http.gzip.level;
+  RETURN_IF_ERROR(api.ReadPositive("gzip_level", &gzip_level));
+  if (gzip_level > 9) return api.Error("gzip_level", "must be 1 (fastest) to 9 (smallest)");
+  http.gzip.level = static_cast<int>(gzip_level);
+  RETURN_IF_ERROR(api.ReadSize("gzip_min_bytes", &http.gzip.min_bytes, /*allow_zero=*/true));
+  RETURN_IF_ERROR(api.ReadBool("gzip_upstreams", &serve->router.upstream_gzip));
   RETURN_IF_ERROR(api.CheckNoUnknownKeys());
 
   TableReader admin(section("admin"), "admin.", file);

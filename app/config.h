@@ -46,7 +46,13 @@ namespace switchyard {
 //                  pubsub listeners: "*" any, as Solana's RPC server; a list of exact origins
 //                  such as "https://app.example.com", whose Origin is echoed with Vary:
 //                  Origin; [] turns CORS off. A WebSocket handshake carrying an Origin the list
-//                  does not allow gets 403, also with [])
+//                  does not allow gets 403, also with []),
+//                  gzip = true (answers compressed for clients that accept gzip; request
+//                  bodies with Content-Encoding: gzip inflated within max_body_bytes),
+//                  gzip_level = 1 (1 fastest .. 9 smallest), gzip_min_bytes = 1024 (smaller
+//                  answers are sent as they are), gzip_upstreams = true (a plain forward for
+//                  a client that accepts gzip asks its upstream for gzip and passes the
+//                  compressed bytes through; docs/architecture.md §9)
 //   [admin]        listen = "127.0.0.1:9899", ready_max_lag_slots = 32,
 //                  probe_interval_ms = 1000, refresh_interval_ms = 1000
 //   [consistency]  max_wait_ms = 500
@@ -102,6 +108,7 @@ struct ServeConfig {
   ServeConfig() {
     api.port = 8899;
     api.cors.allowed_origins = {"*"};
+    api.gzip.enabled = true;
     admin.port = 9899;
     admin.threads = 1;
   }

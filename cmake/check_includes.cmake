@@ -21,11 +21,12 @@ set(family_openssl "^openssl/")
 set(family_sodium "^sodium")
 set(family_xxhash "^xxhash\\.h$")
 set(family_zstd "^zstd\\.h$")
+set(family_zlib "^zlib\\.h$")
 set(family_isal "^isa-l/")
 set(family_toml "^toml\\+\\+/")
 set(family_cli11 "^CLI/")
 set(family_hiredis "^hiredis/")
-set(families absl fmt spdlog rocksdb rdkafka asio simdjson openssl sodium xxhash zstd isal toml
+set(families absl fmt spdlog rocksdb rdkafka asio simdjson openssl sodium xxhash zstd zlib isal toml
     cli11 hiredis)
 # Headers every module may include: the C++ standard library (no extension) and the C and
 # POSIX headers the project uses.

@@ -44,7 +44,7 @@ Localnet::Localnet(LocalnetOptions options, const Clock* clock)
                                    hub_.get(), Limits());
 }
 
-ServerLimits Localnet::Limits() const {
+ServerLimits Localnet::Limits() {
   ServerLimits limits;
   limits.max_body_bytes = options_.max_body_bytes;
   limits.max_ws_queue = options_.max_ws_queue;
@@ -52,6 +52,8 @@ ServerLimits Localnet::Limits() const {
   limits.request_timeout = options_.request_timeout;
   limits.ws_ping_interval = options_.ws_ping_interval;
   limits.faults = faults_->enabled() ? faults_.get() : nullptr;
+  limits.gzip_min_bytes = options_.gzip_min_bytes;
+  limits.gzip_counters = &gzip_counters_;
   return limits;
 }
 

@@ -35,11 +35,12 @@ class Localnet {
   size_t subscription_count() const { return hub_->subscription_count(); }
   const Pubkey& identity() const { return rpc_->identity(); }
   ScenarioDriver* scenario() { return scenario_.get(); }
+  const GzipCounters& gzip_counters() const { return gzip_counters_; }
 
  private:
   void SlotLoop();
   void Tick();
-  ServerLimits Limits() const;
+  ServerLimits Limits();
 
   const LocalnetOptions options_;
   const Clock* const clock_;
@@ -49,6 +50,7 @@ class Localnet {
   std::unique_ptr<PubSubHub> hub_;
   std::unique_ptr<ScenarioDriver> scenario_;
   std::unique_ptr<HttpFaultInjector> faults_;
+  GzipCounters gzip_counters_;
   std::unique_ptr<IoPool> pool_;
   std::unique_ptr<Listener> http_;
   std::unique_ptr<Listener> ws_;

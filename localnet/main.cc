@@ -100,6 +100,10 @@ int main(int argc, char** argv) {
   app.add_option("--fault-delay-ms", fault_delay_ms, "Fault: the delay of a delayed answer");
   app.add_option("--slot-lag", options.faults.slot_lag,
                  "Fault: HTTP answers report slots (getSlot, context slots) this far behind");
+  app.add_option("--gzip-min-bytes", options.gzip_min_bytes,
+                 "Answers of at least this many bytes are gzipped for clients that accept it "
+                 "(0: never)")
+      ->capture_default_str();
   app.add_option("--ready-file", ready_file,
                  "Write {\"http\":PORT,\"ws\":PORT} here once listening");
   CLI11_PARSE(app, argc, argv);

@@ -72,6 +72,9 @@ struct LocalnetOptions {
   size_t max_transaction_history = 1000000;
   size_t max_body_bytes = 1 << 20;
   size_t max_ws_queue = 65536;
+  // A JSON-RPC answer of at least this many bytes is gzip-compressed (level 1) for a request
+  // whose Accept-Encoding takes gzip, as a node behind a compressing proxy answers; 0: never.
+  size_t gzip_min_bytes = 1024;
   // An HTTP connection on which no byte of a next request arrives for this long is closed,
   // as a node's HTTP server (5 s) closes idle keep-alive connections; zero: never.
   absl::Duration idle_timeout = absl::Seconds(5);

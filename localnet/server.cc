@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "common/clock.h"
+#include "common/gzip.h"
 #include "fmt/format.h"
 
 namespace switchyard::localnet {
@@ -77,7 +78,18 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     http::request<http::string_body>& req = parser_->get();
     keep_alive_ = req.keep_alive();
     version_ = req.version();
+    if (limits_.gzip_min_bytes > 0) {
+      const beast::string_view accept = req[http::field::accept_encoding];
+      accepts_gzip_ = AcceptsGzip(std::string_view(accept.data(), accept.size()));
+    }
     if (req.method() == http::verb::get) {
+      if (req.target() == "/gzip-stats" && limits_.gzip_counters != nullptr) {
+        WriteResponse(
+            "200 OK", "application/json",
+            fmt::format(R"({{"answers":{},"bytes":{}}})", limits_.gzip_counters->answers.load(),
+                        limits_.gzip_counters->bytes.load()));
+        return;
+      }
       // Liveness probe, as Solana's /health.
       WriteText(http::status::ok, req.target() == "/health" ? "ok" : "", keep_alive_);
       return;
@@ -130,7 +142,20 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   }
 
   // Responses are written by hand: a fixed header and the body, without Beast's serializer.
-  void WriteJson(std::string body) { WriteResponse("200 OK", "application/json", std::move(body)); }
+  void WriteJson(std::string body) {
+    if (!accepts_gzip_ || body.size() < limits_.gzip_min_bytes) {
+      WriteResponse("200 OK", "application/json", std::move(body));
+      return;
+    }
+    std::string compressed;
+    GzipCompress(body, 1, &compressed);
+    if (limits_.gzip_counters != nullptr) {
+      limits_.gzip_counters->answers.fetch_add(1, std::memory_order_relaxed);
+      limits_.gzip_counters->bytes.fetch_add(compressed.size(), std::memory_order_relaxed);
+    }
+    WriteResponse("200 OK", "application/json", std::move(compressed),
+                  "Content-Encoding: gzip\r\n");
+  }
 
   void WriteText(http::status status, std::string_view body, bool keep_alive) {
     keep_alive_ = keep_alive;
@@ -184,6 +209,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::string out_body_;
   std::string body_;
   bool keep_alive_ = true;
+  bool accepts_gzip_ = false;  // of the request being answered
   unsigned version_ = 11;
 };
 

@@ -37,6 +37,13 @@ class IoPool {
   std::atomic<size_t> next_{0};
 };
 
+// The answers the HTTP listener sent gzip-compressed, and their bytes as sent (GET
+// /gzip-stats shows them). Any thread.
+struct GzipCounters {
+  std::atomic<uint64_t> answers{0};
+  std::atomic<uint64_t> bytes{0};
+};
+
 struct ServerLimits {
   size_t max_body_bytes = 1 << 20;
   size_t max_ws_queue = 65536;
@@ -47,6 +54,9 @@ struct ServerLimits {
   absl::Duration ws_ping_interval = absl::Seconds(15);
   // Faults of HTTP requests; null: none. Outlives the listener.
   HttpFaultInjector* faults = nullptr;
+  // See LocalnetOptions::gzip_min_bytes; the counters outlive the listener.
+  size_t gzip_min_bytes = 0;
+  GzipCounters* gzip_counters = nullptr;
 };
 
 // Accepts connections on one port and hands each to a session on the pool's next

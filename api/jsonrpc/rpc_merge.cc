@@ -113,6 +113,8 @@ void DropMinContextSlot(RpcCall& call) {
                                    JsonQuote(call.method), call.params);
 }
 
+bool ForwardsVerbatim(const RpcCall& call) { return call.id && IsPlainId(*call.id); }
+
 std::string SubRequest(std::string_view method, std::string_view params_json) {
   return fmt::format(R"({{"jsonrpc":"2.0","id":1,"method":{},"params":{}}})", JsonQuote(method),
                      params_json);

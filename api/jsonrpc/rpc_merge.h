@@ -42,6 +42,11 @@ std::string ForwardBody(const RpcCall& call);
 // min_context_slot stays as it was parsed.
 void DropMinContextSlot(RpcCall& call);
 
+// Whether an upstream's answer to ForwardBody(call) is the answer to the client byte for byte:
+// the call has an id (it is no notification) of a kind upstreams echo faithfully, and so goes
+// out as the client wrote it.
+bool ForwardsVerbatim(const RpcCall& call);
+
 // A request for a sub-part: `{"jsonrpc":"2.0","id":1,"method":<method>,"params":<params>}`.
 std::string SubRequest(std::string_view method, std::string_view params_json);
 

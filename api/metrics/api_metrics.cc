@@ -24,6 +24,30 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
           r.AddCounter("switchyard_api_http_bad_requests_total", "Malformed HTTP requests")),
       http_timeouts(r.AddCounter("switchyard_api_http_timeouts_total",
                                  "HTTP connections closed by an idle/header/body/write timeout")),
+      http_gzip_answers(r.AddCounter(
+          "switchyard_api_http_gzip_answers_total",
+          "Answers gzip-compressed by the HTTP layer (client accepts gzip, answer at least [api] "
+          "gzip_min_bytes)")),
+      http_gzip_input_bytes(r.AddCounter("switchyard_api_http_gzip_input_bytes_total",
+                                         "Bytes of the answers the HTTP layer compressed, before")),
+      http_gzip_output_bytes(r.AddCounter("switchyard_api_http_gzip_output_bytes_total",
+                                          "Bytes of the answers the HTTP layer compressed, after")),
+      http_gzip_passthrough(r.AddCounter(
+          "switchyard_api_http_gzip_passthrough_total",
+          "Answers sent with an upstream's gzip bytes as they came, never inflated (a plain "
+          "forward of one call whose bytes the router does not read)")),
+      http_gzip_passthrough_bytes(
+          r.AddCounter("switchyard_api_http_gzip_passthrough_bytes_total",
+                       "Bytes of the upstream gzip answers passed through without inflating")),
+      http_gzip_bodies(r.AddCounter("switchyard_api_http_gzip_bodies_total",
+                                    "Request bodies sent with Content-Encoding: gzip, inflated")),
+      http_bad_gzip_bodies(r.AddCounter(
+          "switchyard_api_http_bad_gzip_bodies_total",
+          "Request bodies with Content-Encoding: gzip that did not inflate (answered 400)")),
+      http_unsupported_encodings(r.AddCounter(
+          "switchyard_api_http_unsupported_encodings_total",
+          "Request bodies with a Content-Encoding other than gzip, or gzip with [api] gzip off "
+          "(answered 415)")),
       cors_preflights(r.AddCounter("switchyard_api_cors_preflights_total",
                                    "CORS preflights (OPTIONS) answered by the HTTP layer")),
       cors_origins_refused(r.AddCounter(
@@ -49,6 +73,14 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
           "switchyard_api_upstream_stale_retries_total",
           "Reads sent again at once on a new connection: a kept-alive one had been closed by the "
           "upstream while idle (not counted as failures)")),
+      upstream_gzip_answers(r.AddCounter("switchyard_api_upstream_gzip_answers_total",
+                                         "Upstream answers that came gzip-compressed")),
+      upstream_gzip_inflated(
+          r.AddCounter("switchyard_api_upstream_gzip_inflated_total",
+                       "Upstream gzip answers the router inflated because it reads them")),
+      upstream_gzip_bad(r.AddCounter(
+          "switchyard_api_upstream_gzip_bad_total",
+          "Upstream gzip answers that did not inflate (the attempt failed as an I/O error)")),
       upstream_batches(r.AddCounter(
           "switchyard_api_upstream_batches_total",
           "JSON-RPC batches sent to upstreams: the plain forwards of one client batch to one "

@@ -49,19 +49,30 @@ struct ApiMetrics {
   Counter& connections_rejected;  // over max_connections
   Gauge& connections_open;
   Counter& http_requests;
-  Counter& http_body_too_large;    // answered 413
-  Counter& http_bad_requests;      // malformed HTTP
-  Counter& http_timeouts;          // connections closed by a timeout
-  Counter& cors_preflights;        // CORS preflights answered (204, or 403 for the origin)
-  Counter& cors_origins_refused;   // requests and handshakes from an origin not allowed
-  Counter& rpc_calls;              // JSON-RPC calls, batch elements counted one by one
-  Counter& rpc_errors;             // calls answered with an error made by the router
-  Counter& rpc_split_accounts;     // getMultipleAccounts split over several targets
-  Counter& rpc_signature_fanouts;  // unknown signatures asked of everyone
+  Counter& http_body_too_large;          // answered 413
+  Counter& http_bad_requests;            // malformed HTTP
+  Counter& http_timeouts;                // connections closed by a timeout
+  Counter& http_gzip_answers;            // answers the HTTP layer compressed
+  Counter& http_gzip_input_bytes;        // ... their bytes before compression
+  Counter& http_gzip_output_bytes;       // ... and after
+  Counter& http_gzip_passthrough;        // answers sent with an upstream's gzip bytes as they came
+  Counter& http_gzip_passthrough_bytes;  // ... their bytes
+  Counter& http_gzip_bodies;             // request bodies inflated (Content-Encoding: gzip)
+  Counter& http_bad_gzip_bodies;         // ... that did not inflate: answered 400
+  Counter& http_unsupported_encodings;   // request bodies in another encoding: answered 415
+  Counter& cors_preflights;              // CORS preflights answered (204, or 403 for the origin)
+  Counter& cors_origins_refused;         // requests and handshakes from an origin not allowed
+  Counter& rpc_calls;                    // JSON-RPC calls, batch elements counted one by one
+  Counter& rpc_errors;                   // calls answered with an error made by the router
+  Counter& rpc_split_accounts;           // getMultipleAccounts split over several targets
+  Counter& rpc_signature_fanouts;        // unknown signatures asked of everyone
   Counter& upstream_requests;
   Counter& upstream_failures;  // connection errors and timeouts
   Counter& upstream_retries;
   Counter& upstream_stale_retries;      // reads sent again at once: a kept connection was closed
+  Counter& upstream_gzip_answers;       // upstream answers that came gzip-compressed
+  Counter& upstream_gzip_inflated;      // ... that the router inflated
+  Counter& upstream_gzip_bad;           // ... that did not inflate (a failed attempt)
   Counter& upstream_batches;            // JSON-RPC batches the router sent to an upstream
   Counter& upstream_batch_calls;        // ... the calls in them
   Counter& upstream_batch_fallbacks;    // ... calls sent again alone: the answer lacked them

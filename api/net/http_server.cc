@@ -19,6 +19,7 @@
 #include "absl/strings/ascii.h"
 #include "common/clock.h"
 #include "common/cpu.h"
+#include "common/gzip.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -113,9 +114,12 @@ bool ListsToken(std::string_view value, std::string_view token) {
 // container is built and the body is appended once.
 class RequestReader final : public http::basic_parser<true> {
  public:
-  explicit RequestReader(HttpRequest* request) : request_(request) {}
+  // `gzip`: the server takes gzip, so Accept-Encoding is read into request->accepts_gzip.
+  RequestReader(HttpRequest* request, bool gzip) : request_(request), gzip_(gzip) {}
   unsigned version() const { return version_; }
   bool expects_continue() const { return expects_continue_; }
+  // The request's Content-Encoding, when it had one (empty otherwise).
+  const std::string& content_encoding() const { return content_encoding_; }
 
  private:
   using string_view = beast::string_view;
@@ -131,6 +135,10 @@ class RequestReader final : public http::basic_parser<true> {
     if (name == http::field::expect &&
         EqualsIgnoringCase(std::string_view(value.data(), value.size()), "100-continue")) {
       expects_continue_ = true;
+    } else if (name == http::field::accept_encoding) {
+      if (gzip_) request_->accepts_gzip = AcceptsGzip(std::string_view(value.data(), value.size()));
+    } else if (name == http::field::content_encoding) {
+      content_encoding_.assign(value.data(), value.size());
     }
     request_->headers.emplace_back(std::string(name_text), std::string(value));
   }
@@ -150,8 +158,10 @@ class RequestReader final : public http::basic_parser<true> {
   void on_finish_impl(error_code&) override {}
 
   HttpRequest* request_;
+  bool gzip_;
   unsigned version_ = 11;
   bool expects_continue_ = false;
+  std::string content_encoding_;
 };
 
 // A WebSocket handshake request (RFC 6455 4.1).
@@ -183,13 +193,17 @@ void WriteConnectionAndEnd(unsigned version, bool keep_alive, std::string& head)
 }
 
 // The status line and header fields of an answer, the CORS ones for a request from `origin`,
-// Content-Length and the connection's fate included.
+// Content-Encoding, Vary: Accept-Encoding (`vary`), Content-Length and the connection's fate
+// included.
 void WriteHead(const HttpResponse& answer, unsigned version, bool keep_alive,
-               const CorsPolicy& cors, std::optional<std::string_view> origin, std::string& head) {
+               const CorsPolicy& cors, std::optional<std::string_view> origin, bool vary,
+               std::string& head) {
   WriteStatusLine(answer.status, version, head);
   head += "Content-Type: ";
   head += answer.content_type;
   head += "\r\n";
+  if (answer.gzip) head += "Content-Encoding: gzip\r\n";
+  if (vary) head += "Vary: Accept-Encoding\r\n";
   for (const auto& [name, value] : answer.headers) {
     head += name;
     head += ": ";
@@ -305,7 +319,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       phase_ = Phase::kWaiting;
       request_ = HttpRequest();
       request_.peer = peer_;
-      reader_.emplace(&request_);
+      reader_.emplace(&request_, options_.gzip.enabled);
       reader_->eager(true);
       reader_->body_limit(options_.max_body_bytes);
       reader_->header_limit(static_cast<uint32_t>(options_.max_header_bytes));
@@ -457,7 +471,9 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     metrics_->http_requests.Increment();
     const unsigned version = reader_->version();
     const bool keep_alive = reader_->keep_alive();
+    if (!reader_->content_encoding().empty() && !DecodeBody()) return;
     reader_.reset();
+    const bool accepts_gzip = request_.accepts_gzip;
     Pending* pending = &queue_.emplace_back();
     pending->keep_alive = keep_alive;
     if (!keep_alive) read_closed_ = true;
@@ -471,14 +487,72 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       }
     }
     std::optional<std::string> origin = AllowedOrigin(/*count=*/true);
-    handler_->Handle(std::move(request_), [self = shared_from_this(), pending, keep_alive, version,
-                                           origin = std::move(origin)](HttpResponse answer) {
-      WriteHead(answer, version, keep_alive, self->cors_, origin, pending->head);
-      if (!IsBodiless(answer.status)) pending->body = std::move(answer.body);
-      pending->ready = true;
-      self->WriteNext();
-    });
+    handler_->Handle(
+        std::move(request_), [self = shared_from_this(), pending, keep_alive, version, accepts_gzip,
+                              origin = std::move(origin)](HttpResponse answer) {
+          const bool vary = self->options_.gzip.enabled && self->Encode(answer, accepts_gzip);
+          WriteHead(answer, version, keep_alive, self->cors_, origin, vary, pending->head);
+          if (!IsBodiless(answer.status)) pending->body = std::move(answer.body);
+          pending->ready = true;
+          self->WriteNext();
+        });
     ReadNext();
+  }
+
+  // A request body sent with Content-Encoding: inflated in place when it is gzip and gzip is
+  // on, within max_body_bytes; otherwise answered (415, 413 or 400, and the connection closes)
+  // and false.
+  bool DecodeBody() {
+    std::string_view encoding = reader_->content_encoding();
+    while (!encoding.empty() && encoding.back() == ' ') encoding.remove_suffix(1);
+    if (EqualsIgnoringCase(encoding, "identity")) return true;
+    if (!options_.gzip.enabled ||
+        !(EqualsIgnoringCase(encoding, "gzip") || EqualsIgnoringCase(encoding, "x-gzip"))) {
+      metrics_->http_unsupported_encodings.Increment();
+      QueueLocal(415, fmt::format("request Content-Encoding {} is not accepted{}", encoding,
+                                  options_.gzip.enabled ? " (only gzip is)" : ""));
+      return false;
+    }
+    std::string inflated;
+    const absl::Status status =
+        GzipInflate(request_.body, options_.max_body_bytes, &inflated, HttpRequest::kBodySlack);
+    if (absl::IsResourceExhausted(status)) {
+      metrics_->http_body_too_large.Increment();
+      QueueLocal(413, fmt::format("request body exceeds the limit of {} bytes once inflated",
+                                  options_.max_body_bytes));
+      return false;
+    }
+    if (!status.ok()) {
+      metrics_->http_bad_gzip_bodies.Increment();
+      QueueLocal(400, fmt::format("request body (Content-Encoding: gzip) is not valid gzip: {}",
+                                  std::string(status.message())));
+      return false;
+    }
+    metrics_->http_gzip_bodies.Increment();
+    request_.body = std::move(inflated);
+    return true;
+  }
+
+  // With gzip on: compresses the body of `answer` for a client that accepts gzip when it has at
+  // least min_bytes and comes out smaller. Returns whether the answer's encoding depends on
+  // Accept-Encoding (every answer with a body), for Vary.
+  bool Encode(HttpResponse& answer, bool accepts_gzip) {
+    if (IsBodiless(answer.status)) return false;
+    if (answer.gzip) {
+      metrics_->http_gzip_passthrough.Increment();
+      metrics_->http_gzip_passthrough_bytes.Increment(answer.body.size());
+      return true;
+    }
+    if (!accepts_gzip || answer.body.size() < options_.gzip.min_bytes) return true;
+    std::string compressed;
+    GzipCompress(answer.body, options_.gzip.level, &compressed);
+    if (compressed.size() >= answer.body.size()) return true;
+    metrics_->http_gzip_answers.Increment();
+    metrics_->http_gzip_input_bytes.Increment(answer.body.size());
+    metrics_->http_gzip_output_bytes.Increment(compressed.size());
+    answer.body = std::move(compressed);
+    answer.gzip = true;
+    return true;
   }
 
   // The request's Origin when the answer's CORS headers depend on it and it is allowed; a
@@ -500,7 +574,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     if (lines.empty()) {
       HttpResponse answer = handler_->LocalAnswer(403, "origin not allowed");
       answer.status = 403;
-      WriteHead(answer, version, keep_alive, cors_, std::nullopt, pending.head);
+      WriteHead(answer, version, keep_alive, cors_, std::nullopt, /*vary=*/false, pending.head);
       pending.body = std::move(answer.body);
     } else {
       WritePreflightHead(lines, version, keep_alive, pending.head);
@@ -517,7 +591,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     answer.status = status;
     Pending& pending = queue_.emplace_back();
     pending.keep_alive = false;
-    WriteHead(answer, 11, false, cors_, AllowedOrigin(/*count=*/false), pending.head);
+    WriteHead(answer, 11, false, cors_, AllowedOrigin(/*count=*/false), /*vary=*/false,
+              pending.head);
     pending.body = std::move(answer.body);
     pending.ready = true;
     WriteNext();

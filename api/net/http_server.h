@@ -22,6 +22,16 @@
 
 namespace switchyard {
 
+// gzip on the HTTP layer (docs/architecture.md §9): answers of at least `min_bytes` are
+// compressed at `level` for a client whose Accept-Encoding takes gzip, and request bodies sent
+// with Content-Encoding: gzip are inflated (within max_body_bytes, measured inflated). Off: no
+// answer is compressed and an encoded request body gets 415.
+struct GzipOptions {
+  bool enabled = false;
+  int level = 1;  // 1 (fastest) .. 9 (smallest)
+  size_t min_bytes = 1024;
+};
+
 struct HttpServerOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 0;   // 0: any free port (see HttpServer::port())
@@ -40,6 +50,7 @@ struct HttpServerOptions {
   // answer (its own 400/413/431 included) and checks the Origin of WebSocket handshakes.
   // Off by default.
   CorsOptions cors;
+  GzipOptions gzip;
 };
 
 struct HttpRequest {
@@ -53,6 +64,9 @@ struct HttpRequest {
   // The address of the client at the other end of the connection (unspecified when the
   // socket could not tell).
   boost::asio::ip::address peer;
+  // gzip is on and the client's Accept-Encoding takes it: an answer may be compressed, and a
+  // handler may give one that already is (HttpResponse::gzip).
+  bool accepts_gzip = false;
 
   // The value of header `name` (case-insensitive), or nullopt.
   std::optional<std::string_view> Header(std::string_view name) const;
@@ -60,7 +74,10 @@ struct HttpRequest {
 
 struct HttpResponse {
   unsigned status = 200;
+  // With `gzip`, the body is gzip already (an upstream's bytes passed through, only for a
+  // request that accepts_gzip): it is sent as it is with Content-Encoding: gzip.
   std::string body;
+  bool gzip = false;
   std::vector<std::pair<std::string, std::string>> headers;
   std::string content_type = "application/json";
 };

@@ -352,6 +352,9 @@ void Router::Handle(HttpRequest request, Done done) {
   exchange->done = std::move(done);
   exchange->start = start;
   exchange->header_min_slot = header_min_slot;
+  exchange->gzip_pass_through = request.accepts_gzip && options_.upstream_gzip &&
+                                !exchange->body.batch && exchange->body.calls.size() == 1 &&
+                                ForwardsVerbatim(exchange->body.calls[0]);
   metrics_->rpc_calls.Increment(exchange->body.calls.size());
   if (min_slot <= applied) {
     Dispatch(std::move(exchange));
@@ -469,8 +472,10 @@ void Router::Finish(const std::shared_ptr<Exchange>& exchange, absl::Duration no
     exchange->done(std::move(response));
     return;
   }
-  exchange->done(JsonResponse(
-      200, exchange->body.batch ? JoinBatch(answers) : std::move(answers[0]), applied));
+  HttpResponse response =
+      JsonResponse(200, exchange->body.batch ? JoinBatch(answers) : std::move(answers[0]), applied);
+  response.gzip = exchange->answer_gzip;
+  exchange->done(std::move(response));
 }
 
 Router::Answer Router::AnswerTo(const std::shared_ptr<Exchange>& exchange, size_t index) {
@@ -619,14 +624,25 @@ void Router::Forward(const std::string& target, size_t index, std::shared_ptr<Ex
          AtRouter(RpcOutcome::kRouterError));
     return;
   }
-  upstreams_->Send(target, ForwardBody(call),
-                   SendOptionsFor(PolicyOf(exchange->decisions[index].resend), call, target,
-                                  options_.routing.base, exchange->header_min_slot),
-                   [this, exchange, &call, target,
-                    done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
-                     CallAnswer answer = AnswerFromResponse(target, call, response);
-                     done(std::move(answer.answer), answer.outcome);
-                   });
+  SendOptions send = SendOptionsFor(PolicyOf(exchange->decisions[index].resend), call, target,
+                                    options_.routing.base, exchange->header_min_slot);
+  // The answer's bytes may pass through compressed unless the cache keeps them or gives them
+  // to followers (a leader's answer is read).
+  send.accept_gzip =
+      exchange->gzip_pass_through && (exchange->cache.empty() || !exchange->cache[index].leader);
+  upstreams_->Send(
+      target, ForwardBody(call), send,
+      [this, exchange, &call, target,
+       done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
+        if (response.ok() && response->gzip) {
+          // Unread: counted as an answer, whether it holds a result or an error.
+          exchange->answer_gzip = true;
+          done(std::move(response->body), CallOutcome{calls_->TargetId(target), RpcOutcome::kOk});
+          return;
+        }
+        CallAnswer answer = AnswerFromResponse(target, call, response);
+        done(std::move(answer.answer), answer.outcome);
+      });
 }
 
 Task<Router::CallAnswer> Router::ForwardAsync(std::string target,

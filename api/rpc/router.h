@@ -63,6 +63,10 @@ struct RouterOptions {
   // getTokenAccountBalance) and verify_owner_multiple for getMultipleAccounts.
   bool verify_owner = true;
   bool verify_owner_multiple = false;
+  // A request whose client accepts gzip and whose one call is a plain forward the router does
+  // not read (docs/architecture.md §9) asks its upstream for gzip, and a compressed answer goes
+  // to the client as it came, never inflated.
+  bool upstream_gzip = true;
 };
 
 class Router;

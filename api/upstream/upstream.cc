@@ -11,6 +11,7 @@
 
 #include "api/upstream/internal/upstream_connection.h"
 #include "common/clock.h"
+#include "common/gzip.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -34,7 +35,8 @@ absl::StatusOr<ParsedUrl> ParseUpstreamUrl(std::string_view url) {
 
 struct UpstreamPool::Endpoint {
   ParsedUrl url;
-  std::string head;  // upstream_internal::RequestHeadOf(url)
+  std::string head;       // upstream_internal::RequestHeadOf(url)
+  std::string gzip_head;  // ... with Accept-Encoding: gzip
   uint32_t weight = 1;
   int64_t current_weight = 0;
   size_t open = 0;
@@ -72,6 +74,10 @@ std::optional<ExchangeOutcome> NodeErrorOf(const std::string& body) {
   if (number == "-32016") return ExchangeOutcome::kNodeBehind;
   return std::nullopt;
 }
+
+// gzip never makes an answer of at most kNodeErrorScanLimit bytes more than this larger: a
+// compressed answer beyond kNodeErrorScanLimit + kGzipOverhead is too large to be a node error.
+constexpr size_t kGzipOverhead = 64;
 
 ExchangeOutcome OutcomeOf(const UpstreamResponse& response) {
   if (response.status == 429) return ExchangeOutcome::kTooManyRequests;
@@ -145,6 +151,7 @@ UpstreamPool::UpstreamPool(asio::io_context& io_context, std::string name,
     auto endpoint = std::make_unique<Endpoint>();
     endpoint->url = urls[i];
     endpoint->head = upstream_internal::RequestHeadOf(endpoint->url);
+    endpoint->gzip_head = upstream_internal::RequestHeadOf(endpoint->url, /*accept_gzip=*/true);
     endpoint->weight = std::max<uint32_t>(1, endpoints[i].weight);
     endpoints_.push_back(std::move(endpoint));
   }
@@ -364,8 +371,9 @@ void UpstreamPool::StartOn(std::shared_ptr<Attempt> attempt) {
                    ExchangeOutcome::kIoError, /*unsent=*/true);
       return;
     }
-    connection = std::make_shared<Connection>(io_context_, endpoint.url, endpoint.head, tls_,
-                                              options_.max_response_bytes, options_.verify_tls);
+    connection =
+        std::make_shared<Connection>(io_context_, endpoint.url, endpoint.head, endpoint.gzip_head,
+                                     tls_, options_.max_response_bytes, options_.verify_tls);
     ++endpoint.open;
     if (endpoint.all.size() > 2 * endpoint.open + 16) {
       std::erase_if(endpoint.all, [](const auto& weak) { return weak.expired(); });
@@ -404,6 +412,7 @@ void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
   ArmSweep();
   raw->Exchange(
       request.body, std::min(now + ToChrono(options_.request_timeout), request.deadline),
+      request.options.accept_gzip,
       [this, attempt, connection = std::move(connection)](error_code ec, UpstreamResponse response,
                                                           Connection::End end) mutable {
         const size_t index = attempt->index;
@@ -445,10 +454,40 @@ void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
           --endpoint.open;
           ServeWaiter(index, nullptr);
         }
+        if (response.gzip) {
+          metrics_->upstream_gzip_answers.Increment();
+          if (absl::Status decoded = Decode(request.options, response); !decoded.ok()) {
+            target_metrics_.errors->Increment();
+            OnAttemptEnd(std::move(attempt), std::move(decoded), ExchangeOutcome::kIoError, false);
+            return;
+          }
+        }
         if (response.status < 200 || response.status > 299) target_metrics_.errors->Increment();
         const ExchangeOutcome outcome = OutcomeOf(response);
         OnAttemptEnd(std::move(attempt), std::move(response), outcome, false);
       });
+}
+
+absl::Status UpstreamPool::Decode(const SendOptions& options, UpstreamResponse& response) {
+  size_t limit = options_.max_response_bytes;
+  const bool may_keep = options.accept_gzip && response.status == 200;
+  if (may_keep) {
+    if (response.body.size() > kNodeErrorScanLimit + kGzipOverhead) return absl::OkStatus();
+    limit = kNodeErrorScanLimit;  // a small answer might be a node error: OutcomeOf reads it
+  }
+  std::string inflated;
+  const absl::Status status = GzipInflate(response.body, limit, &inflated);
+  if (may_keep && absl::IsResourceExhausted(status)) return absl::OkStatus();  // no node error
+  if (!status.ok()) {
+    metrics_->upstream_gzip_bad.Increment();
+    return absl::UnavailableError(
+        fmt::format("upstream {} answered a gzip body that does not inflate: {}", name_,
+                    std::string(status.message())));
+  }
+  metrics_->upstream_gzip_inflated.Increment();
+  response.body = std::move(inflated);
+  response.gzip = false;
+  return absl::OkStatus();
 }
 
 void UpstreamPool::OnAttemptEnd(std::shared_ptr<Attempt> attempt,

@@ -110,6 +110,11 @@ class UpstreamPool {
   void OnAttemptEnd(std::shared_ptr<Attempt> attempt, absl::StatusOr<UpstreamResponse> result,
                     ExchangeOutcome outcome, bool unsent);
   void Finish(const std::shared_ptr<Request>& request, absl::StatusOr<UpstreamResponse> result);
+  // A gzip answer stays compressed for a caller that takes it (SendOptions::accept_gzip) when
+  // it is a 200 that inflates to more than a node error can be (OutcomeOf scans only small
+  // answers); otherwise its body is replaced by the inflated bytes (at most
+  // max_response_bytes). Unavailable when it does not inflate.
+  absl::Status Decode(const SendOptions& options, UpstreamResponse& response);
   // Why no endpoint can take a request now, for an answer given at once.
   absl::Status NoEndpointStatus() const;
   // Deadlines: one timer per pool, not one per exchange. While any exchange is in flight it

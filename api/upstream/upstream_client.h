@@ -13,6 +13,9 @@ struct UpstreamResponse {
   unsigned status = 0;
   std::string body;
   uint32_t retry_after_seconds = 0;  // a 429's or 503's Retry-After, when it had one
+  // The body is gzip as the upstream sent it (Content-Encoding: gzip). Only ever set for a
+  // request sent with SendOptions::accept_gzip; every other answer arrives inflated.
+  bool gzip = false;
 };
 
 // Whether a failed request may be sent again (docs/architecture.md §11).
@@ -36,6 +39,11 @@ struct SendOptions {
   uint64_t min_slot = 0;
   // A read (kSafe) may be hedged to a second endpoint when the first is slow.
   bool hedge = true;
+  // The upstream is asked for gzip (Accept-Encoding: gzip) and a 200 answer may come back
+  // compressed (UpstreamResponse::gzip), for a caller that passes the bytes on unread. An
+  // answer that inflates to 2 KiB or less, which might be a node error the retry logic must
+  // see, and every other status arrive inflated.
+  bool accept_gzip = false;
 };
 
 using UpstreamCallback = std::function<void(absl::StatusOr<UpstreamResponse>)>;

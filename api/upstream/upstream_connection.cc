@@ -8,6 +8,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/read_size.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <charconv>
 #include <cstring>
@@ -23,16 +24,21 @@ namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
-std::string RequestHeadOf(const Url& url) {
+std::string RequestHeadOf(const Url& url, bool accept_gzip) {
   std::string head = "POST ";
   head += url.path;
   head += " HTTP/1.1\r\nHost: ";
   head += url.HostHeader();
+  if (accept_gzip) head += "\r\nAccept-Encoding: gzip";
   head += "\r\nContent-Type: application/json\r\nContent-Length: ";
   return head;
 }
 
 void ResponseReader::on_field_impl(http::field field, string_view, string_view value, error_code&) {
+  if (field == http::field::content_encoding) {
+    response_->gzip = beast::iequals(value, "gzip") || beast::iequals(value, "x-gzip");
+    return;
+  }
   // Only Retry-After is kept (in seconds; an HTTP date is taken as one second).
   if (field != http::field::retry_after) return;
   uint32_t seconds = 0;
@@ -56,10 +62,12 @@ size_t ResponseReader::on_chunk_body_impl(std::uint64_t, string_view text, error
 }
 
 UpstreamConnection::UpstreamConnection(asio::io_context& io_context, const Url& url,
-                                       const std::string& head, ssl::context* tls,
-                                       size_t max_response_bytes, bool verify_tls)
+                                       const std::string& head, const std::string& gzip_head,
+                                       ssl::context* tls, size_t max_response_bytes,
+                                       bool verify_tls)
     : url_(url),
       head_(head),
+      gzip_head_(gzip_head),
       resolver_(io_context.get_executor()),
       max_response_bytes_(max_response_bytes),
       verify_tls_(verify_tls) {
@@ -77,8 +85,9 @@ bool UpstreamConnection::Usable(Clock::time_point now, Clock::duration check_aft
 }
 
 void UpstreamConnection::Exchange(const std::string& body, Clock::time_point deadline,
-                                  Callback done) {
+                                  bool accept_gzip, Callback done) {
   done_ = std::move(done);
+  request_head_ = accept_gzip ? &gzip_head_ : &head_;
   body_ = &body;
   deadline_ = deadline;
   reused_ = connected_;
@@ -136,7 +145,7 @@ void UpstreamConnection::OnConnected(error_code ec) {
 void UpstreamConnection::Write() {
   writing_ = true;
   const std::array<asio::const_buffer, 3> buffers = {
-      asio::buffer(head_), asio::buffer(length_, length_size_), asio::buffer(*body_)};
+      asio::buffer(*request_head_), asio::buffer(length_, length_size_), asio::buffer(*body_)};
   WithStream([&](auto& stream) {
     asio::async_write(stream, buffers, [self = shared_from_this()](error_code ec, size_t) {
       if (ec) return self->Finish(ec);

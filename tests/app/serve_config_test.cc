@@ -152,6 +152,36 @@ TEST_F(ServeConfigTest, CorsOriginsDefaultToAnyAndAreValidated) {
             file + ": 'api.cors_origins' lists \"*\" with other origins: \"*\" must stand alone");
 }
 
+TEST_F(ServeConfigTest, GzipIsOnByDefaultAndItsKeysAreValidated) {
+  absl::StatusOr<Config> config = Load(kBase);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->serve.api.gzip.enabled);
+  EXPECT_EQ(config->serve.api.gzip.level, 1);
+  EXPECT_EQ(config->serve.api.gzip.min_bytes, 1024u);
+  EXPECT_TRUE(config->serve.router.upstream_gzip);
+  EXPECT_FALSE(config->serve.admin.gzip.enabled);
+  config =
+      Load(std::string(kBase) +
+           "[api]\ngzip = false\ngzip_level = 9\ngzip_min_bytes = 0\ngzip_upstreams = false\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->serve.api.gzip.enabled);
+  EXPECT_EQ(config->serve.api.gzip.level, 9);
+  EXPECT_EQ(config->serve.api.gzip.min_bytes, 0u);
+  EXPECT_FALSE(config->serve.router.upstream_gzip);
+
+  const std::string file = dir_.Sub("serve.toml");
+  EXPECT_EQ(Error(std::string(kBase) + "[api]\ngzip = 1\n"),
+            file + ": 'api.gzip' must be true or false");
+  EXPECT_EQ(Error(std::string(kBase) + "[api]\ngzip_level = 0\n"),
+            file + ": 'api.gzip_level' must be a positive integer");
+  EXPECT_EQ(Error(std::string(kBase) + "[api]\ngzip_level = 10\n"),
+            file + ": 'api.gzip_level' must be 1 (fastest) to 9 (smallest)");
+  EXPECT_EQ(Error(std::string(kBase) + "[api]\ngzip_min_bytes = -1\n"),
+            file + ": 'api.gzip_min_bytes' must be a non-negative integer");
+  EXPECT_EQ(Error(std::string(kBase) + "[api]\ngzip_upstreams = \"yes\"\n"),
+            file + ": 'api.gzip_upstreams' must be true or false");
+}
+
 TEST_F(ServeConfigTest, ErrorsNameTheKeyAndTheFile) {
   const std::string file = dir_.Sub("serve.toml");
   EXPECT_EQ(Error(std::string(kBase) + "[api]\nthreads = \"two\"\n"),

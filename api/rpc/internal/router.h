@@ -254,6 +254,10 @@ struct Router::Exchange {
   // Set when the consistency gate gave up on the calls' minContextSlot: the applied slot then.
   // Calls asking for more are answered -32016; the others go on.
   std::optional<Slot> gate_gave_up_at;
+  // The client accepts gzip and the request is one call that ForwardsVerbatim: a plain forward
+  // of it may take the upstream's gzip answer as it is (answer_gzip: answers[0] is one).
+  bool gzip_pass_through = false;
+  bool answer_gzip = false;
   // The cache's view of each call (empty without a cache).
   struct CacheCall {
     CacheClass cache_class = CacheClass::kNever;

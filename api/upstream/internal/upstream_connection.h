@@ -27,11 +27,13 @@ using Resolver =
     boost::asio::ip::basic_resolver<boost::asio::ip::tcp, boost::asio::io_context::executor_type>;
 
 // The part of every request to one endpoint that does not change: the request line, Host,
-// Content-Type and the name of Content-Length. Built once per endpoint.
-std::string RequestHeadOf(const Url& url);
+// Content-Type (and Accept-Encoding: gzip with `accept_gzip`) and the name of Content-Length.
+// Built once per endpoint.
+std::string RequestHeadOf(const Url& url, bool accept_gzip = false);
 
 // Reads one HTTP response with Beast's parser into a status and a body, and nothing else: no
-// header fields are stored, so parsing allocates only the body. One per response (the
+// header fields are stored (Retry-After and Content-Encoding: gzip are noted), so parsing
+// allocates only the body. One per response (the
 // parser itself allocates nothing).
 class ResponseReader final : public boost::beast::http::basic_parser<false> {
  public:
@@ -77,9 +79,11 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
   };
   using Callback = std::function<void(error_code, UpstreamResponse, End)>;
 
-  // `head` is the endpoint's RequestHeadOf and outlives the connection.
+  // `head` and `gzip_head` are the endpoint's RequestHeadOf without and with accept_gzip and
+  // outlive the connection.
   UpstreamConnection(boost::asio::io_context& io_context, const Url& url, const std::string& head,
-                     boost::asio::ssl::context* tls, size_t max_response_bytes, bool verify_tls);
+                     const std::string& gzip_head, boost::asio::ssl::context* tls,
+                     size_t max_response_bytes, bool verify_tls);
 
   bool connected() const { return connected_; }
   bool busy() const { return static_cast<bool>(done_); }
@@ -90,8 +94,11 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
   // is met as a stale connection and the exchange goes again).
   bool Usable(Clock::time_point now, Clock::duration check_after);
 
-  // Sends `body` (kept alive by the caller until `done`) and calls `done` once.
-  void Exchange(const std::string& body, Clock::time_point deadline, Callback done);
+  // Sends `body` (kept alive by the caller until `done`) and calls `done` once. With
+  // `accept_gzip` the request carries Accept-Encoding: gzip; the answer's body is as it came
+  // (UpstreamResponse::gzip says whether it is compressed).
+  void Exchange(const std::string& body, Clock::time_point deadline, bool accept_gzip,
+                Callback done);
   // Whether an exchange is in flight past its deadline.
   bool Expired(Clock::time_point now) const { return busy() && now >= deadline_; }
   // Ends the exchange in flight with beast::error::timeout.
@@ -118,6 +125,8 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
 
   const Url& url_;
   const std::string& head_;
+  const std::string& gzip_head_;
+  const std::string* request_head_ = nullptr;  // of the exchange in flight
   Resolver resolver_;
   size_t max_response_bytes_;
   bool verify_tls_;
