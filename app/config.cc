@@ -305,24 +305,22 @@ absl::Status ReadRegions(const toml::table& root, const TableReader& api, const 
       }
       for (const RegionOptions::Region& other : out->regions) {
         if (other.name == region.name) {
-          return table.Error("name", fmt::format("repeats \"{}\" of an earlier [[regions]] entry",
-                                                 region.name));
+          return table.Error(
+              "name", fmt::format("repeats \"{}\" of an earlier [[regions]] entry", region.name));
         }
       }
       RETURN_IF_ERROR(table.ReadString("url", &region.url));
       absl::StatusOr<Url> url = ParseUrl(region.url);
-      if (!url.ok() || url->websocket() ||
-          region.url.find_first_of("\"\\ ") != std::string::npos) {
-        return table.Error("url", fmt::format("must be an http:// or https:// URL, not \"{}\"",
-                                              region.url));
+      if (!url.ok() || url->websocket() || region.url.find_first_of("\"\\ ") != std::string::npos) {
+        return table.Error(
+            "url", fmt::format("must be an http:// or https:// URL, not \"{}\"", region.url));
       }
       const toml::array* ranges = table.Node("ranges")->as_array();
       if (ranges == nullptr) return table.Error("ranges", "must be an array of CIDR ranges");
       for (size_t r = 0; r < ranges->size(); ++r) {
         const std::string key = fmt::format("ranges[{}]", r);
         if (!(*ranges)[r].is_string()) return table.Error(key, "must be a string (CIDR)");
-        absl::StatusOr<AddressRange> range =
-            ParseAddressRange((*ranges)[r].as_string()->get());
+        absl::StatusOr<AddressRange> range = ParseAddressRange((*ranges)[r].as_string()->get());
         if (!range.ok()) return table.Error(key, std::string(range.status().message()));
         region.ranges.push_back(*range);
       }
@@ -334,8 +332,9 @@ absl::Status ReadRegions(const toml::table& root, const TableReader& api, const 
     return std::ranges::any_of(out->regions,
                                [&](const RegionOptions::Region& r) { return r.name == name; });
   };
-  for (const auto& [key, name] : {std::pair<const char*, const std::string&>{"region", out->own_region},
-                                  {"default_region", out->default_region}}) {
+  for (const auto& [key, name] :
+       {std::pair<const char*, const std::string&>{"region", out->own_region},
+        {"default_region", out->default_region}}) {
     if (!name.empty() && !known(name)) {
       return api.Error(key, fmt::format("names no [[regions]] entry (\"{}\")", name));
     }
@@ -644,9 +643,8 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   }
   config.source = *path;
   static const absl::flat_hash_set<std::string> kSections = {
-      "storage", "log",       "fold", "api",    "admin",  "router",          "consistency",
-      "routing", "upstreams", "ers",  "ingest", "pubsub", "upstream_health", "cache",
-      "regions"};
+      "storage",   "log", "fold",   "api",    "admin",           "router", "consistency", "routing",
+      "upstreams", "ers", "ingest", "pubsub", "upstream_health", "cache",  "regions"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", *path, key.str()));

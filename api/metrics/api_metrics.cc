@@ -36,9 +36,9 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
           "switchyard_api_tls_handshake_failures_total",
           "TLS handshakes on the api and pubsub listeners that failed or timed out (the "
           "connection is closed)")),
-      tls_plain_refused(r.AddCounter(
-          "switchyard_api_tls_plain_requests_refused_total",
-          "Plain-HTTP connections to a TLS listener, answered 400 and closed")),
+      tls_plain_refused(
+          r.AddCounter("switchyard_api_tls_plain_requests_refused_total",
+                       "Plain-HTTP connections to a TLS listener, answered 400 and closed")),
       tls_reloads(r.AddCounter("switchyard_api_tls_reloads_total",
                                "TLS certificate and key files read again (SIGHUP)")),
       tls_reload_failures(r.AddCounter(

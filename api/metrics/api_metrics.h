@@ -49,20 +49,20 @@ struct ApiMetrics {
   Counter& connections_rejected;  // over max_connections
   Gauge& connections_open;
   Counter& http_requests;
-  Counter& http_body_too_large;    // answered 413
-  Counter& http_bad_requests;      // malformed HTTP
-  Counter& http_timeouts;          // connections closed by a timeout
-  Counter& cors_preflights;        // CORS preflights answered (204, or 403 for the origin)
-  Counter& cors_origins_refused;   // requests and handshakes from an origin not allowed
+  Counter& http_body_too_large;     // answered 413
+  Counter& http_bad_requests;       // malformed HTTP
+  Counter& http_timeouts;           // connections closed by a timeout
+  Counter& cors_preflights;         // CORS preflights answered (204, or 403 for the origin)
+  Counter& cors_origins_refused;    // requests and handshakes from an origin not allowed
   Counter& tls_handshakes;          // TLS handshakes completed on the server's own listeners
   Counter& tls_handshake_failures;  // ... failed or timed out (the connection is closed)
   Counter& tls_plain_refused;       // plain HTTP on a TLS listener, answered 400
   Counter& tls_reloads;             // certificate and key read again (SIGHUP)
   Counter& tls_reload_failures;     // ... refused: the old ones are kept
-  Counter& rpc_calls;              // JSON-RPC calls, batch elements counted one by one
-  Counter& rpc_errors;             // calls answered with an error made by the router
-  Counter& rpc_split_accounts;     // getMultipleAccounts split over several targets
-  Counter& rpc_signature_fanouts;  // unknown signatures asked of everyone
+  Counter& rpc_calls;               // JSON-RPC calls, batch elements counted one by one
+  Counter& rpc_errors;              // calls answered with an error made by the router
+  Counter& rpc_split_accounts;      // getMultipleAccounts split over several targets
+  Counter& rpc_signature_fanouts;   // unknown signatures asked of everyone
   Counter& upstream_requests;
   Counter& upstream_failures;  // connection errors and timeouts
   Counter& upstream_retries;

@@ -249,10 +249,8 @@ class HttpServer::StreamSession final : public HttpServer::Session,
 
  public:
   // A plain connection.
-  StreamSession(tcp::socket socket, asio::io_context& io_context,
-                const HttpServerOptions& options, RequestHandler* handler, ApiMetrics* metrics,
-                HttpServer* server)
-    requires(!kTls)
+  StreamSession(tcp::socket socket, asio::io_context& io_context, const HttpServerOptions& options,
+                RequestHandler* handler, ApiMetrics* metrics, HttpServer* server) requires(!kTls)
       : stream_(io_context.get_executor()),
         options_(options),
         cors_(server->cors_),
@@ -273,8 +271,7 @@ class HttpServer::StreamSession final : public HttpServer::Session,
   // A TLS connection whose handshake is done.
   StreamSession(std::unique_ptr<TlsConnection> connection, asio::io_context& io_context,
                 const HttpServerOptions& options, RequestHandler* handler, ApiMetrics* metrics,
-                HttpServer* server)
-    requires(kTls)
+                HttpServer* server) requires(kTls)
       : stream_(std::move(connection->stream)),
         tls_context_(std::move(connection->context)),
         options_(options),
@@ -323,11 +320,12 @@ class HttpServer::StreamSession final : public HttpServer::Session,
     timer_armed_ = true;
     timer_expiry_ = deadline;
     timer_.expires_at(deadline);
-    timer_.async_wait([self = this->shared_from_this(), generation = ++timer_generation_](error_code ec) {
-      if (ec || generation != self->timer_generation_) return;
-      self->timer_armed_ = false;
-      self->OnTimer();
-    });
+    timer_.async_wait(
+        [self = this->shared_from_this(), generation = ++timer_generation_](error_code ec) {
+          if (ec || generation != self->timer_generation_) return;
+          self->timer_armed_ = false;
+          self->OnTimer();
+        });
   }
 
   void OnTimer() {
@@ -491,10 +489,9 @@ class HttpServer::StreamSession final : public HttpServer::Session,
     timer_.cancel(ignored);
     reader_.reset();
     if constexpr (kTls) {
-      server_->Upgrade(
-          tls_worker,
-          std::make_unique<TlsConnection>(std::move(tls_context_), std::move(stream_)),
-          std::optional<HttpRequest>(std::move(request_)));
+      server_->Upgrade(tls_worker,
+                       std::make_unique<TlsConnection>(std::move(tls_context_), std::move(stream_)),
+                       std::optional<HttpRequest>(std::move(request_)));
     } else {
       error_code ec;
       const tcp protocol = stream_.local_endpoint(ec).protocol();
@@ -534,13 +531,14 @@ class HttpServer::StreamSession final : public HttpServer::Session,
       }
     }
     std::optional<std::string> origin = AllowedOrigin(/*count=*/true);
-    handler_->Handle(std::move(request_), [self = this->shared_from_this(), pending, keep_alive, version,
-                                           origin = std::move(origin)](HttpResponse answer) {
-      WriteHead(answer, version, keep_alive, self->cors_, origin, pending->head);
-      if (!IsBodiless(answer.status)) pending->body = std::move(answer.body);
-      pending->ready = true;
-      self->WriteNext();
-    });
+    handler_->Handle(std::move(request_),
+                     [self = this->shared_from_this(), pending, keep_alive, version,
+                      origin = std::move(origin)](HttpResponse answer) {
+                       WriteHead(answer, version, keep_alive, self->cors_, origin, pending->head);
+                       if (!IsBodiless(answer.status)) pending->body = std::move(answer.body);
+                       pending->ready = true;
+                       self->WriteNext();
+                     });
     ReadNext();
   }
 
@@ -577,7 +575,8 @@ class HttpServer::StreamSession final : public HttpServer::Session,
     HttpResponse answer;
     answer.status = region.status;
     answer.body = std::move(region.body);
-    if (!region.location.empty()) answer.headers.emplace_back("Location", std::move(region.location));
+    if (!region.location.empty())
+      answer.headers.emplace_back("Location", std::move(region.location));
     answer.headers.emplace_back("Cache-Control", "no-store");
     WriteHead(answer, version, keep_alive, cors_, AllowedOrigin(/*count=*/true), pending.head);
     pending.body = std::move(answer.body);
@@ -608,8 +607,9 @@ class HttpServer::StreamSession final : public HttpServer::Session,
     const Pending& front = queue_.front();
     const std::array<asio::const_buffer, 2> buffers = {asio::buffer(front.head),
                                                        asio::buffer(front.body)};
-    asio::async_write(stream_, buffers,
-                      [self = this->shared_from_this()](error_code ec, size_t) { self->OnWritten(ec); });
+    asio::async_write(stream_, buffers, [self = this->shared_from_this()](error_code ec, size_t) {
+      self->OnWritten(ec);
+    });
   }
 
   void OnWritten(error_code ec) {
@@ -879,13 +879,12 @@ class HttpServer::TlsHandshake : public std::enable_shared_from_this<TlsHandshak
   void OnDetected(error_code ec, bool is_tls) {
     if (ec) return Fail();
     if (!is_tls) return RefusePlain();
-    stream_.async_handshake(
-        asio::ssl::stream_base::server, buffer_.data(),
-        [self = shared_from_this()](error_code ec, size_t used) {
-          if (ec) return self->Fail();
-          self->buffer_.consume(used);
-          self->Done();
-        });
+    stream_.async_handshake(asio::ssl::stream_base::server, buffer_.data(),
+                            [self = shared_from_this()](error_code ec, size_t used) {
+                              if (ec) return self->Fail();
+                              self->buffer_.consume(used);
+                              self->Done();
+                            });
   }
 
   void Done() {

@@ -246,7 +246,7 @@ class HttpServer {
 
   HttpServerOptions options_;
   CorsPolicy cors_;
-  std::unique_ptr<ListenerTls> tls_;       // null: plain TCP
+  std::unique_ptr<ListenerTls> tls_;      // null: plain TCP
   std::unique_ptr<RegionTable> regions_;  // null: regions off
   RequestHandlerFactory factory_;
   UpgradeHandler* upgrade_handler_ = nullptr;

@@ -17,8 +17,7 @@ std::array<uint8_t, 16> MappedBytes(const ip::address& address) {
 }
 
 // Whether the first `bits` bits of `a` and `b` are equal.
-bool SamePrefix(const std::array<uint8_t, 16>& a, const std::array<uint8_t, 16>& b,
-                unsigned bits) {
+bool SamePrefix(const std::array<uint8_t, 16>& a, const std::array<uint8_t, 16>& b, unsigned bits) {
   const unsigned whole = bits / 8;
   if (!std::equal(a.begin(), a.begin() + whole, b.begin())) return false;
   const unsigned rest = bits % 8;
@@ -111,9 +110,9 @@ RegionTable::RegionTable(RegionOptions options, MetricsRegistry* registry)
         "switchyard_api_region_here_total",
         "GET /_redirect from a client of this server's own region (answered 200), per region",
         labels);
-    counters.links = &registry->AddCounter("switchyard_api_region_links_total",
-                                           "GET /_getlink answered with a region's URL, per region",
-                                           labels);
+    counters.links =
+        &registry->AddCounter("switchyard_api_region_links_total",
+                              "GET /_getlink answered with a region's URL, per region", labels);
     counters_.push_back(counters);
   }
   std::stable_sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {

@@ -31,8 +31,8 @@ absl::StatusOr<AddressRange> ParseAddressRange(std::string_view text);
 // Regional entry points, as RPC gateways send clients to the one nearest them.
 struct RegionOptions {
   struct Region {
-    std::string name;                 // a label value: [a-z0-9_-]
-    std::string url;                  // the region's public http(s) URL, path allowed
+    std::string name;                  // a label value: [a-z0-9_-]
+    std::string url;                   // the region's public http(s) URL, path allowed
     std::vector<AddressRange> ranges;  // the client addresses it serves
   };
   std::vector<Region> regions;  // empty: regions off, /_redirect and /_getlink are not special

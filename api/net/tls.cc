@@ -39,8 +39,8 @@ absl::StatusOr<std::shared_ptr<ssl::context>> LoadServerTlsContext(const TlsOpti
   }
   auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
   context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
-                       ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                       ssl::context::single_dh_use);
   SSL_CTX* native = context->native_handle();
   ERR_clear_error();
   if (!Readable(options.certificate_file)) {
@@ -64,9 +64,8 @@ absl::StatusOr<std::shared_ptr<ssl::context>> LoadServerTlsContext(const TlsOpti
   }
   if (SSL_CTX_check_private_key(native) != 1) {
     return fail(TlsFile::kPrivateKey,
-                fmt::format("{} does not match the certificate of {}: {}",
-                            options.private_key_file, options.certificate_file,
-                            OpenSslReason("key mismatch")));
+                fmt::format("{} does not match the certificate of {}: {}", options.private_key_file,
+                            options.certificate_file, OpenSslReason("key mismatch")));
   }
   return context;
 }

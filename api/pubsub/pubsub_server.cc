@@ -307,8 +307,8 @@ std::shared_ptr<UpgradedConnection> PubsubServer::AdoptTls(
         .set_option(asio::socket_base::send_buffer_size(options_.socket_send_buffer_bytes),
                     ignored);
   }
-  auto session = std::make_shared<Session<TlsStream>>(worker, std::move(connection), this,
-                                                      std::move(slot));
+  auto session =
+      std::make_shared<Session<TlsStream>>(worker, std::move(connection), this, std::move(slot));
   session->Start(std::move(upgrade));
   return session;
 }

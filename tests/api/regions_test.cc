@@ -69,8 +69,8 @@ class RegionTableTest : public ::testing::Test {
   // eu: 10.0.0.0/8 and 2001:db8:e::/48; us: 10.9.0.0/16 (inside eu's) and 127.0.0.0/8.
   RegionOptions Options(std::string own, std::string fallback = "") {
     RegionOptions options;
-    options.regions.push_back({"eu", "https://eu.example.com", {Range("10.0.0.0/8"),
-                                                                Range("2001:db8:e::/48")}});
+    options.regions.push_back(
+        {"eu", "https://eu.example.com", {Range("10.0.0.0/8"), Range("2001:db8:e::/48")}});
     options.regions.push_back(
         {"us", "https://us.example.com/v1/", {Range("10.9.0.0/16"), Range("127.0.0.0/8")}});
     options.own_region = std::move(own);
@@ -79,7 +79,8 @@ class RegionTableTest : public ::testing::Test {
   }
   double Count(const std::string& name, const std::string& region) {
     const std::string text = registry_.RenderPrometheus();
-    const std::string series = region.empty() ? name : fmt::format("{}{{region=\"{}\"}}", name, region);
+    const std::string series =
+        region.empty() ? name : fmt::format("{}{{region=\"{}\"}}", name, region);
     const size_t at = text.find("\n" + series + " ");
     if (at == std::string::npos) return -1;
     return std::stod(text.substr(at + series.size() + 2));
@@ -161,8 +162,8 @@ TEST_F(RegionTableTest, AnAddressInNoRangeGets404OrTheDefaultRegion) {
 
 TEST_F(RegionTableTest, OnlyTheExactPathsAreAnswered) {
   RegionTable table(Options("eu"), &registry_);
-  for (const char* target : {"/", "/_redirects", "/_getlinks/x", "/KEY/_redirect", "/_redirec",
-                             "/_", "_redirect"}) {
+  for (const char* target :
+       {"/", "/_redirects", "/_getlinks/x", "/KEY/_redirect", "/_redirec", "/_", "_redirect"}) {
     EXPECT_FALSE(table.Answer(target, Address("127.0.0.1")).has_value()) << target;
   }
   RegionTable off(RegionOptions{}, &registry_);

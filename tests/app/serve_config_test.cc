@@ -275,8 +275,9 @@ TEST_F(ServeConfigTest, ReadsTlsFilesAndRefusesABadPairNamingTheKey) {
   EXPECT_EQ(Error(tls(dir_.Sub("missing.pem"), key)),
             file + ": 'api.tls_cert_file' is not usable: cannot read certificate file " +
                 dir_.Sub("missing.pem"));
-  EXPECT_TRUE(Error(tls(garbage, key)).starts_with(file + ": 'api.tls_cert_file' is not usable: " +
-                                                   garbage + " is not a PEM certificate chain"));
+  EXPECT_TRUE(Error(tls(garbage, key))
+                  .starts_with(file + ": 'api.tls_cert_file' is not usable: " + garbage +
+                               " is not a PEM certificate chain"));
   EXPECT_EQ(Error(tls(cert, dir_.Sub("missing.pem"))),
             file + ": 'api.tls_key_file' is not usable: cannot read private key file " +
                 dir_.Sub("missing.pem"));
@@ -314,19 +315,20 @@ ranges = []
   EXPECT_TRUE(config->serve.admin.regions.regions.empty());
 
   const std::string file = dir_.Sub("serve.toml");
-  auto region = [](const std::string& body) {
-    return std::string(kBase) + "[[regions]]\n" + body;
-  };
-  EXPECT_EQ(Error(region("name = \"eu\"\nurl = \"https://eu.example\"\nranges = [\"10.0.0.1/8\"]\n")),
-            file + ": 'regions[0].ranges[0]' '10.0.0.1/8' has address bits set past its /8 prefix");
-  EXPECT_EQ(Error(region("name = \"eu\"\nurl = \"https://eu.example\"\nranges = [\"10.0.0.0/8\", 7]\n")),
-            file + ": 'regions[0].ranges[1]' must be a string (CIDR)");
+  auto region = [](const std::string& body) { return std::string(kBase) + "[[regions]]\n" + body; };
+  EXPECT_EQ(
+      Error(region("name = \"eu\"\nurl = \"https://eu.example\"\nranges = [\"10.0.0.1/8\"]\n")),
+      file + ": 'regions[0].ranges[0]' '10.0.0.1/8' has address bits set past its /8 prefix");
+  EXPECT_EQ(
+      Error(region("name = \"eu\"\nurl = \"https://eu.example\"\nranges = [\"10.0.0.0/8\", 7]\n")),
+      file + ": 'regions[0].ranges[1]' must be a string (CIDR)");
   EXPECT_EQ(Error(region("name = \"eu\"\nurl = \"https://eu.example\"\n")),
             file + ": 'regions[0].ranges' is required");
   EXPECT_EQ(Error(region("name = \"EU\"\nurl = \"https://eu.example\"\nranges = []\n")),
             file + ": 'regions[0].name' must be 1 to 64 of a-z, 0-9, '-' and '_'");
-  EXPECT_EQ(Error(region("name = \"eu\"\nurl = \"wss://eu.example\"\nranges = []\n")),
-            file + ": 'regions[0].url' must be an http:// or https:// URL, not \"wss://eu.example\"");
+  EXPECT_EQ(
+      Error(region("name = \"eu\"\nurl = \"wss://eu.example\"\nranges = []\n")),
+      file + ": 'regions[0].url' must be an http:// or https:// URL, not \"wss://eu.example\"");
   EXPECT_EQ(Error(region("name = \"eu\"\nurl = \"https://eu.example\"\nranges = []\nweight = 1\n")),
             file + ": unknown key 'regions[0].weight'");
   EXPECT_EQ(Error(region("name = \"eu\"\nurl = \"https://eu.example\"\nranges = []\n") +
