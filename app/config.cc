@@ -274,6 +274,25 @@ absl::Status ReadRateLimit(TableReader& table, const char* rate_key, const char*
   return absl::OkStatus();
 }
 
+// Both files or neither; readable, PEM, and a matching pair: the key named is the file at fault.
+absl::Status CheckTls(const TableReader& api, const TlsOptions& tls) {
+  if (!tls.enabled()) return absl::OkStatus();
+  if (tls.certificate_file.empty()) {
+    return api.Error("tls_cert_file", "is required with api.tls_key_file");
+  }
+  if (tls.private_key_file.empty()) {
+    return api.Error("tls_key_file", "is required with api.tls_cert_file");
+  }
+  TlsFile failed = TlsFile::kCertificate;
+  absl::StatusOr<std::shared_ptr<boost::asio::ssl::context>> context =
+      LoadServerTlsContext(tls, &failed);
+  if (!context.ok()) {
+    return api.Error(failed == TlsFile::kCertificate ? "tls_cert_file" : "tls_key_file",
+                     fmt::format("is not usable: {}", std::string(context.status().message())));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadMethodList(TableReader& table, const char* key, std::vector<std::string>* out) {
   const toml::node* node = table.Node(key);
   if (node == nullptr) return absl::OkStatus();
@@ -327,6 +346,66 @@ absl::Status ReadApiKeys(const toml::node* keys, const std::string& file,
   return absl::OkStatus();
 }
 
+// A region name is a metric label value.
+bool IsRegionName(std::string_view name) {
+  return !name.empty() && name.size() <= 64 && std::ranges::all_of(name, [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+  });
+}
+
+// [[regions]] name, url, ranges; and api.region / api.default_region naming one of them.
+absl::Status ReadRegions(const toml::table& root, const TableReader& api, const std::string& file,
+                         RegionOptions* out) {
+  if (const toml::array* regions = root["regions"].as_array()) {
+    for (size_t i = 0; i < regions->size(); ++i) {
+      TableReader table(*(*regions)[i].as_table(), fmt::format("regions[{}].", i), file);
+      RegionOptions::Region region;
+      for (const char* key : {"name", "url", "ranges"}) {
+        if ((*regions)[i].as_table()->get(key) == nullptr) return table.Error(key, "is required");
+      }
+      RETURN_IF_ERROR(table.ReadString("name", &region.name));
+      if (!IsRegionName(region.name)) {
+        return table.Error("name", "must be 1 to 64 of a-z, 0-9, '-' and '_'");
+      }
+      for (const RegionOptions::Region& other : out->regions) {
+        if (other.name == region.name) {
+          return table.Error(
+              "name", fmt::format("repeats \"{}\" of an earlier [[regions]] entry", region.name));
+        }
+      }
+      RETURN_IF_ERROR(table.ReadString("url", &region.url));
+      absl::StatusOr<Url> url = ParseUrl(region.url);
+      if (!url.ok() || url->websocket() || region.url.find_first_of("\"\\ ") != std::string::npos) {
+        return table.Error(
+            "url", fmt::format("must be an http:// or https:// URL, not \"{}\"", region.url));
+      }
+      const toml::array* ranges = table.Node("ranges")->as_array();
+      if (ranges == nullptr) return table.Error("ranges", "must be an array of CIDR ranges");
+      for (size_t r = 0; r < ranges->size(); ++r) {
+        const std::string key = fmt::format("ranges[{}]", r);
+        if (!(*ranges)[r].is_string()) return table.Error(key, "must be a string (CIDR)");
+        absl::StatusOr<AddressRange> range = ParseAddressRange((*ranges)[r].as_string()->get());
+        if (!range.ok()) return table.Error(key, std::string(range.status().message()));
+        region.ranges.push_back(*range);
+      }
+      RETURN_IF_ERROR(table.CheckNoUnknownKeys());
+      out->regions.push_back(std::move(region));
+    }
+  }
+  auto known = [&](const std::string& name) {
+    return std::ranges::any_of(out->regions,
+                               [&](const RegionOptions::Region& r) { return r.name == name; });
+  };
+  for (const auto& [key, name] :
+       {std::pair<const char*, const std::string&>{"region", out->own_region},
+        {"default_region", out->default_region}}) {
+    if (!name.empty() && !known(name)) {
+      return api.Error(key, fmt::format("names no [[regions]] entry (\"{}\")", name));
+    }
+  }
+  return absl::OkStatus();
+}
+
 template <typename SectionFn>
 absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const std::string& file,
                              ServeConfig* serve) {
@@ -352,7 +431,13 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
   http.gzip.level = static_cast<int>(gzip_level);
   RETURN_IF_ERROR(api.ReadSize("gzip_min_bytes", &http.gzip.min_bytes, /*allow_zero=*/true));
   RETURN_IF_ERROR(api.ReadBool("gzip_upstreams", &serve->router.upstream_gzip));
+  RETURN_IF_ERROR(api.ReadString("tls_cert_file", &http.tls.certificate_file));
+  RETURN_IF_ERROR(api.ReadString("tls_key_file", &http.tls.private_key_file));
+  RETURN_IF_ERROR(api.ReadString("region", &http.regions.own_region));
+  RETURN_IF_ERROR(api.ReadString("default_region", &http.regions.default_region));
   RETURN_IF_ERROR(api.CheckNoUnknownKeys());
+  RETURN_IF_ERROR(CheckTls(api, http.tls));
+  RETURN_IF_ERROR(ReadRegions(root, api, file, &http.regions));
 
   TableReader admin(section("admin"), "admin.", file);
   RETURN_IF_ERROR(admin.ReadListen("listen", &serve->admin.address, &serve->admin.port));
@@ -686,17 +771,18 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   }
   config.source = *path;
   static const absl::flat_hash_set<std::string> kSections = {
-      "storage",   "log", "fold",   "api",    "admin",           "router", "consistency", "routing",
-      "upstreams", "ers", "ingest", "pubsub", "upstream_health", "cache",  "access",      "keys"};
+      "storage",         "log",     "fold",      "api",  "admin",  "router",
+      "consistency",     "routing", "upstreams", "ers",  "ingest", "pubsub",
+      "upstream_health", "cache",   "access",    "keys", "regions"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", *path, key.str()));
     }
     if (key.str() == "keys") continue;  // [[keys]], read with [access]
-    if (key.str() == "ers") {
+    if (key.str() == "ers" || key.str() == "regions") {
       if (!node.is_array_of_tables()) {
-        return absl::InvalidArgumentError(
-            fmt::format("{}: 'ers' must be an array of tables ([[ers]])", *path));
+        return absl::InvalidArgumentError(fmt::format(
+            "{}: '{}' must be an array of tables ([[{}]])", *path, key.str(), key.str()));
       }
       continue;
     }

@@ -50,6 +50,21 @@ class ServeProcess {
         spdlog::info("keys: {} read again", config_.serve.keys_file);
       }
     }
+    ReloadTls();
+  }
+
+  // New connections to the api and pubsub listeners get the certificate and key as the files
+  // now hold them; open connections keep theirs.
+  void ReloadTls() {
+    const TlsOptions& tls = config_.serve.api.tls;
+    if (!api_server_ || !tls.enabled()) return;
+    if (absl::Status s = api_server_->ReloadTls(); !s.ok()) {
+      spdlog::warn("SIGHUP: kept the TLS certificate of the api listeners: {}",
+                   std::string(s.message()));
+      return;
+    }
+    spdlog::info("SIGHUP: the api listeners serve the TLS certificate of {} from now on",
+                 tls.certificate_file);
   }
 
   absl::Status Start() {

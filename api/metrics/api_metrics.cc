@@ -54,6 +54,21 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
           "switchyard_api_cors_origins_refused_total",
           "Requests, preflights and WebSocket handshakes from an origin that [api] cors_origins "
           "does not allow (answered without CORS headers, or 403)")),
+      tls_handshakes(r.AddCounter("switchyard_api_tls_handshakes_total",
+                                  "TLS handshakes completed on the api and pubsub listeners")),
+      tls_handshake_failures(r.AddCounter(
+          "switchyard_api_tls_handshake_failures_total",
+          "TLS handshakes on the api and pubsub listeners that failed or timed out (the "
+          "connection is closed)")),
+      tls_plain_refused(
+          r.AddCounter("switchyard_api_tls_plain_requests_refused_total",
+                       "Plain-HTTP connections to a TLS listener, answered 400 and closed")),
+      tls_reloads(r.AddCounter("switchyard_api_tls_reloads_total",
+                               "TLS certificate and key files read again (SIGHUP)")),
+      tls_reload_failures(r.AddCounter(
+          "switchyard_api_tls_reload_failures_total",
+          "TLS reloads refused (unreadable files, not a matching pair): the listeners keep the "
+          "certificate they had")),
       rpc_calls(r.AddCounter("switchyard_api_rpc_calls_total", "JSON-RPC calls")),
       rpc_errors(r.AddCounter(
           "switchyard_api_rpc_errors_total",

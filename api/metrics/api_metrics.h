@@ -62,6 +62,11 @@ struct ApiMetrics {
   Counter& http_unsupported_encodings;   // request bodies in another encoding: answered 415
   Counter& cors_preflights;              // CORS preflights answered (204, or 403 for the origin)
   Counter& cors_origins_refused;         // requests and handshakes from an origin not allowed
+  Counter& tls_handshakes;               // TLS handshakes completed on the server's own listeners
+  Counter& tls_handshake_failures;       // ... failed or timed out (the connection is closed)
+  Counter& tls_plain_refused;            // plain HTTP on a TLS listener, answered 400
+  Counter& tls_reloads;                  // certificate and key read again (SIGHUP)
+  Counter& tls_reload_failures;          // ... refused: the old ones are kept
   Counter& rpc_calls;                    // JSON-RPC calls, batch elements counted one by one
   Counter& rpc_errors;                   // calls answered with an error made by the router
   Counter& rpc_split_accounts;           // getMultipleAccounts split over several targets

@@ -8,6 +8,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/basic_parser.hpp>
@@ -72,6 +73,7 @@ struct HttpServer::Worker {
   // Touched only on this worker's thread once it runs.
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;  // one per listener
   std::vector<std::weak_ptr<Session>> sessions;
+  std::vector<std::weak_ptr<TlsHandshake>> handshakes;  // TLS connections not yet handed on
   std::vector<std::weak_ptr<UpgradedConnection>> upgraded;
   std::thread thread;
 };
@@ -229,18 +231,44 @@ void WritePreflightHead(std::string_view cors_lines, unsigned version, bool keep
 
 }  // namespace
 
-// One client connection. Lives on one worker's thread; every member is touched only there.
-// Requests are read with RequestReader from one buffer (several may arrive in one read) and
-// answered in order by one gathered write of head and body each. One timer guards every
-// phase: it is moved only when a phase needs an earlier deadline than it holds, and when it
-// fires it looks at the deadline of the moment.
-class HttpServer::Session : public std::enable_shared_from_this<Session> {
+// What the server's stop sees of a session, whatever its stream. Lives on one worker's thread.
+class HttpServer::Session {
  public:
-  Session(tcp::socket socket, asio::io_context& io_context, const HttpServerOptions& options,
-          RequestHandler* handler, ApiMetrics* metrics, HttpServer* server)
-      : socket_(io_context.get_executor()),
+  virtual ~Session() = default;
+  virtual void ForceClose() = 0;
+  // Stops reading; the connection closes once the answers it owes are written.
+  virtual void Drain() = 0;
+};
+
+namespace {
+
+// The TCP socket under a session's stream, for what TLS leaves to TCP (cancel, shutdown,
+// close).
+Socket& RawSocket(Socket& socket) { return socket; }
+tcp::socket& RawSocket(TlsStream& stream) { return beast::get_lowest_layer(stream).socket(); }
+
+}  // namespace
+
+// One client connection over `Stream`: Socket (plain TCP) or TlsStream (its handshake done),
+// fixed per connection so that the plain path has no indirection per read or write. Lives on
+// one worker's thread; every member is touched only there. Requests are read with
+// RequestReader from one buffer (several may arrive in one read) and answered in order by one
+// gathered write of head and body each. One timer guards every phase: it is moved only when a
+// phase needs an earlier deadline than it holds, and when it fires it looks at the deadline of
+// the moment.
+template <typename Stream>
+class HttpServer::StreamSession final : public HttpServer::Session,
+                                        public std::enable_shared_from_this<StreamSession<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
+ public:
+  // A plain connection.
+  StreamSession(tcp::socket socket, asio::io_context& io_context, const HttpServerOptions& options,
+                RequestHandler* handler, ApiMetrics* metrics, HttpServer* server) requires(!kTls)
+      : stream_(io_context.get_executor()),
         options_(options),
         cors_(server->cors_),
+        regions_(server->regions_.get()),
         handler_(handler),
         metrics_(metrics),
         server_(server),
@@ -250,24 +278,41 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     if (!peer_ec) peer_ = remote.address();
     error_code ec;
     const tcp protocol = socket.local_endpoint(ec).protocol();
-    if (!ec) socket_.assign(protocol, socket.release(ec), ec);
+    if (!ec) stream_.assign(protocol, socket.release(ec), ec);
     if (ec) closed_ = true;
   }
 
-  ~Session() {
+  // A TLS connection whose handshake is done.
+  StreamSession(std::unique_ptr<TlsConnection> connection, asio::io_context& io_context,
+                const HttpServerOptions& options, RequestHandler* handler, ApiMetrics* metrics,
+                HttpServer* server) requires(kTls)
+      : stream_(std::move(connection->stream)),
+        tls_context_(std::move(connection->context)),
+        options_(options),
+        cors_(server->cors_),
+        regions_(server->regions_.get()),
+        handler_(handler),
+        metrics_(metrics),
+        server_(server),
+        timer_(io_context.get_executor()) {
+    error_code peer_ec;
+    const tcp::endpoint remote = RawSocket(stream_).remote_endpoint(peer_ec);
+    if (!peer_ec) peer_ = remote.address();
+  }
+
+  ~StreamSession() override {
     metrics_->connections_open.Add(-1);
     server_->OnSessionClosed();
   }
 
   void Start() { ReadNext(); }
-  void ForceClose() { Close(); }
+  void ForceClose() override { Close(); }
 
-  // Stops reading; the connection closes once the answers it owes are written.
-  void Drain() {
+  void Drain() override {
     read_closed_ = true;
     if (reading_ && phase_ == Phase::kWaiting) {
       error_code ignored;
-      socket_.cancel(ignored);
+      RawSocket(stream_).cancel(ignored);
     }
     if (queue_.empty() && !writing_) Close();
   }
@@ -289,11 +334,12 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     timer_armed_ = true;
     timer_expiry_ = deadline;
     timer_.expires_at(deadline);
-    timer_.async_wait([self = shared_from_this(), generation = ++timer_generation_](error_code ec) {
-      if (ec || generation != self->timer_generation_) return;
-      self->timer_armed_ = false;
-      self->OnTimer();
-    });
+    timer_.async_wait(
+        [self = this->shared_from_this(), generation = ++timer_generation_](error_code ec) {
+          if (ec || generation != self->timer_generation_) return;
+          self->timer_armed_ = false;
+          self->OnTimer();
+        });
   }
 
   void OnTimer() {
@@ -338,8 +384,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
       }
     }
     reading_ = true;
-    socket_.async_read_some(buffer_.prepare(beast::read_size(buffer_, 4096)),
-                            [self = shared_from_this()](error_code ec, size_t n) {
+    stream_.async_read_some(buffer_.prepare(beast::read_size(buffer_, 4096)),
+                            [self = this->shared_from_this()](error_code ec, size_t n) {
                               self->reading_ = false;
                               self->OnRead(ec, n);
                             });
@@ -398,8 +444,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
 
   void ReadMore() {
     reading_ = true;
-    socket_.async_read_some(buffer_.prepare(beast::read_size(buffer_, 4096)),
-                            [self = shared_from_this()](error_code ec, size_t n) {
+    stream_.async_read_some(buffer_.prepare(beast::read_size(buffer_, 4096)),
+                            [self = this->shared_from_this()](error_code ec, size_t n) {
                               self->reading_ = false;
                               self->OnRead(ec, n);
                             });
@@ -429,8 +475,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     write_deadline_ = SteadyClock::now() + ToChrono(options_.write_timeout);
     UpdateTimer();
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    asio::async_write(socket_, asio::buffer(kContinue.data(), kContinue.size()),
-                      [self = shared_from_this()](error_code ec, size_t) {
+    asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
+                      [self = this->shared_from_this()](error_code ec, size_t) {
                         self->writing_ = false;
                         self->write_deadline_ = SteadyClock::time_point::max();
                         if (ec) return self->Close();
@@ -456,14 +502,21 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     error_code ignored;
     timer_.cancel(ignored);
     reader_.reset();
-    error_code ec;
-    const tcp protocol = socket_.local_endpoint(ec).protocol();
-    const auto handle = socket_.release(ec);
-    if (ec) return true;
-    tcp::socket socket(socket_.get_executor());
-    socket.assign(protocol, handle, ec);
-    if (ec) return true;
-    server_->Upgrade(std::move(socket), std::move(request_));
+    if constexpr (kTls) {
+      server_->Upgrade(tls_worker,
+                       std::make_unique<TlsConnection>(std::move(tls_context_), std::move(stream_)),
+                       std::optional<HttpRequest>(std::move(request_)));
+    } else {
+      error_code ec;
+      const tcp protocol = stream_.local_endpoint(ec).protocol();
+      const auto handle = stream_.release(ec);
+      if (ec) return true;
+      tcp::socket socket(stream_.get_executor());
+      socket.assign(protocol, handle, ec);
+      if (ec) return true;
+      server_->Upgrade(tls_worker, std::move(socket),
+                       std::optional<HttpRequest>(std::move(request_)));
+    }
     return true;
   }
 
@@ -477,6 +530,13 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     Pending* pending = &queue_.emplace_back();
     pending->keep_alive = keep_alive;
     if (!keep_alive) read_closed_ = true;
+    if (regions_ != nullptr && request_.method == "GET") {
+      if (std::optional<RegionAnswer> region = regions_->Answer(request_.target, peer_)) {
+        AnswerRegion(*std::move(region), version, keep_alive, *pending);
+        ReadNext();
+        return;
+      }
+    }
     if (cors_.enabled()) {
       const std::optional<std::string_view> origin = request_.Header("Origin");
       if (cors_.IsPreflight(request_.method, origin,
@@ -488,8 +548,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     }
     std::optional<std::string> origin = AllowedOrigin(/*count=*/true);
     handler_->Handle(
-        std::move(request_), [self = shared_from_this(), pending, keep_alive, version, accepts_gzip,
-                              origin = std::move(origin)](HttpResponse answer) {
+        std::move(request_), [self = this->shared_from_this(), pending, keep_alive, version,
+                              accepts_gzip, origin = std::move(origin)](HttpResponse answer) {
           const bool vary = self->options_.gzip.enabled && self->Encode(answer, accepts_gzip);
           WriteHead(answer, version, keep_alive, self->cors_, origin, vary, pending->head);
           if (!IsBodiless(answer.status)) pending->body = std::move(answer.body);
@@ -583,6 +643,21 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     WriteNext();
   }
 
+  // Answers GET /_redirect or /_getlink here, without the handler.
+  void AnswerRegion(RegionAnswer region, unsigned version, bool keep_alive, Pending& pending) {
+    HttpResponse answer;
+    answer.status = region.status;
+    answer.body = std::move(region.body);
+    if (!region.location.empty())
+      answer.headers.emplace_back("Location", std::move(region.location));
+    answer.headers.emplace_back("Cache-Control", "no-store");
+    WriteHead(answer, version, keep_alive, cors_, AllowedOrigin(/*count=*/true), /*vary=*/false,
+              pending.head);
+    pending.body = std::move(answer.body);
+    pending.ready = true;
+    WriteNext();
+  }
+
   // Queues an answer the server makes itself, after which the connection closes.
   void QueueLocal(unsigned status, std::string_view reason) {
     read_closed_ = true;
@@ -607,8 +682,9 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     const Pending& front = queue_.front();
     const std::array<asio::const_buffer, 2> buffers = {asio::buffer(front.head),
                                                        asio::buffer(front.body)};
-    asio::async_write(socket_, buffers,
-                      [self = shared_from_this()](error_code ec, size_t) { self->OnWritten(ec); });
+    asio::async_write(stream_, buffers, [self = this->shared_from_this()](error_code ec, size_t) {
+      self->OnWritten(ec);
+    });
   }
 
   void OnWritten(error_code ec) {
@@ -622,7 +698,7 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     queue_.pop_front();
     if (!keep_alive) {
       error_code ignored;
-      socket_.shutdown(tcp::socket::shutdown_send, ignored);
+      RawSocket(stream_).shutdown(tcp::socket::shutdown_send, ignored);
       Close();
       return;
     }
@@ -643,12 +719,14 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     ++timer_generation_;
     error_code ignored;
     timer_.cancel(ignored);
-    socket_.close(ignored);
+    RawSocket(stream_).close(ignored);
   }
 
-  Socket socket_;
+  Stream stream_;
+  std::shared_ptr<asio::ssl::context> tls_context_;  // TLS: what stream_ was made with
   const HttpServerOptions& options_;
   const CorsPolicy& cors_;
+  const RegionTable* regions_;  // null: regions off
   RequestHandler* handler_;
   ApiMetrics* metrics_;
   HttpServer* server_;
@@ -676,6 +754,9 @@ HttpServer::HttpServer(HttpServerOptions options, RequestHandlerFactory factory,
       cors_(options_.cors, &metrics->cors_preflights, &metrics->cors_origins_refused),
       factory_(std::move(factory)),
       metrics_(metrics) {
+  if (!options_.regions.regions.empty()) {
+    regions_ = std::make_unique<RegionTable>(options_.regions, &metrics->registry);
+  }
   size_t threads = options_.threads;
   if (threads == 0) threads = UsableCpuCount();
   for (size_t i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>());
@@ -755,6 +836,11 @@ absl::Status HttpServer::Bind(size_t index) {
 
 absl::Status HttpServer::Start() {
   if (started_) return absl::FailedPreconditionError("HttpServer already started");
+  if (options_.tls.enabled() && !tls_) {
+    absl::StatusOr<std::unique_ptr<ListenerTls>> tls = ListenerTls::Create(options_.tls);
+    if (!tls.ok()) return tls.status();
+    tls_ = *std::move(tls);
+  }
   for (size_t i = 0; i < listeners_.size(); ++i) {
     if (listeners_[i].upgrade && upgrade_handler_ == nullptr) {
       return absl::FailedPreconditionError("an upgrade listener needs an upgrade handler");
@@ -796,6 +882,10 @@ void HttpServer::Accept(size_t worker, size_t listener) {
 
 void HttpServer::OnAccepted(size_t worker, size_t listener, tcp::socket socket) {
   if (accept_observer_) accept_observer_(worker, socket);
+  if (tls_) {
+    StartTls(worker, listener, std::move(socket));
+    return;
+  }
   if (listeners_[listener].upgrade) {
     Upgrade(worker, std::move(socket), std::nullopt);
     return;
@@ -821,8 +911,8 @@ bool HttpServer::AdmitHttp() {
 void HttpServer::StartSession(Worker& worker, tcp::socket socket) {
   error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
-  auto session = std::make_shared<Session>(std::move(socket), worker.io_context, options_,
-                                           worker.handler.get(), metrics_, this);
+  auto session = std::make_shared<StreamSession<Socket>>(
+      std::move(socket), worker.io_context, options_, worker.handler.get(), metrics_, this);
   std::erase_if(worker.sessions, [](const auto& weak) { return weak.expired(); });
   worker.sessions.push_back(session);
   if (stopping_) {
@@ -832,11 +922,149 @@ void HttpServer::StartSession(Worker& worker, tcp::socket socket) {
   }
 }
 
-void HttpServer::Upgrade(tcp::socket socket, HttpRequest request) {
-  Upgrade(tls_worker, std::move(socket), std::move(request));
+// The TLS handshake of one connection of a TLS listener, under the header timeout: the first
+// bytes tell a TLS ClientHello from plain HTTP (answered 400), then the handshake, then the
+// connection goes to its HTTP session or to the upgrade handler. Lives on the accepting
+// worker's thread. An HTTP connection is admitted (counted) before its handshake.
+class HttpServer::TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
+ public:
+  TlsHandshake(HttpServer* server, size_t worker, bool upgrade, tcp::socket socket,
+               std::shared_ptr<asio::ssl::context> context)
+      : server_(server),
+        worker_(worker),
+        upgrade_(upgrade),
+        context_(std::move(context)),
+        stream_(std::move(socket), *context_) {}
+
+  void Start() {
+    beast::get_lowest_layer(stream_).expires_after(ToChrono(server_->options_.header_timeout));
+    beast::async_detect_ssl(
+        stream_.next_layer(), buffer_,
+        [self = shared_from_this()](error_code ec, bool is_tls) { self->OnDetected(ec, is_tls); });
+  }
+
+  // The server stops: the handshake is cut.
+  void Close() {
+    if (done_) return;
+    error_code ignored;
+    beast::get_lowest_layer(stream_).socket().close(ignored);
+  }
+
+ private:
+  void OnDetected(error_code ec, bool is_tls) {
+    if (ec) return Fail();
+    if (!is_tls) return RefusePlain();
+    stream_.async_handshake(asio::ssl::stream_base::server, buffer_.data(),
+                            [self = shared_from_this()](error_code ec, size_t used) {
+                              if (ec) return self->Fail();
+                              self->buffer_.consume(used);
+                              self->Done();
+                            });
+  }
+
+  void Done() {
+    done_ = true;
+    beast::get_lowest_layer(stream_).expires_never();
+    server_->metrics_->tls_handshakes.Increment();
+    auto connection = std::make_unique<TlsConnection>(std::move(context_), std::move(stream_));
+    if (server_->stopping_) {
+      if (!upgrade_) Release();
+      return;
+    }
+    if (upgrade_) {
+      server_->Upgrade(worker_, std::move(connection), std::nullopt);
+    } else {
+      server_->StartTlsSession(*server_->workers_[worker_], std::move(connection));
+    }
+  }
+
+  // Not TLS at all: a plain HTTP request on a TLS port gets a 400 that says so, in plain text.
+  void RefusePlain() {
+    server_->metrics_->tls_plain_refused.Increment();
+    HttpResponse answer = server_->workers_[worker_]->handler->LocalAnswer(
+        400, "this port speaks TLS only: use https:// or wss://");
+    answer.status = 400;
+    WriteHead(answer, 11, false, server_->cors_, std::nullopt, /*vary=*/false, head_);
+    body_ = std::move(answer.body);
+    const std::array<asio::const_buffer, 2> buffers = {asio::buffer(head_), asio::buffer(body_)};
+    asio::async_write(stream_.next_layer(), buffers,
+                      [self = shared_from_this()](error_code, size_t) {
+                        error_code ignored;
+                        beast::get_lowest_layer(self->stream_)
+                            .socket()
+                            .shutdown(tcp::socket::shutdown_send, ignored);
+                        self->Finish();
+                      });
+  }
+
+  void Fail() {
+    server_->metrics_->tls_handshake_failures.Increment();
+    Finish();
+  }
+
+  void Finish() {
+    done_ = true;
+    error_code ignored;
+    beast::get_lowest_layer(stream_).socket().close(ignored);
+    if (!upgrade_) Release();
+  }
+
+  // An admitted HTTP connection that never became a session.
+  void Release() {
+    server_->metrics_->connections_open.Add(-1);
+    server_->OnSessionClosed();
+  }
+
+  HttpServer* const server_;
+  const size_t worker_;
+  const bool upgrade_;
+  std::shared_ptr<asio::ssl::context> context_;  // before stream_, which it must outlive
+  TlsStream stream_;
+  beast::flat_buffer buffer_;
+  std::string head_;
+  std::string body_;
+  bool done_ = false;
+};
+
+void HttpServer::StartTls(size_t worker, size_t listener, tcp::socket socket) {
+  const bool upgrade = listeners_[listener].upgrade;
+  if (!upgrade) {
+    if (!AdmitHttp()) {
+      metrics_->connections_rejected.Increment();
+      error_code ignored;
+      socket.close(ignored);
+      return;
+    }
+    metrics_->connections_accepted.Increment();
+    metrics_->connections_open.Add(1);
+  }
+  error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  auto handshake =
+      std::make_shared<TlsHandshake>(this, worker, upgrade, std::move(socket), tls_->Current());
+  Worker& w = *workers_[worker];
+  std::erase_if(w.handshakes, [](const auto& weak) { return weak.expired(); });
+  w.handshakes.push_back(handshake);
+  handshake->Start();
 }
 
-void HttpServer::Upgrade(size_t worker, tcp::socket socket, std::optional<HttpRequest> request) {
+void HttpServer::StartTlsSession(Worker& worker, std::unique_ptr<TlsConnection> connection) {
+  auto session = std::make_shared<StreamSession<TlsStream>>(
+      std::move(connection), worker.io_context, options_, worker.handler.get(), metrics_, this);
+  std::erase_if(worker.sessions, [](const auto& weak) { return weak.expired(); });
+  worker.sessions.push_back(session);
+  session->Start();
+}
+
+absl::Status HttpServer::ReloadTls() {
+  if (!tls_) return absl::OkStatus();
+  absl::Status status = tls_->Reload();
+  (status.ok() ? metrics_->tls_reloads : metrics_->tls_reload_failures).Increment();
+  return status;
+}
+
+template <typename Connection>
+void HttpServer::Upgrade(size_t worker, Connection connection, std::optional<HttpRequest> request) {
   bool admitted = false;
   if (!stopping_) {
     absl::MutexLock lock(&mu_);
@@ -847,16 +1075,24 @@ void HttpServer::Upgrade(size_t worker, tcp::socket socket, std::optional<HttpRe
   }
   if (!admitted) {
     if (!stopping_) upgrade_handler_->OnRefused();  // counted before the client sees the close
-    error_code ignored;
-    socket.close(ignored);
-    return;
+    if constexpr (std::is_same_v<Connection, tcp::socket>) {
+      error_code ignored;
+      connection.close(ignored);
+    }
+    return;  // a TlsConnection closes as it goes
   }
-  std::shared_ptr<UpgradedConnection> connection =
-      upgrade_handler_->Adopt(worker, std::move(socket), std::move(request), ConnectionSlot(this));
-  if (!connection) return;
+  std::shared_ptr<UpgradedConnection> upgraded;
+  if constexpr (std::is_same_v<Connection, tcp::socket>) {
+    upgraded = upgrade_handler_->Adopt(worker, std::move(connection), std::move(request),
+                                       ConnectionSlot(this));
+  } else {
+    upgraded = upgrade_handler_->AdoptTls(worker, std::move(connection), std::move(request),
+                                          ConnectionSlot(this));
+  }
+  if (!upgraded) return;
   Worker& w = *workers_[worker];
   std::erase_if(w.upgraded, [](const auto& weak) { return weak.expired(); });
-  w.upgraded.push_back(std::move(connection));
+  w.upgraded.push_back(std::move(upgraded));
 }
 
 void HttpServer::OnSessionClosed() {
@@ -887,6 +1123,9 @@ void HttpServer::Stop() {
     asio::post(worker->io_context, [w = worker.get()] {
       error_code ignored;
       for (auto& acceptor : w->acceptors) acceptor->close(ignored);
+      for (auto& weak : w->handshakes) {
+        if (auto handshake = weak.lock()) handshake->Close();
+      }
       for (auto& weak : w->sessions) {
         if (auto session = weak.lock()) session->Drain();
       }
@@ -912,6 +1151,7 @@ void HttpServer::Stop() {
         if (auto connection = weak.lock()) connection->Close();
       }
       w->sessions.clear();
+      w->handshakes.clear();
       w->upgraded.clear();
       if (w->handler) w->handler->Shutdown();
       if (upgrade_handler_ != nullptr) upgrade_handler_->Shutdown(i);

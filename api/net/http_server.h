@@ -19,6 +19,8 @@
 #include "absl/time/time.h"
 #include "api/metrics/api_metrics.h"
 #include "api/net/cors.h"
+#include "api/net/regions.h"
+#include "api/net/tls.h"
 
 namespace switchyard {
 
@@ -51,6 +53,12 @@ struct HttpServerOptions {
   // Off by default.
   CorsOptions cors;
   GzipOptions gzip;
+  // A certificate and key: every listener of the server speaks TLS only (HTTPS, WSS), and a
+  // plain-HTTP request there is answered 400. Neither: plain TCP.
+  TlsOptions tls;
+  // Regional entry points: GET /_redirect and /_getlink answered by the server. Off (no
+  // regions) by default.
+  RegionOptions regions;
 };
 
 struct HttpRequest {
@@ -155,6 +163,12 @@ class UpgradeHandler {
                                                     boost::asio::ip::tcp::socket socket,
                                                     std::optional<HttpRequest> upgrade,
                                                     ConnectionSlot slot) = 0;
+  // The same for a connection of a TLS listener, its TLS handshake done. By default refused.
+  virtual std::shared_ptr<UpgradedConnection> AdoptTls(
+      size_t /*worker*/, std::unique_ptr<TlsConnection> /*connection*/,
+      std::optional<HttpRequest> /*upgrade*/, ConnectionSlot /*slot*/) {
+    return nullptr;
+  }
   // A connection was refused (and closed) because the upgrade limit is reached.
   virtual void OnRefused() {}
   // Called once on each worker's thread when the server stops, after the worker's
@@ -191,6 +205,11 @@ class HttpServer {
 
   // Binds every listener and starts the workers.
   absl::Status Start();
+  // Reads the TLS certificate and key files again: connections accepted from now on get the
+  // new ones, open connections keep theirs. On an error the server keeps serving what it had.
+  // Without TLS there is nothing to reload (OK). Any thread.
+  absl::Status ReloadTls();
+
   // Stops accepting, lets HTTP connections finish the answers they owe and upgraded ones
   // close (up to drain_timeout), cuts the rest, then stops the workers and joins them.
   void Stop();
@@ -214,6 +233,9 @@ class HttpServer {
   size_t upgraded_connections() const;
 
   class Session;
+  template <typename Stream>
+  class StreamSession;
+  class TlsHandshake;
 
  private:
   friend class ConnectionSlot;
@@ -228,17 +250,21 @@ class HttpServer {
   void Accept(size_t worker, size_t listener);
   void OnAccepted(size_t worker, size_t listener, boost::asio::ip::tcp::socket socket);
   void StartSession(Worker& worker, boost::asio::ip::tcp::socket socket);
-  // Hands `socket` to the upgrade handler on the calling worker, if the limit admits it.
-  void Upgrade(size_t worker, boost::asio::ip::tcp::socket socket,
-               std::optional<HttpRequest> request);
-  // The Upgrade of an HTTP session, on its worker's thread.
-  void Upgrade(boost::asio::ip::tcp::socket socket, HttpRequest request);
+  // A connection of a TLS listener: its handshake, then its session or the upgrade handler.
+  void StartTls(size_t worker, size_t listener, boost::asio::ip::tcp::socket socket);
+  void StartTlsSession(Worker& worker, std::unique_ptr<TlsConnection> connection);
+  // Hands `connection` (a tcp::socket or a TlsConnection) to the upgrade handler on worker
+  // `worker`, if the limit admits it.
+  template <typename Connection>
+  void Upgrade(size_t worker, Connection connection, std::optional<HttpRequest> request);
   bool AdmitHttp();
   void OnSessionClosed();
   void ReleaseUpgraded();
 
   HttpServerOptions options_;
   CorsPolicy cors_;
+  std::unique_ptr<ListenerTls> tls_;      // null: plain TCP
+  std::unique_ptr<RegionTable> regions_;  // null: regions off
   RequestHandlerFactory factory_;
   UpgradeHandler* upgrade_handler_ = nullptr;
   size_t max_upgraded_ = 0;

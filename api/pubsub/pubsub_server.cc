@@ -22,14 +22,26 @@ namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
-// One client connection. Lives on one worker's thread; every member is touched only there.
+// One client connection over `Stream`: beast::tcp_stream (plain) or TlsStream (its handshake
+// done). Lives on one worker's thread; every member is touched only there.
+template <typename Stream>
 class PubsubServer::Session : public PubsubClient,
                               public UpgradedConnection,
-                              public std::enable_shared_from_this<Session> {
+                              public std::enable_shared_from_this<Session<Stream>> {
  public:
   Session(size_t thread, tcp::socket socket, PubsubServer* server, ConnectionSlot slot)
       : PubsubClient(thread),
         ws_(std::move(socket)),
+        server_(server),
+        options_(server->options_),
+        metrics_(server->metrics_),
+        slot_(std::move(slot)) {}
+
+  Session(size_t thread, std::unique_ptr<TlsConnection> connection, PubsubServer* server,
+          ConnectionSlot slot)
+      : PubsubClient(thread),
+        tls_context_(std::move(connection->context)),
+        ws_(std::move(connection->stream)),
         server_(server),
         options_(server->options_),
         metrics_(server->metrics_),
@@ -41,7 +53,7 @@ class PubsubServer::Session : public PubsubClient,
     ws_.set_option(websocket::stream_base::timeout{ToChrono(options_.handshake_timeout),
                                                    ToChrono(options_.idle_timeout), true});
     ws_.read_message_max(options_.max_message_bytes);
-    auto on_accept = [self = shared_from_this()](error_code ec) {
+    auto on_accept = [self = this->shared_from_this()](error_code ec) {
       if (ec) return self->Close();
       self->open_ = true;
       if (self->draining_) return self->SendClose();
@@ -88,7 +100,7 @@ class PubsubServer::Session : public PubsubClient,
     }
     subscriptions_.clear();
     by_key_.clear();
-    server_->router_->RemoveClient(shared_from_this());
+    server_->router_->RemoveClient(this->shared_from_this());
   }
 
   // The client gets a close frame (going away) once the message being written is out; the
@@ -142,7 +154,7 @@ class PubsubServer::Session : public PubsubClient,
   }
 
   void Read() {
-    ws_.async_read(buffer_, [self = shared_from_this()](error_code ec, size_t size) {
+    ws_.async_read(buffer_, [self = this->shared_from_this()](error_code ec, size_t size) {
       if (ec) return self->Close();
       if (self->closed()) return;
       const auto* data = static_cast<const char*>(self->buffer_.data().data());
@@ -208,7 +220,7 @@ class PubsubServer::Session : public PubsubClient,
       request.params = *std::move(params);
       request.key = std::move(key);
       request.request_id = id;
-      server_->router_->Subscribe(shared_from_this(), std::move(request));
+      server_->router_->Subscribe(this->shared_from_this(), std::move(request));
       return;
     }
     if (FindUnsubscribeMethod(call.method) != nullptr) {
@@ -219,7 +231,7 @@ class PubsubServer::Session : public PubsubClient,
         return Answer(RpcErrorResponse(
             id, MakeRpcStatus(RpcErrorKind::kInvalidParams, "Invalid subscription id.")));
       }
-      server_->router_->Unsubscribe(shared_from_this(), it->second.shard, *sub);
+      server_->router_->Unsubscribe(this->shared_from_this(), it->second.shard, *sub);
       Forget(*sub);
       return Answer(RpcResultResponse(id, "true"));
     }
@@ -238,7 +250,7 @@ class PubsubServer::Session : public PubsubClient,
 
   void SendClose() {
     ws_.async_close(websocket::close_code::going_away,
-                    [self = shared_from_this()](error_code) { self->Close(); });
+                    [self = this->shared_from_this()](error_code) { self->Close(); });
   }
 
   void Send(std::shared_ptr<const std::string> message) {
@@ -260,7 +272,7 @@ class PubsubServer::Session : public PubsubClient,
     writing_ = true;
     ws_.text(true);
     ws_.async_write(asio::buffer(*queue_.front()),
-                    [self = shared_from_this()](error_code ec, size_t) {
+                    [self = this->shared_from_this()](error_code ec, size_t) {
                       self->writing_ = false;
                       if (ec) return self->Close();
                       if (self->closed() || self->queue_.empty()) return;
@@ -271,7 +283,8 @@ class PubsubServer::Session : public PubsubClient,
                     });
   }
 
-  websocket::stream<beast::tcp_stream> ws_;
+  std::shared_ptr<asio::ssl::context> tls_context_;  // TLS: what ws_ was made with, before it
+  websocket::stream<Stream> ws_;
   PubsubServer* const server_;
   const PubsubServerOptions& options_;
   PubsubMetrics* const metrics_;
@@ -330,7 +343,27 @@ std::shared_ptr<UpgradedConnection> PubsubServer::Adopt(size_t worker, tcp::sock
     socket.set_option(asio::socket_base::send_buffer_size(options_.socket_send_buffer_bytes),
                       ignored);
   }
-  auto session = std::make_shared<Session>(worker, std::move(socket), this, std::move(slot));
+  auto session = std::make_shared<Session<beast::tcp_stream>>(worker, std::move(socket), this,
+                                                              std::move(slot));
+  session->Start(std::move(upgrade));
+  return session;
+}
+
+std::shared_ptr<UpgradedConnection> PubsubServer::AdoptTls(
+    size_t worker, std::unique_ptr<TlsConnection> connection, std::optional<HttpRequest> upgrade,
+    ConnectionSlot slot) {
+  metrics_->connections_accepted.Increment();
+  if (upgrade) metrics_->connections_upgraded.Increment();
+  metrics_->connections_open.Add(1);
+  if (options_.socket_send_buffer_bytes > 0) {
+    error_code ignored;
+    beast::get_lowest_layer(connection->stream)
+        .socket()
+        .set_option(asio::socket_base::send_buffer_size(options_.socket_send_buffer_bytes),
+                    ignored);
+  }
+  auto session =
+      std::make_shared<Session<TlsStream>>(worker, std::move(connection), this, std::move(slot));
   session->Start(std::move(upgrade));
   return session;
 }

@@ -62,10 +62,15 @@ class PubsubServer : public UpgradeHandler {
   std::shared_ptr<UpgradedConnection> Adopt(size_t worker, boost::asio::ip::tcp::socket socket,
                                             std::optional<HttpRequest> upgrade,
                                             ConnectionSlot slot) override;
+  std::shared_ptr<UpgradedConnection> AdoptTls(size_t worker,
+                                               std::unique_ptr<TlsConnection> connection,
+                                               std::optional<HttpRequest> upgrade,
+                                               ConnectionSlot slot) override;
   void OnRefused() override;
   void Shutdown(size_t worker) override;
   void Stopped() override;
 
+  template <typename Stream>
   class Session;
 
  private:

@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "app/config.h"
+#include "fmt/format.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_certificate.h"
 
 namespace switchyard {
 namespace {
@@ -272,6 +274,102 @@ slot_ttl_ms = 250
   EXPECT_FALSE(cache.coalesce);
   EXPECT_EQ(cache.max_bytes, size_t{8} << 20);
   EXPECT_EQ(cache.slot_ttl, absl::Milliseconds(250));
+}
+
+TEST_F(ServeConfigTest, ReadsTlsFilesAndRefusesABadPairNamingTheKey) {
+  const testing::TestCertificate one = testing::MakeTestCertificate();
+  const testing::TestCertificate two = testing::MakeTestCertificate();
+  const std::string cert = dir_.Sub("cert.pem");
+  const std::string key = dir_.Sub("key.pem");
+  const std::string other_key = dir_.Sub("other_key.pem");
+  const std::string garbage = dir_.Sub("garbage.pem");
+  std::ofstream(cert) << one.certificate_pem;
+  std::ofstream(key) << one.private_key_pem;
+  std::ofstream(other_key) << two.private_key_pem;
+  std::ofstream(garbage) << "not a certificate\n";
+  auto tls = [&](const std::string& c, const std::string& k) {
+    std::string text = std::string(kBase) + "[api]\n";
+    if (!c.empty()) text += fmt::format("tls_cert_file = \"{}\"\n", c);
+    if (!k.empty()) text += fmt::format("tls_key_file = \"{}\"\n", k);
+    return text;
+  };
+  absl::StatusOr<Config> config = Load(tls(cert, key));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->serve.api.tls.certificate_file, cert);
+  EXPECT_EQ(config->serve.api.tls.private_key_file, key);
+  EXPECT_FALSE(config->serve.admin.tls.enabled());
+
+  const std::string file = dir_.Sub("serve.toml");
+  EXPECT_EQ(Error(tls(cert, "")), file + ": 'api.tls_key_file' is required with api.tls_cert_file");
+  EXPECT_EQ(Error(tls("", key)), file + ": 'api.tls_cert_file' is required with api.tls_key_file");
+  EXPECT_EQ(Error(tls(dir_.Sub("missing.pem"), key)),
+            file + ": 'api.tls_cert_file' is not usable: cannot read certificate file " +
+                dir_.Sub("missing.pem"));
+  EXPECT_TRUE(Error(tls(garbage, key))
+                  .starts_with(file + ": 'api.tls_cert_file' is not usable: " + garbage +
+                               " is not a PEM certificate chain"));
+  EXPECT_EQ(Error(tls(cert, dir_.Sub("missing.pem"))),
+            file + ": 'api.tls_key_file' is not usable: cannot read private key file " +
+                dir_.Sub("missing.pem"));
+  EXPECT_TRUE(Error(tls(cert, garbage))
+                  .starts_with(file + ": 'api.tls_key_file' is not usable: " + garbage));
+  const std::string mismatch = Error(tls(cert, other_key));
+  EXPECT_TRUE(mismatch.starts_with(file + ": 'api.tls_key_file' is not usable: " + other_key))
+      << mismatch;
+}
+
+TEST_F(ServeConfigTest, ReadsRegionsAndRefusesBadOnesNamingTheKey) {
+  absl::StatusOr<Config> config = Load(std::string(kBase) + R"(
+[api]
+region = "eu"
+default_region = "us"
+[[regions]]
+name = "eu"
+url = "https://eu.example.com"
+ranges = ["10.0.0.0/8", "2001:db8::/32"]
+[[regions]]
+name = "us"
+url = "https://us.example.com/v1"
+ranges = []
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const RegionOptions& regions = config->serve.api.regions;
+  ASSERT_EQ(regions.regions.size(), 2u);
+  EXPECT_EQ(regions.regions[0].name, "eu");
+  EXPECT_EQ(regions.regions[1].url, "https://us.example.com/v1");
+  ASSERT_EQ(regions.regions[0].ranges.size(), 2u);
+  EXPECT_EQ(regions.regions[0].ranges[1].prefix_length, 32u);
+  EXPECT_EQ(regions.regions[0].ranges[0].prefix_length, 96u + 8u);
+  EXPECT_EQ(regions.own_region, "eu");
+  EXPECT_EQ(regions.default_region, "us");
+  EXPECT_TRUE(config->serve.admin.regions.regions.empty());
+
+  const std::string file = dir_.Sub("serve.toml");
+  auto region = [](const std::string& body) { return std::string(kBase) + "[[regions]]\n" + body; };
+  EXPECT_EQ(
+      Error(region("name = \"eu\"\nurl = \"https://eu.example\"\nranges = [\"10.0.0.1/8\"]\n")),
+      file + ": 'regions[0].ranges[0]' '10.0.0.1/8' has address bits set past its /8 prefix");
+  EXPECT_EQ(
+      Error(region("name = \"eu\"\nurl = \"https://eu.example\"\nranges = [\"10.0.0.0/8\", 7]\n")),
+      file + ": 'regions[0].ranges[1]' must be a string (CIDR)");
+  EXPECT_EQ(Error(region("name = \"eu\"\nurl = \"https://eu.example\"\n")),
+            file + ": 'regions[0].ranges' is required");
+  EXPECT_EQ(Error(region("name = \"EU\"\nurl = \"https://eu.example\"\nranges = []\n")),
+            file + ": 'regions[0].name' must be 1 to 64 of a-z, 0-9, '-' and '_'");
+  EXPECT_EQ(
+      Error(region("name = \"eu\"\nurl = \"wss://eu.example\"\nranges = []\n")),
+      file + ": 'regions[0].url' must be an http:// or https:// URL, not \"wss://eu.example\"");
+  EXPECT_EQ(Error(region("name = \"eu\"\nurl = \"https://eu.example\"\nranges = []\nweight = 1\n")),
+            file + ": unknown key 'regions[0].weight'");
+  EXPECT_EQ(Error(region("name = \"eu\"\nurl = \"https://eu.example\"\nranges = []\n") +
+                  "[[regions]]\nname = \"eu\"\nurl = \"https://eu2.example\"\nranges = []\n"),
+            file + ": 'regions[1].name' repeats \"eu\" of an earlier [[regions]] entry");
+  EXPECT_EQ(Error(std::string(kBase) + "[api]\nregion = \"eu\"\n"),
+            file + ": 'api.region' names no [[regions]] entry (\"eu\")");
+  EXPECT_EQ(Error(std::string(kBase) + "[api]\ndefault_region = \"us\"\n"),
+            file + ": 'api.default_region' names no [[regions]] entry (\"us\")");
+  EXPECT_EQ(Error("regions = 3\n" + std::string(kBase)),
+            file + ": 'regions' must be an array of tables ([[regions]])");
 }
 
 }  // namespace
