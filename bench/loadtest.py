@@ -144,9 +144,11 @@ def tcp_active_opens():
 
 
 # --- HTTP ----------------------------------------------------------------------------------
-def post(url, body, timeout=5):
-    request = urllib.request.Request(url, data=body.encode(),
-                                     headers={"Content-Type": "application/json"})
+def post(url, body, timeout=5, api_key=None):
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["x-api-key"] = api_key
+    request = urllib.request.Request(url, data=body.encode(), headers=headers)
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return response.status, response.read().decode()
 
@@ -200,13 +202,13 @@ def metrics_delta(before, after):
 
 
 # --- checks --------------------------------------------------------------------------------
-def check_answer(system, workload, url, first_body):
+def check_answer(system, workload, url, first_body, api_key=None):
     """One request before the runs: HTTP 200, a JSON-RPC result (every element of a batch),
     and for Switchyard the delegated accounts answered by the ER (their owner is not the
     delegation program)."""
     problems = []
     try:
-        status, text = post(url, first_body)
+        status, text = post(url, first_body, api_key=api_key)
     except OSError as e:
         return {"ok": False, "problems": [f"request failed: {e}"]}
     if status != 200:
@@ -230,7 +232,8 @@ def check_answer(system, workload, url, first_body):
 
 
 # --- wrk -----------------------------------------------------------------------------------
-def run_wrk(stack, url, bodies, connections, seconds, stream_offset=None, think_ms=0):
+def run_wrk(stack, url, bodies, connections, seconds, stream_offset=None, think_ms=0,
+            api_key=None):
     """One wrk run; think_ms > 0 makes each connection wait that long before each request
     (jsonrpc.lua's WRK_DELAY_MS), which bounds the rate at about
     connections / (think_ms + latency)."""
@@ -245,6 +248,9 @@ def run_wrk(stack, url, bodies, connections, seconds, stream_offset=None, think_
     env.pop("WRK_DELAY_MS", None)
     if think_ms > 0:
         env["WRK_DELAY_MS"] = str(think_ms)
+    env.pop("WRK_API_KEY", None)
+    if api_key:
+        env["WRK_API_KEY"] = api_key
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env=env)
     text = process.stdout.read()
@@ -268,6 +274,13 @@ class Runner:
         self.transactions_generated = 0
         self.stream_rates = {}  # (system, connections) -> the last sendTransaction req/s
         self.runs = open(os.path.join(out, "raw", "runs.jsonl"), "a")
+
+    def api_key(self, system):
+        """The x-api-key the routers' requests carry (bench/run --api-key), to both the measured
+        serve and the baseline, so that they parse the same bytes."""
+        if system in ("switchyard", BASELINE):
+            return self.stack.get("api_key") or None
+        return None
 
     def proxy_pids(self, system):
         if system == "nginx":
@@ -296,7 +309,7 @@ class Runner:
                 continue
             for b in bodies:
                 try:
-                    post(self.urls[system], b)
+                    post(self.urls[system], b, api_key=self.api_key(system))
                 except OSError as e:
                     print(f"  {system}: resending a hot_set transaction failed: {e}", flush=True)
 
@@ -323,7 +336,7 @@ class Runner:
 
     def run(self, system, workload, seconds, bodies):
         result = run_wrk(self.stack, self.urls[system], bodies, workload.connections, seconds,
-                         0 if workload.stream else None)
+                         0 if workload.stream else None, api_key=self.api_key(system))
         if workload.stream:
             os.remove(bodies)
             self.stream_rates[(system, workload.connections)] = result["rps"]
@@ -381,7 +394,8 @@ class Runner:
                 with open(os.path.join(self.work, workload.bodies)) as f:
                     first = f.readline().strip()
                 for system in systems:
-                    check = check_answer(system, workload.name, self.urls[system], first)
+                    check = check_answer(system, workload.name, self.urls[system], first,
+                                         api_key=self.api_key(system))
                     check |= {"workload": workload.name, "system": system}
                     checks.append(check)
                     if not check["ok"]:

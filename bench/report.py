@@ -475,6 +475,7 @@ def markdown(report):
          + (f", configuration + `{s['baseline_toml']}`" if s.get("baseline_toml") else "")
          + (f"; the measured serve's configuration + `{s['extra_toml']}`"
             if s.get("extra_toml") else "")
+         + ("; both get every request with an `x-api-key`" if s.get("api_key") else "")
          if s.get("baseline_binary") else "- no baseline serve"),
         f"- mode: {'quick' if s['quick'] else 'full'}; {s['reps']} repetition(s) of "
         f"{s['duration_s']} s per system and workload (one-connection runs: "
@@ -694,7 +695,7 @@ def main():
         "settings": {k: stack.get(k) for k in ("quick", "reps", "duration_s", "wallets",
                                                "delegated", "switchyard_binary", "cache",
                                                "baseline_binary", "baseline_toml",
-                                               "extra_toml")} | {
+                                               "extra_toml", "api_key")} | {
             "transactions": (load_json(os.path.join(raw, "transactions.json"), {}) or {}).get(
                 "generated")},
         "workloads": workloads,

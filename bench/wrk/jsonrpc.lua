@@ -34,6 +34,9 @@ local request_count = 0
 local next_request = 1
 local stream
 local headers = { ["Content-Type"] = "application/json" }
+-- With WRK_API_KEY set in the environment, every request carries it as x-api-key.
+local api_key = os.getenv("WRK_API_KEY")
+if api_key ~= nil and #api_key > 0 then headers["x-api-key"] = api_key end
 
 local think_ms = tonumber(os.getenv("WRK_DELAY_MS") or "")
 if think_ms ~= nil and think_ms > 0 then
