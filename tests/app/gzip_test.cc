@@ -26,15 +26,10 @@ namespace {
 using namespace std::chrono_literals;
 using testing::HttpGet;
 using testing::JsonInt;
+using testing::MetricValue;
 
 constexpr size_t kAccounts = 100;
 constexpr uint64_t kLamports = 1'000'000'000;
-
-int64_t MetricValue(const std::string& text, const std::string& series) {
-  std::smatch m;
-  if (!std::regex_search(text, m, std::regex("(^|\n)" + series + " ([0-9]+)"))) return -1;
-  return std::stoll(m[2]);
-}
 
 struct RawAnswer {
   unsigned status = 0;

@@ -48,6 +48,14 @@ inline std::optional<std::string> ReadFile(const std::string& path) {
 }
 
 // The number after "key": in a small JSON object, or -1.
+// The value of Prometheus series `series` (labels included, as in `name{a="b"}`) in `text`, or
+// -1 when it is not there.
+inline int64_t MetricValue(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stoll(text.substr(at + series.size() + 2));
+}
+
 inline int64_t JsonInt(const std::string& json, const std::string& key) {
   std::smatch m;
   if (!std::regex_search(json, m, std::regex("\"" + key + "\":([0-9]+)"))) return -1;

@@ -35,18 +35,12 @@ using boost::system::error_code;
 using tcp = asio::ip::tcp;
 using testing::HttpGet;
 using testing::JsonInt;
+using testing::MetricValue;
 using testing::Request;
 using testing::TestCertificate;
 using testing::WaitFor;
 
 constexpr std::string_view kFunded = "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM";
-
-// The value of a Prometheus series, or -1.
-int64_t MetricValue(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::stoll(text.substr(at + series.size() + 2));
-}
 
 // Runs `ioc` until the operation started by `start(handler)` completes, for at most 5 s;
 // false on timeout (the operation's error otherwise lands in `ec`).

@@ -43,6 +43,7 @@ using testing::HttpGet;
 using testing::JsonInt;
 using testing::Keypair;
 using testing::MakeKeypair;
+using testing::MetricValue;
 using testing::ReadFile;
 using testing::Request;
 using testing::RunCommand;
@@ -52,13 +53,6 @@ using testing::TransferTransaction;
 using testing::WaitFor;
 
 constexpr std::string_view kSystemProgram = "11111111111111111111111111111111";
-
-// The value of a Prometheus series without labels, or -1.
-int64_t MetricValue(const std::string& text, const std::string& series) {
-  std::smatch m;
-  if (!std::regex_search(text, m, std::regex("(^|\n)" + series + " ([0-9]+)"))) return -1;
-  return std::stoll(m[2]);
-}
 
 // A JSON answer kept alive with its parser.
 struct Json {
