@@ -351,6 +351,48 @@ TEST_F(AccessTest, WebSocketHandshakeNeedsAKeyAndTheKeySubscriptionLimitHolds) {
   EXPECT_EQ(Metric(ports.admin, "switchyard_pubsub_unauthorized_total"), 3);
 }
 
+// Sends `count` messages on a WebSocket to `path` of `port` and reads as many answers; returns
+// how many of them were -32429 (over a message limit).
+int CountLimitedMessages(uint16_t port, const std::string& path, int count) {
+  boost::asio::io_context io;
+  websocket::stream<tcp::socket> ws(io);
+  ws.next_layer().connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+  ws.handshake("127.0.0.1", path);
+  for (int i = 0; i < count; ++i) {
+    // Not a pubsub method: answered by the router itself, so the limit is all that differs.
+    ws.write(boost::asio::buffer(fmt::format(R"({{"jsonrpc":"2.0","id":{},"method":"nope"}})", i)));
+  }
+  int limited = 0;
+  for (int i = 0; i < count; ++i) {
+    beast::flat_buffer buffer;
+    ws.read(buffer);
+    const std::string answer = beast::buffers_to_string(buffer.data());
+    if (answer.find(R"("code":-32429)") != std::string::npos) {
+      ++limited;
+    } else {
+      EXPECT_NE(answer.find(R"("code":-32601)"), std::string::npos) << answer;
+    }
+  }
+  return limited;
+}
+
+// Messages over a connection's bucket, and over a key's bucket shared by its connections, are
+// answered -32429 and counted; the first ones, within the burst, are served.
+TEST_F(AccessTest, WebSocketMessageLimitsPerConnectionAndPerKey) {
+  const Ports ports = StartServe(
+      "serve", "[access]\nws_messages_per_second = 1\nws_messages_burst = 4\n" +
+                   KeyEntry("chatty", kKeyA, "ws_messages_per_second = 1\nws_messages_burst = 6"));
+  ASSERT_GT(ports.pubsub, 0);
+  // Without a key: the connection's burst of 4, at 1 per second after it.
+  EXPECT_EQ(CountLimitedMessages(ports.pubsub, "/", 10), 6);
+  // A new connection has its own bucket.
+  EXPECT_EQ(CountLimitedMessages(ports.pubsub, "/", 3), 0);
+  // With the key, two connections share the key's burst of 6 (each within its own 4).
+  EXPECT_EQ(CountLimitedMessages(ports.pubsub, fmt::format("/?api-key={}", kKeyA), 4), 0);
+  EXPECT_EQ(CountLimitedMessages(ports.pubsub, fmt::format("/?api-key={}", kKeyA), 4), 2);
+  EXPECT_EQ(Metric(ports.admin, "switchyard_pubsub_limited_messages_total"), 8);
+}
+
 TEST_F(AccessTest, TwoReplicasShareTheKeyLimitThroughRedisAndFallBackToTheirShare) {
   RedisServer redis(FreePort());
   ASSERT_TRUE(redis.Start());
