@@ -56,11 +56,11 @@ def workloads(quick):
                  "multiple_accounts_20.jsonl", baseline=True),
         # Before send_transaction: a serve that has forwarded a few hundred thousand transactions
         # answers reads measurably slower than a fresh one (bench/ANALYSIS.md, "Response
-        # cache"), and switchyard_nocache has not.
+        # cache"), and switchyard_nocache and switchyard_baseline, which are sent none, have not.
         Workload("hot_set", "hot set: getAccountInfo of 64 accounts, finalized getTransaction "
                  "of 16", "hot_set.jsonl", cache_off=True),
-        Workload("send_transaction", "sendTransaction, base64 v0 transfer", None, stream=True),
         Workload("batch_10", "JSON-RPC batch of 10 calls", "batch_10.jsonl", baseline=True),
+        Workload("send_transaction", "sendTransaction, base64 v0 transfer", None, stream=True),
     ]
     single = [w for w in loaded if not quick or w.name.startswith("account_")]
     return loaded + [
