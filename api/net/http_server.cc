@@ -18,6 +18,7 @@
 #include <deque>
 
 #include "absl/strings/ascii.h"
+#include "api/net/internal/http_wire.h"
 #include "common/clock.h"
 #include "common/cpu.h"
 #include "common/gzip.h"
@@ -30,19 +31,12 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
-
-std::optional<std::string_view> HttpRequest::Header(std::string_view name) const {
-  for (const auto& [key, value] : headers) {
-    if (key.size() == name.size() &&
-        std::equal(key.begin(), key.end(), name.begin(), [](char a, char b) {
-          return absl::ascii_tolower(static_cast<unsigned char>(a)) ==
-                 absl::ascii_tolower(static_cast<unsigned char>(b));
-        })) {
-      return std::string_view(value);
-    }
-  }
-  return std::nullopt;
-}
+using http_wire::EqualsIgnoringCase;
+using http_wire::IsBodiless;
+using http_wire::IsWebSocketUpgrade;
+using http_wire::RequestReader;
+using http_wire::WriteHead;
+using http_wire::WritePreflightHead;
 
 namespace {
 
@@ -87,148 +81,6 @@ using Socket = asio::basic_stream_socket<tcp, asio::io_context::executor_type>;
 using Timer = asio::basic_waitable_timer<SteadyClock, asio::wait_traits<SteadyClock>,
                                          asio::io_context::executor_type>;
 
-bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return absl::ascii_tolower(static_cast<unsigned char>(x)) ==
-                  absl::ascii_tolower(static_cast<unsigned char>(y));
-         });
-}
-
-// Whether a comma-separated header value lists `token` (case-insensitive).
-bool ListsToken(std::string_view value, std::string_view token) {
-  while (!value.empty()) {
-    const size_t comma = value.find(',');
-    std::string_view item = value.substr(0, comma);
-    while (!item.empty() && absl::ascii_isspace(static_cast<unsigned char>(item.front()))) {
-      item.remove_prefix(1);
-    }
-    while (!item.empty() && absl::ascii_isspace(static_cast<unsigned char>(item.back()))) {
-      item.remove_suffix(1);
-    }
-    if (EqualsIgnoringCase(item, token)) return true;
-    if (comma == std::string_view::npos) break;
-    value.remove_prefix(comma + 1);
-  }
-  return false;
-}
-
-// Reads one request with Beast's parser straight into an HttpRequest: no Beast header
-// container is built and the body is appended once.
-class RequestReader final : public http::basic_parser<true> {
- public:
-  // `gzip`: the server takes gzip, so Accept-Encoding is read into request->accepts_gzip.
-  RequestReader(HttpRequest* request, bool gzip) : request_(request), gzip_(gzip) {}
-  unsigned version() const { return version_; }
-  bool expects_continue() const { return expects_continue_; }
-  // The request's Content-Encoding, when it had one (empty otherwise).
-  const std::string& content_encoding() const { return content_encoding_; }
-
- private:
-  using string_view = beast::string_view;
-  void on_request_impl(http::verb, string_view method, string_view target, int version,
-                       error_code&) override {
-    request_->method.assign(method.data(), method.size());
-    request_->target.assign(target.data(), target.size());
-    version_ = static_cast<unsigned>(version);
-  }
-  void on_response_impl(int, string_view, int, error_code&) override {}
-  void on_field_impl(http::field name, string_view name_text, string_view value,
-                     error_code&) override {
-    if (name == http::field::expect &&
-        EqualsIgnoringCase(std::string_view(value.data(), value.size()), "100-continue")) {
-      expects_continue_ = true;
-    } else if (name == http::field::accept_encoding) {
-      if (gzip_) request_->accepts_gzip = AcceptsGzip(std::string_view(value.data(), value.size()));
-    } else if (name == http::field::content_encoding) {
-      content_encoding_.assign(value.data(), value.size());
-    }
-    request_->headers.emplace_back(std::string(name_text), std::string(value));
-  }
-  void on_header_impl(error_code&) override {}
-  void on_body_init_impl(const boost::optional<std::uint64_t>& length, error_code&) override {
-    if (length) request_->body.reserve(static_cast<size_t>(*length) + HttpRequest::kBodySlack);
-  }
-  size_t on_body_impl(string_view text, error_code&) override {
-    request_->body.append(text.data(), text.size());
-    return text.size();
-  }
-  void on_chunk_header_impl(std::uint64_t, string_view, error_code&) override {}
-  size_t on_chunk_body_impl(std::uint64_t, string_view text, error_code&) override {
-    request_->body.append(text.data(), text.size());
-    return text.size();
-  }
-  void on_finish_impl(error_code&) override {}
-
-  HttpRequest* request_;
-  bool gzip_;
-  unsigned version_ = 11;
-  bool expects_continue_ = false;
-  std::string content_encoding_;
-};
-
-// A WebSocket handshake request (RFC 6455 4.1).
-bool IsWebSocketUpgrade(const HttpRequest& request, unsigned version) {
-  if (version < 11 || request.method != "GET") return false;
-  const std::optional<std::string_view> connection = request.Header("Connection");
-  const std::optional<std::string_view> upgrade = request.Header("Upgrade");
-  return connection && upgrade && ListsToken(*connection, "upgrade") &&
-         ListsToken(*upgrade, "websocket");
-}
-
-// An answer that has no body by definition, and so no Content-Length (RFC 9110 8.6).
-bool IsBodiless(unsigned status) { return status < 200 || status == 204 || status == 304; }
-
-void WriteStatusLine(unsigned status, unsigned version, std::string& head) {
-  head.clear();
-  head += version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
-  head += std::to_string(status);
-  head += ' ';
-  const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(status));
-  head.append(reason.data(), reason.size());
-  head += "\r\n";
-}
-
-void WriteConnectionAndEnd(unsigned version, bool keep_alive, std::string& head) {
-  if (version == 10 && keep_alive) head += "Connection: keep-alive\r\n";
-  if (version != 10 && !keep_alive) head += "Connection: close\r\n";
-  head += "\r\n";
-}
-
-// The status line and header fields of an answer, the CORS ones for a request from `origin`,
-// Content-Encoding, Vary: Accept-Encoding (`vary`), Content-Length and the connection's fate
-// included.
-void WriteHead(const HttpResponse& answer, unsigned version, bool keep_alive,
-               const CorsPolicy& cors, std::optional<std::string_view> origin, bool vary,
-               std::string& head) {
-  WriteStatusLine(answer.status, version, head);
-  head += "Content-Type: ";
-  head += answer.content_type;
-  head += "\r\n";
-  if (answer.gzip) head += "Content-Encoding: gzip\r\n";
-  if (vary) head += "Vary: Accept-Encoding\r\n";
-  for (const auto& [name, value] : answer.headers) {
-    head += name;
-    head += ": ";
-    head += value;
-    head += "\r\n";
-  }
-  cors.AppendAnswerHeaders(origin, &head);
-  if (!IsBodiless(answer.status)) {
-    head += "Content-Length: ";
-    head += std::to_string(answer.body.size());
-    head += "\r\n";
-  }
-  WriteConnectionAndEnd(version, keep_alive, head);
-}
-
-// The 204 answer to a CORS preflight: `cors_lines` and no body.
-void WritePreflightHead(std::string_view cors_lines, unsigned version, bool keep_alive,
-                        std::string& head) {
-  WriteStatusLine(204, version, head);
-  head += cors_lines;
-  WriteConnectionAndEnd(version, keep_alive, head);
-}
-
 }  // namespace
 
 // What the server's stop sees of a session, whatever its stream. Lives on one worker's thread.
@@ -246,6 +98,14 @@ namespace {
 // close).
 Socket& RawSocket(Socket& socket) { return socket; }
 tcp::socket& RawSocket(TlsStream& stream) { return beast::get_lowest_layer(stream).socket(); }
+
+// The client's address, unspecified when the socket cannot tell.
+template <typename S>
+asio::ip::address PeerOf(const S& socket) {
+  error_code ec;
+  const tcp::endpoint remote = socket.remote_endpoint(ec);
+  return ec ? asio::ip::address() : remote.address();
+}
 
 }  // namespace
 
@@ -273,9 +133,7 @@ class HttpServer::StreamSession final : public HttpServer::Session,
         metrics_(metrics),
         server_(server),
         timer_(io_context.get_executor()) {
-    error_code peer_ec;
-    const tcp::endpoint remote = socket.remote_endpoint(peer_ec);
-    if (!peer_ec) peer_ = remote.address();
+    peer_ = PeerOf(socket);
     error_code ec;
     const tcp protocol = socket.local_endpoint(ec).protocol();
     if (!ec) stream_.assign(protocol, socket.release(ec), ec);
@@ -295,9 +153,7 @@ class HttpServer::StreamSession final : public HttpServer::Session,
         metrics_(metrics),
         server_(server),
         timer_(io_context.get_executor()) {
-    error_code peer_ec;
-    const tcp::endpoint remote = RawSocket(stream_).remote_endpoint(peer_ec);
-    if (!peer_ec) peer_ = remote.address();
+    peer_ = PeerOf(RawSocket(stream_));
   }
 
   ~StreamSession() override {
