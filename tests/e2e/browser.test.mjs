@@ -30,25 +30,8 @@ assert.ok(SWITCHYARD_BIN, 'set SWITCHYARD_BIN to the switchyard binary');
 assert.ok(fs.existsSync(CHROMIUM_BIN), `no Chromium at ${CHROMIUM_BIN} (scripts/setup installs it)`);
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { dir: workDir, children, spawnLogged, logTail } = processSet('switchyard-browser-e2e-');
-
-async function ready(child, file, timeoutMs = 20000) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`${child.name} exited:\n${logTail(child.name)}`);
-    }
-    if (fs.existsSync(file)) {
-      try {
-        return JSON.parse(fs.readFileSync(file, 'utf8'));
-      } catch {
-        // not complete yet
-      }
-    }
-    await sleep(20);
-  }
-  throw new Error(`${child.name} not ready within ${timeoutMs} ms:\n${logTail(child.name)}`);
-}
+const { dir: workDir, children, spawnLogged, logTail, ready } =
+  processSet('switchyard-browser-e2e-');
 
 async function startLocalnet(name, args) {
   const file = path.join(workDir, `${name}.ready`);

@@ -93,5 +93,25 @@ export function processSet(prefix) {
     }
   }
 
-  return { dir, children, spawnLogged, logTail };
+  // The JSON a child writes to its ready file `file`, once it is complete; throws when the
+  // child exits first or `timeoutMs` passes, with the end of its log.
+  async function ready(child, file, timeoutMs = 20000) {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        throw new Error(`${child.name} exited:\n${logTail(child.name)}`);
+      }
+      if (fs.existsSync(file)) {
+        try {
+          return JSON.parse(fs.readFileSync(file, 'utf8'));
+        } catch {
+          // not complete yet
+        }
+      }
+      await sleep(20);
+    }
+    throw new Error(`${child.name} not ready within ${timeoutMs} ms:\n${logTail(child.name)}`);
+  }
+
+  return { dir, children, spawnLogged, logTail, ready };
 }

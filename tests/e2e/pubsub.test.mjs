@@ -26,25 +26,8 @@ const SWITCHYARD_BIN = process.env.SWITCHYARD_BIN;
 assert.ok(LOCALNET_BIN, 'set SWITCHYARD_LOCALNET_BIN to the switchyard-localnet binary');
 assert.ok(SWITCHYARD_BIN, 'set SWITCHYARD_BIN to the switchyard binary');
 
-const { dir: workDir, spawnLogged: launch, logTail: tail } = processSet('switchyard-pubsub-e2e-');
-
-async function ready(child, file, timeoutMs = 20000) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`${child.name} exited:\n${tail(child.name)}`);
-    }
-    if (fs.existsSync(file)) {
-      try {
-        return JSON.parse(fs.readFileSync(file, 'utf8'));
-      } catch {
-        // not complete yet
-      }
-    }
-    await sleep(20);
-  }
-  throw new Error(`${child.name} not ready within ${timeoutMs} ms:\n${tail(child.name)}`);
-}
+const { dir: workDir, spawnLogged: launch, logTail: tail, ready } =
+  processSet('switchyard-pubsub-e2e-');
 
 async function startLocalnet(name, args) {
   const file = path.join(workDir, `${name}.ready`);
