@@ -138,8 +138,10 @@ void UpstreamMonitor::ProbeAll() {
       probe->in_flight = true;
       probe->pending = 2;
       Probe* p = probe.get();
+      const HealthClock::time_point sent = HealthClock::now();
       pool->Send(std::string(kGetSlot), RetryPolicy::kNever,
-                 [this, p](absl::StatusOr<UpstreamResponse> response) {
+                 [this, p, sent](absl::StatusOr<UpstreamResponse> response) {
+                   p->round_trip = HealthClock::now() - sent;
                    p->slot = response.ok() ? ParseGetSlot(*response)
                                            : absl::StatusOr<Slot>(response.status());
                    if (--p->pending == 0) OnProbed(p);
@@ -170,7 +172,8 @@ void UpstreamMonitor::OnProbed(Probe* probe) {
   if (options_.health != nullptr) {
     if (TargetHealth* health = options_.health->Find(target->name);
         health != nullptr && probe->index < health->size()) {
-      health->endpoint(probe->index).OnProbe(probe->slot, probe->node_healthy, HealthClock::now());
+      health->endpoint(probe->index)
+          .OnProbe(probe->slot, probe->node_healthy, HealthClock::now(), probe->round_trip);
     }
   }
   const bool was_ok = probe->last_ok;

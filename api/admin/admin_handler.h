@@ -89,6 +89,7 @@ class UpstreamMonitor {
     int pending = 0;
     absl::StatusOr<Slot> slot = absl::UnknownError("not probed");
     bool node_healthy = false;
+    HealthClock::duration round_trip{};  // of the getSlot
     std::optional<Slot> last_slot;
     bool last_ok = false;
   };

@@ -260,10 +260,9 @@ void EndpointHealth::End(ExchangeOutcome outcome, HealthClock::duration latency,
   const bool failure = CountsAgainst(outcome);
   absl::MutexLock lock(&mu_);
   if (sample) {
-    const double old = latency_us_.load(std::memory_order_relaxed);
-    latency_us_.store(old == 0 ? micros : old + options_.latency_decay * (micros - old),
-                      std::memory_order_relaxed);
+    FoldLatencyLocked(micros);
     ++latency_now_[LatencyBucket(micros)];
+    ++live_samples_;
   }
   ++requests_;
   if (failure) {
@@ -308,14 +307,25 @@ void EndpointHealth::End(ExchangeOutcome outcome, HealthClock::duration latency,
   }
 }
 
+void EndpointHealth::FoldLatencyLocked(double micros) {
+  const double old = latency_us_.load(std::memory_order_relaxed);
+  latency_us_.store(old == 0 ? micros : old + options_.latency_decay * (micros - old),
+                    std::memory_order_relaxed);
+}
+
 void EndpointHealth::OnProbe(const absl::StatusOr<Slot>& slot, bool node_healthy,
-                             HealthClock::time_point now) {
+                             HealthClock::time_point now,
+                             std::optional<HealthClock::duration> round_trip) {
   absl::MutexLock lock(&mu_);
   probed_ = true;
   if (slot.ok()) {
     slot_.store(*slot, std::memory_order_relaxed);
     slot_gauge_->Set(static_cast<int64_t>(*slot));
+    if (round_trip && live_samples_ == 0) {
+      FoldLatencyLocked(std::chrono::duration<double, std::micro>(*round_trip).count());
+    }
   }
+  live_samples_ = 0;
   const bool ok = slot.ok() && node_healthy;
   if (!ok) {
     probe_successes_ = 0;

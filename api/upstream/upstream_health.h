@@ -154,8 +154,12 @@ class EndpointHealth {
   // A 429's Retry-After: no requests here until `until`.
   void AvoidUntil(HealthClock::time_point until);
 
-  // From the prober: the getSlot answer (or why it failed) and whether getHealth said ok.
-  void OnProbe(const absl::StatusOr<Slot>& slot, bool node_healthy, HealthClock::time_point now);
+  // From the prober: the getSlot answer (or why it failed), whether getHealth said ok, and how
+  // long getSlot took. The round trip is a latency sample when no live exchange gave one since
+  // the last probe: an endpoint the choice stopped using after a slow spell would otherwise keep
+  // that spell's latency, and with it stay out of the choice.
+  void OnProbe(const absl::StatusOr<Slot>& slot, bool node_healthy, HealthClock::time_point now,
+               std::optional<HealthClock::duration> round_trip = std::nullopt);
 
   // Cheap reads for the choice.
   uint32_t weight() const { return weight_; }
@@ -202,6 +206,8 @@ class EndpointHealth {
   void StartRecoveryLocked(HealthClock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OpenCircuitLocked(HealthClock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseCircuitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One sample into the latency EWMA.
+  void FoldLatencyLocked(double micros) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Called by TargetHealth::Tick (the prober's thread) once per probe interval.
   void Tick(HealthClock::time_point now, Slot best_slot);
   int64_t Epoch(HealthClock::time_point now, absl::Duration window) const;
@@ -235,6 +241,7 @@ class EndpointHealth {
   LatencyCounts latency_before_ ABSL_GUARDED_BY(mu_) = {};
   uint64_t lag_ ABSL_GUARDED_BY(mu_) = 0;
   bool probed_ ABSL_GUARDED_BY(mu_) = false;
+  uint32_t live_samples_ ABSL_GUARDED_BY(mu_) = 0;  // latency samples since the last probe
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   std::string ejected_reason_ ABSL_GUARDED_BY(mu_);
   uint64_t requests_ ABSL_GUARDED_BY(mu_) = 0;

@@ -430,6 +430,32 @@ TEST_F(UpstreamHealthTest, FixedHedgeDelayIsUsedAsIs) {
   EXPECT_EQ(endpoint(1).hedge_delay(), milliseconds(20));
 }
 
+TEST_F(UpstreamHealthTest, ProbeRoundTripsBringTheLatencyOfAnEndpointWithoutTrafficDown) {
+  Make();
+  EndpointHealth& e = endpoint(0);
+  // One slow spell: the EWMA says 100 ms, and the choice would stop sending reads here.
+  Exchange(e, ExchangeOutcome::kOk, At(absl::ZeroDuration()), milliseconds(100));
+  EXPECT_DOUBLE_EQ(e.latency_us(), 100'000);
+  // The first probe after live traffic does not count (the live sample is newer); the probes of
+  // an endpoint nobody reads from do, each one like a live sample.
+  e.OnProbe(Slot{1000}, true, At(absl::Milliseconds(200)), milliseconds(1));
+  EXPECT_DOUBLE_EQ(e.latency_us(), 100'000);
+  double last = e.latency_us();
+  for (int i = 2; i < 40; ++i) {
+    e.OnProbe(Slot{1000}, true, At(absl::Milliseconds(200 * i)), milliseconds(1));
+    EXPECT_LT(e.latency_us(), last);
+    last = e.latency_us();
+  }
+  EXPECT_LT(e.latency_us(), 1'100);
+  // A failed probe is no sample, and live traffic takes over again.
+  e.OnProbe(absl::UnavailableError("down"), false, At(absl::Seconds(9)), milliseconds(500));
+  EXPECT_DOUBLE_EQ(e.latency_us(), last);
+  Exchange(e, ExchangeOutcome::kOk, At(absl::Seconds(10)), milliseconds(2));
+  const double live = e.latency_us();
+  e.OnProbe(Slot{1000}, true, At(absl::Seconds(10)), milliseconds(50));
+  EXPECT_DOUBLE_EQ(e.latency_us(), live);
+}
+
 TEST_F(UpstreamHealthTest, RetryBudgetIsTheMinimumWithFewRequestsInFlight) {
   options_.retry_budget_min = 3;
   options_.retry_budget_ratio = 0.2;
