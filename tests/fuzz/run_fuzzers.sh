@@ -4,12 +4,15 @@
 # directory, never into the committed corpus. Exits non-zero on a crash, a leak, a sanitizer
 # report or a build failure; a crashing input is left as <build-dir>/crash-<target>-*.
 #
-# Usage: tests/fuzz/run_fuzzers.sh <build-dir> <seconds-per-target>
+# Usage: tests/fuzz/run_fuzzers.sh <build-dir> <seconds-per-target> [<runs-per-target>]
+# With <runs-per-target>, each target runs that many inputs, <seconds-per-target> being the
+# cap. Each target's executions are printed as "== <target>: <n> executions".
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?build directory}
 seconds=${2:?seconds per target}
+runs=${3:-}
 cxx=${SWITCHYARD_FUZZ_CXX:-clang++-14}
 
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
@@ -17,12 +20,17 @@ cmake -S "$here" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
   { cat "$build.configure.log"; exit 1; }
 cmake --build "$build" -j2
 
-for target in transaction_fuzzer delegation_fuzzer; do
+targets=(transaction_fuzzer delegation_fuzzer rpc_request_fuzzer upstream_answer_fuzzer
+  pubsub_client_fuzzer event_codec_fuzzer)
+for target in "${targets[@]}"; do
   scratch="$build/scratch/$target"
   rm -rf "$scratch"
   mkdir -p "$scratch"
   echo "== $target for ${seconds}s"
-  "$build/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$build/crash-$target-" \
-    "$scratch" "$here/corpus/$target"
+  "$build/$target" -max_total_time="$seconds" ${runs:+-runs="$runs"} -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/crash-$target-" \
+    "$scratch" "$here/corpus/$target" 2> "$build/$target.log" ||
+    { tail -n 60 "$build/$target.log"; exit 1; }
+  executed=$(sed -n 's/^stat::number_of_executed_units: *//p' "$build/$target.log")
+  echo "== $target: ${executed:-?} executions"
 done
