@@ -339,7 +339,7 @@ ResponseCache::Shard& ResponseCache::ShardOf(const std::string& key) {
   return shards_[absl::HashOf(key) % kShards];
 }
 
-std::optional<CachedAnswer> ResponseCache::Find(
+std::shared_ptr<const CachedAnswer> ResponseCache::Find(
     const std::string& key, TimePoint now, Slot min_context_slot, Slot target_slot,
     const std::function<bool(const CachedAnswer&)>& valid) {
   Shard& shard = ShardOf(key);
@@ -347,22 +347,22 @@ std::optional<CachedAnswer> ResponseCache::Find(
   auto it = shard.entries.find(key);
   if (it == shard.entries.end()) {
     misses_.fetch_add(1, std::memory_order_relaxed);
-    return std::nullopt;
+    return nullptr;
   }
   Entry* entry = it->second.get();
-  const CachedAnswer& answer = entry->answer;
+  const CachedAnswer& answer = *entry->answer;
   // Slot-bounded answers (they have a context slot) live until the target moved past them.
   const bool moved_on = answer.slot_bounded && (target_slot > answer.context_slot ||
                                                 answer.write_epoch != WriteEpoch(answer.target));
   if (now >= entry->expires || moved_on || (valid && !valid(answer))) {
     EraseLocked(shard, entry);
     misses_.fetch_add(1, std::memory_order_relaxed);
-    return std::nullopt;
+    return nullptr;
   }
   if (min_context_slot != 0 && answer.context_slot < min_context_slot) {
     // Not evicted: it is still good for requests that need less.
     misses_.fetch_add(1, std::memory_order_relaxed);
-    return std::nullopt;
+    return nullptr;
   }
   if (entry->is_protected) {
     shard.protected_.splice(shard.protected_.begin(), shard.protected_, entry->position);
@@ -384,7 +384,7 @@ std::optional<CachedAnswer> ResponseCache::Find(
     }
   }
   hits_.fetch_add(1, std::memory_order_relaxed);
-  return answer;
+  return entry->answer;
 }
 
 void ResponseCache::Put(const std::string& key, CachedAnswer answer, TimePoint now,
@@ -401,7 +401,7 @@ void ResponseCache::Put(const std::string& key, CachedAnswer answer, TimePoint n
   }
   auto entry = std::make_unique<Entry>();
   entry->key = key;
-  entry->answer = std::move(answer);
+  entry->answer = std::make_shared<const CachedAnswer>(std::move(answer));
   entry->expires =
       now + std::chrono::duration_cast<TimePoint::duration>(absl::ToChronoNanoseconds(ttl));
   entry->bytes = bytes;

@@ -114,9 +114,10 @@ class ResponseCache {
   // The answer kept under `key` that is still good at `now`: not expired, not slot-bounded
   // with its target already past it (`target_slot`), at or above `min_context_slot`, and
   // accepted by `valid` (the delegation check). An entry that is no longer good is dropped.
-  std::optional<CachedAnswer> Find(const std::string& key, TimePoint now, Slot min_context_slot,
-                                   Slot target_slot,
-                                   const std::function<bool(const CachedAnswer&)>& valid);
+  // The answer is shared with the cache, not copied: a hit costs a reference count.
+  std::shared_ptr<const CachedAnswer> Find(const std::string& key, TimePoint now,
+                                           Slot min_context_slot, Slot target_slot,
+                                           const std::function<bool(const CachedAnswer&)>& valid);
   // Keeps `answer` under `key` until `now + ttl` (replacing what was there); too big or
   // zero ttl: not kept.
   void Put(const std::string& key, CachedAnswer answer, TimePoint now, absl::Duration ttl);
@@ -151,7 +152,7 @@ class ResponseCache {
   static constexpr size_t kShards = 16;
   struct Entry {
     std::string key;
-    CachedAnswer answer;
+    std::shared_ptr<const CachedAnswer> answer;
     TimePoint expires;
     size_t bytes = 0;
     bool is_protected = false;

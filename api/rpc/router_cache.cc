@@ -87,7 +87,7 @@ void Router::ServeFromCache(const std::shared_ptr<Exchange>& exchange) {
     if (const TargetHealth* health = context_->health()->Find(decision.target)) {
       target_slot = std::max(target_slot, health->best_slot());
     }
-    std::optional<CachedAnswer> hit = cache.Find(
+    std::shared_ptr<const CachedAnswer> hit = cache.Find(
         entry.key, now, MinSlotOf(call, decision.target, exchange->header_min_slot), target_slot,
         [&](const CachedAnswer& answer) { return MarksHold(answer.marks, *exchange->snapshot); });
     if (!hit) {

@@ -25,8 +25,8 @@ class ResponseCacheTest : public ::testing::Test {
     answer.target = "base";
     return answer;
   }
-  std::optional<CachedAnswer> Find(const std::string& key, TimePoint now, Slot min_slot = 0,
-                                   Slot target_slot = 0) {
+  std::shared_ptr<const CachedAnswer> Find(const std::string& key, TimePoint now, Slot min_slot = 0,
+                                           Slot target_slot = 0) {
     return cache_->Find(key, now, min_slot, target_slot, nullptr);
   }
 
@@ -175,7 +175,7 @@ TEST_F(ResponseCacheTest, ByteBudgetHoldsAndHotEntriesSurviveAScan) {
   EXPECT_LE(stats.bytes, options_.max_bytes);
   EXPECT_GT(stats.evictions, 15000u);
   size_t survived = 0;
-  for (const std::string& key : hot) survived += Find(key, t0_).has_value() ? 1 : 0;
+  for (const std::string& key : hot) survived += (Find(key, t0_) != nullptr ? 1 : 0);
   EXPECT_EQ(survived, hot.size());
   // The metrics agree with the stats.
   EXPECT_NE(registry_.RenderPrometheus().find("switchyard_cache_evictions_total " +
