@@ -558,7 +558,7 @@ class Flood {
 };
 
 TEST_F(HostileClientTest, PipelinedFloodIsReadNoFurtherThanMaxPipelinedAndAnsweredInOrder) {
-  constexpr int kRequests = 50'000;
+  constexpr int kRequests = 200'000;  // more than the kernel buffers (42000 here)
   constexpr auto kWriteTimeout = 4000ms;
   ports_ =
       StartServe(fmt::format("max_pipelined = 16\nwrite_timeout_ms = {}", kWriteTimeout.count()));
@@ -685,10 +685,27 @@ TEST_F(HostileClientTest, WebSocketClientThatNeverReadsIsDisconnectedAndOthersKe
 
 // --- 5. oversized frames, messages and bodies ---
 
-// A WebSocket handshake over a bare socket, then a frame header that announces `length`
-// bytes (masked, as from a client) and nothing after it: the close frame serve answers, as
-// bytes.
-std::string LyingFrameHeader(uint16_t port, uint64_t length) {
+// A client frame (masked, with a zero mask) of `opcode` (its FIN bit included) that announces
+// `length` bytes and carries `sent` of them (spaces).
+std::string Frame(uint8_t opcode, uint64_t length, uint64_t sent) {
+  std::string frame = {static_cast<char>(opcode)};
+  if (length < 126) {  // the shortest form of the length, as the protocol requires
+    frame += static_cast<char>(0x80 | length);
+  } else if (length < 65536) {
+    frame += static_cast<char>(0x80 | 126);
+    for (int shift = 8; shift >= 0; shift -= 8) frame += static_cast<char>(length >> shift);
+  } else {
+    frame += static_cast<char>(0x80 | 127);
+    for (int shift = 56; shift >= 0; shift -= 8) frame += static_cast<char>(length >> shift);
+  }
+  frame += std::string(4, '\0');
+  frame += std::string(sent, ' ');
+  return frame;
+}
+
+// A WebSocket handshake over a bare socket, then `frames`: the first bytes serve answers (its
+// close frame), as they came.
+std::string SendFrames(uint16_t port, const std::string& frames) {
   asio::io_context io;
   tcp::socket socket(io);
   error_code ec;
@@ -704,10 +721,7 @@ std::string LyingFrameHeader(uint16_t port, uint64_t length) {
   const size_t head = asio::read_until(socket, asio::dynamic_buffer(in), "\r\n\r\n", ec);
   if (ec || in.find(" 101 ") == std::string::npos) return "handshake failed: " + in;
   in.erase(0, head);
-  std::string frame = {static_cast<char>(0x81), static_cast<char>(0x80 | 127)};
-  for (int shift = 56; shift >= 0; shift -= 8) frame += static_cast<char>(length >> shift);
-  frame += std::string("\x01\x02\x03\x04", 4);  // the mask
-  asio::write(socket, asio::buffer(frame), ec);
+  asio::write(socket, asio::buffer(frames), ec);
   while (in.size() < 4) {
     char scratch[64];
     const size_t n = socket.read_some(asio::buffer(scratch), ec);
@@ -735,24 +749,19 @@ TEST_F(HostileClientTest, OversizedFramesMessagesAndBodiesAreClosedWith1009Or413
     ASSERT_TRUE(answer.has_value()) << client.error().message();
     EXPECT_NE(answer->find("\"result\""), std::string::npos) << *answer;
   }
-  // One frame over the limit, then a message over it in 1 KiB frames: closed with 1009.
-  for (const bool fragmented : {false, true}) {
-    WsClient client(ports_.pubsub);
-    ASSERT_TRUE(client.connected());
-    client.ws().auto_fragment(fragmented);
-    if (fragmented) client.ws().write_buffer_bytes(1024);
-    client.Send(std::string(10'000, ' '));
-    EXPECT_FALSE(client.Read().has_value());
-    EXPECT_EQ(client.error(), websocket::error::closed) << client.error().message();
-    EXPECT_EQ(client.ws().reason().code, websocket::close_code::too_big)
-        << (fragmented ? "fragmented" : "one frame");
+  // One frame over the limit, a message over it in 1 KiB frames, and a frame header that
+  // announces 1 GiB and nothing after it: closed with 1009.
+  std::string fragments = Frame(0x01, 1024, 1024);
+  for (int i = 0; i < 8; ++i) fragments += Frame(0x00, 1024, 1024);
+  fragments += Frame(0x80, 1024, 1024);
+  for (const std::string& frames :
+       {Frame(0x81, 10'000, 10'000), fragments, Frame(0x81, 1ull << 30, 0)}) {
+    const std::string close_frame = SendFrames(ports_.pubsub, frames);
+    ASSERT_GE(close_frame.size(), 4u) << close_frame;
+    EXPECT_EQ(static_cast<uint8_t>(close_frame[0]), 0x88);
+    EXPECT_EQ((static_cast<uint8_t>(close_frame[2]) << 8) | static_cast<uint8_t>(close_frame[3]),
+              1009);
   }
-  // A frame header that announces 1 GiB: 1009 before any of it is sent.
-  const std::string close_frame = LyingFrameHeader(ports_.pubsub, 1ull << 30);
-  ASSERT_GE(close_frame.size(), 4u) << close_frame;
-  EXPECT_EQ(static_cast<uint8_t>(close_frame[0]), 0x88);
-  EXPECT_EQ((static_cast<uint8_t>(close_frame[2]) << 8) | static_cast<uint8_t>(close_frame[3]),
-            1009);
   EXPECT_TRUE(WaitForMetric(
       "switchyard_pubsub_client_oversized_messages_total",
       [&](int64_t v) { return v == oversized + 3; }, 5s))
@@ -894,7 +903,8 @@ TEST_F(HostileClientTest, SubscriptionChurnIsAnsweredEveryTimeAndLeavesNoUpstrea
   const ProcStats after = Stats(serve_);
   EXPECT_LT(peak.rss_kib - base.rss_kib, 64 * kMiB);
   EXPECT_LT(after.rss_kib - base.rss_kib, 64 * kMiB);
-  EXPECT_LE(after.fds, base.fds + 6) << "fds before " << base.fds << ", peak " << peak.fds;
+  // The upstream pubsub connections the churn opened stay for later subscriptions: a few.
+  EXPECT_LE(after.fds, base.fds + 16) << "fds before " << base.fds << ", peak " << peak.fds;
   RecordProperty("subscriptions_per_second", std::to_string(rate));
   RecordProperty("rss_kib", fmt::format("{} {} {}", base.rss_kib, peak.rss_kib, after.rss_kib));
   RecordProperty("fds", fmt::format("{} {} {}", base.fds, peak.fds, after.fds));
@@ -938,7 +948,6 @@ std::vector<BadRequest> BadRequests() {
        parse},
       {"deep method", fmt::format(R"({{"jsonrpc":"2.0","id":1,"method":{}}})", Nested(100)), parse},
       {"deep batch", Nested(100'000, R"({"jsonrpc":"2.0","id":1,"method":"getIdentity"})"), parse},
-      {"nested id", R"({"jsonrpc":"2.0","id":[[1]],"method":"getIdentity"})", invalid},
       {"nested method", R"({"jsonrpc":"2.0","id":1,"method":[["getIdentity"]]})", invalid},
       {"nested params of getBalance",
        fmt::format(R"({{"jsonrpc":"2.0","id":1,"method":"getBalance","params":[{}]}})",
@@ -965,6 +974,11 @@ TEST_F(HostileClientTest, InvalidUtf8AndDeepNestingGetJsonRpcErrorsAndTheConnect
     EXPECT_TRUE(std::find(bad.codes.begin(), bad.codes.end(), code) != bad.codes.end())
         << bad.name << ": " << answer.body();
   }
+  // A structured id within the depth limit is the router's to echo (its calls pass ids through
+  // as they are, see the router tests): answered, the id as it came.
+  auto structured = client.Post("/", R"({"jsonrpc":"2.0","id":[[1]],"method":"getIdentity"})");
+  EXPECT_NE(structured.body().find(R"("id":[[1]])"), std::string::npos) << structured.body();
+  EXPECT_NE(structured.body().find(kIdentity), std::string::npos) << structured.body();
   // A batch with a nested element: the good one answered, the other an invalid request.
   auto batch = client.Post(
       "/", fmt::format(R"([{{"jsonrpc":"2.0","id":1,"method":"getIdentity"}},{}])", Nested(5)));
@@ -1017,6 +1031,11 @@ TEST_F(HostileClientTest, InvalidUtf8AndDeepNestingGetJsonRpcErrorsAndTheConnect
   EXPECT_GE(Metric("switchyard_pubsub_client_bad_messages_total"), bad_messages + parse_errors);
 
   // Invalid UTF-8 in a text message breaks the WebSocket protocol: closed with 1007, counted.
+  ASSERT_TRUE(ws.Send(R"({"jsonrpc":"2.0","id":[[1]],"method":"getIdentity"})"));
+  std::optional<std::string> echoed = ws.ReadAnswer();
+  ASSERT_TRUE(echoed.has_value());
+  EXPECT_EQ(ErrorCode(*echoed), -32601) << *echoed;
+  EXPECT_NE(echoed->find(R"("id":[[1]])"), std::string::npos) << *echoed;
   const int64_t protocol_errors = Metric("switchyard_pubsub_client_protocol_errors_total");
   ws.Send(cases[0].body, /*binary=*/false);
   EXPECT_FALSE(ws.ReadAnswer().has_value());
