@@ -25,6 +25,14 @@ PubsubMetrics::PubsubMetrics(MetricsRegistry& r, const std::vector<std::string>&
                                    "Messages read from pubsub clients")),
       client_bad_messages(r.AddCounter("switchyard_pubsub_client_bad_messages_total",
                                        "Client messages that were not a usable request")),
+      client_oversized_messages(
+          r.AddCounter("switchyard_pubsub_client_oversized_messages_total",
+                       "Client connections closed (1009) for a frame or message over "
+                       "max_message_bytes")),
+      client_protocol_errors(r.AddCounter(
+          "switchyard_pubsub_client_protocol_errors_total",
+          "Client connections closed for breaking the WebSocket protocol (a text message that "
+          "is not UTF-8: 1007, a bad frame: 1002)")),
       notifications_sent(r.AddCounter("switchyard_pubsub_notifications_sent_total",
                                       "Notifications queued to clients, one per client")),
       upstream_notifications(r.AddCounter("switchyard_pubsub_upstream_notifications_total",

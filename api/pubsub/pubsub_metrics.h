@@ -23,9 +23,11 @@ struct PubsubMetrics {
   Gauge& connections_open;
   Counter& slow_consumers;  // disconnected: their send queue went over its bound
   Counter& subscription_limit_rejections;
-  Counter& client_messages;      // messages read from clients
-  Counter& client_bad_messages;  // of which were not a usable JSON-RPC request
-  Counter& notifications_sent;   // notifications queued to clients, one per client
+  Counter& client_messages;            // messages read from clients
+  Counter& client_bad_messages;        // of which were not a usable JSON-RPC request
+  Counter& client_oversized_messages;  // over max_message_bytes: closed with 1009
+  Counter& client_protocol_errors;     // broke the WebSocket protocol (bad UTF-8: 1007, ...)
+  Counter& notifications_sent;         // notifications queued to clients, one per client
   Counter& upstream_notifications;
   Counter& duplicates_dropped;  // upstream notifications already covered by a baseline
   Counter& baselines_read;      // account baselines read (after any upstream accountSubscribe)

@@ -155,7 +155,15 @@ class PubsubServer::Session : public PubsubClient,
 
   void Read() {
     ws_.async_read(buffer_, [self = this->shared_from_this()](error_code ec, size_t size) {
-      if (ec) return self->Close();
+      if (ec) {
+        // Beast has sent the close frame with the code that fits (1009, 1007, 1002).
+        if (ec == websocket::error::message_too_big) {
+          self->metrics_->client_oversized_messages.Increment();
+        } else if (ec == websocket::condition::protocol_violation) {
+          self->metrics_->client_protocol_errors.Increment();
+        }
+        return self->Close();
+      }
       if (self->closed()) return;
       const auto* data = static_cast<const char*>(self->buffer_.data().data());
       if (!self->draining_) self->OnMessage(std::string_view(data, size));

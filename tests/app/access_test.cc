@@ -32,42 +32,7 @@ constexpr char kKeyA[] = "key-a-0123456789abcdef";
 constexpr char kKeyB[] = "key-b-0123456789abcdef";
 constexpr char kIdentity[] = "11111111111111111111111111111112";
 
-// One keep-alive HTTP connection with blocking calls under a deadline.
-class Client {
- public:
-  explicit Client(uint16_t port) : socket_(io_) {
-    boost::system::error_code ec;
-    socket_.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port), ec);
-    timeval timeout{5, 0};
-    setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    connected_ = !ec;
-  }
-  bool connected() const { return connected_; }
-
-  // POSTs `body` to `target` with `headers`; status 0 when the exchange failed.
-  http::response<http::string_body> Post(
-      const std::string& target, const std::string& body,
-      const std::vector<std::pair<std::string, std::string>>& headers = {}) {
-    http::request<http::string_body> request(http::verb::post, target, 11);
-    request.set(http::field::host, "127.0.0.1");
-    request.set(http::field::content_type, "application/json");
-    for (const auto& [name, value] : headers) request.set(name, value);
-    request.body() = body;
-    request.prepare_payload();
-    http::response<http::string_body> response;
-    boost::system::error_code ec;
-    http::write(socket_, request, ec);
-    if (!ec) http::read(socket_, buffer_, response, ec);
-    if (ec) response.result(0);
-    return response;
-  }
-
- private:
-  boost::asio::io_context io_;
-  tcp::socket socket_;
-  beast::flat_buffer buffer_;
-  bool connected_ = false;
-};
+using Client = HttpClient;
 
 std::string Call(const std::string& method) { return Request(method, "[]"); }
 

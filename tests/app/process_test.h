@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -106,6 +108,46 @@ inline std::optional<HttpAnswer> HttpGet(
   if (result) return std::nullopt;
   return HttpAnswer{res.result_int(), res.body()};
 }
+
+// One keep-alive HTTP connection with blocking calls under a deadline.
+class HttpClient {
+ public:
+  explicit HttpClient(uint16_t port, std::chrono::seconds timeout = std::chrono::seconds(5))
+      : socket_(io_) {
+    boost::system::error_code ec;
+    socket_.connect(
+        boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port), ec);
+    timeval tv{static_cast<time_t>(timeout.count()), 0};
+    setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    connected_ = !ec;
+  }
+  bool connected() const { return connected_; }
+
+  // POSTs `body` to `target` with `headers`; status 0 when the exchange failed.
+  boost::beast::http::response<boost::beast::http::string_body> Post(
+      const std::string& target, const std::string& body,
+      const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+    namespace http = boost::beast::http;
+    http::request<http::string_body> request(http::verb::post, target, 11);
+    request.set(http::field::host, "127.0.0.1");
+    request.set(http::field::content_type, "application/json");
+    for (const auto& [name, value] : headers) request.set(name, value);
+    request.body() = body;
+    request.prepare_payload();
+    http::response<http::string_body> response;
+    boost::system::error_code ec;
+    http::write(socket_, request, ec);
+    if (!ec) http::read(socket_, buffer_, response, ec);
+    if (ec) response.result(0);
+    return response;
+  }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::beast::flat_buffer buffer_;
+  bool connected_ = false;
+};
 
 // Starts processes for a test and SIGKILLs every one still running at its end.
 class ProcessTest : public ::testing::Test {
