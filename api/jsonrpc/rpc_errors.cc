@@ -33,7 +33,7 @@ constexpr auto kRpcErrors = std::to_array<RpcErrorEntry>({
     {RpcErrorKind::kInternal, -32603, "Internal error", absl::StatusCode::kInternal, false},
     {RpcErrorKind::kMinContextSlot, -32016, "Minimum context slot has not been reached",
      absl::StatusCode::kOutOfRange, false},
-    {RpcErrorKind::kNoRoute, -32004, "No route for the account",
+    {RpcErrorKind::kRouterError, -32604, "Router error",
      absl::StatusCode::kFailedPrecondition, false},
     {RpcErrorKind::kUnauthorized, -32401, "A valid API key is required",
      absl::StatusCode::kUnauthenticated, false},
