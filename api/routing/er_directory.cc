@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "api/jsonrpc/jsonrpc.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -20,6 +21,25 @@ const ErEntry* ErTable::FindTarget(std::string_view target) const {
     if (er.route.target == target) return &er;
   }
   return nullptr;
+}
+
+std::string ErStatusJson(const ErTable& table) {
+  std::string out = "[";
+  for (size_t i = 0; i < table.ers.size(); ++i) {
+    const ErEntry& er = table.ers[i];
+    out += fmt::format(
+        R"({}{{"identity":"{}","target":{},"fqdn":{},"status":"{}","configured":{},)"
+        R"("registered":{},"pinned":{},"chosen":{},"closest":{},"reachable":{},)"
+        R"("latency_ewma_ms":{:.3f},"last_ms":{:.3f},"measured":{},"failures":{},"probes":{},)"
+        R"("probe_failures":{},"load_average":{}}})",
+        i == 0 ? "" : ",", er.route.identity.ToBase58(), JsonQuote(er.route.target),
+        JsonQuote(er.route.fqdn), ErStatusName(er.status), er.configured, er.registered,
+        er.route.pinned, static_cast<int>(i) == table.chosen, static_cast<int>(i) == table.closest,
+        er.latency.reachable, er.latency.ewma_ms, er.latency.last_ms, er.latency.measured,
+        er.latency.failures, er.latency.probes, er.latency.probe_failures, er.load_average);
+  }
+  out += "]";
+  return out;
 }
 
 ErDirectory::ErDirectory(RoutingTable routing, std::vector<ErRoute> ers,

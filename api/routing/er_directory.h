@@ -76,6 +76,11 @@ struct ErTable {
   const ErEntry* FindTarget(std::string_view target) const;
 };
 
+// The ERs of `table` as /status shows them: a JSON array of {identity, target, fqdn, status,
+// configured, registered, pinned, chosen, closest, reachable, latency_ewma_ms, last_ms,
+// failures, probes, probe_failures, load_average}.
+std::string ErStatusJson(const ErTable& table);
+
 struct ErDirectoryOptions {
   double ewma_keep = 0.85;  // the weight of the old EWMA on each new sample
   int failures_unreachable = 3;
