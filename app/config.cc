@@ -622,13 +622,13 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
       }
     }
     if (absl::StatusOr<Url> url = ParseUrl(watcher.url); !url.ok() || url->websocket()) {
-      return registry.Error("url", fmt::format("is not an http(s) URL of the base layer (\"{}\")",
-                                               watcher.url));
+      return registry.Error(
+          "url", fmt::format("is not an http(s) URL of the base layer (\"{}\")", watcher.url));
     }
     if (!watcher.pubsub_url.empty()) {
       if (absl::StatusOr<Url> url = ParseUrl(watcher.pubsub_url); !url.ok() || !url->websocket()) {
-        return registry.Error("pubsub_url", fmt::format("is not a ws(s) URL (\"{}\")",
-                                                        watcher.pubsub_url));
+        return registry.Error("pubsub_url",
+                              fmt::format("is not a ws(s) URL (\"{}\")", watcher.pubsub_url));
       }
     }
     router.discovered_ers = true;

@@ -15,9 +15,9 @@ ErRegistryMetrics::ErRegistryMetrics(MetricsRegistry& registry)
       unknown_versions(registry.AddCounter(
           "switchyard_er_registry_unknown_versions_total",
           "ER records of a version this build does not decode (the last readable one is kept)")),
-      malformed(registry.AddCounter(
-          "switchyard_er_registry_malformed_total",
-          "ER records that do not decode or are not at their identity's PDA")),
+      malformed(
+          registry.AddCounter("switchyard_er_registry_malformed_total",
+                              "ER records that do not decode or are not at their identity's PDA")),
       notifications(registry.AddCounter("switchyard_er_registry_notifications_total",
                                         "Program notifications of the ER registry read")),
       resyncs(registry.AddCounter("switchyard_er_registry_resyncs_total",
@@ -145,8 +145,7 @@ absl::Status ErRegistryWatcher::Resync() {
   return absl::OkStatus();
 }
 
-ErRegistryWatcher::Reading ErRegistryWatcher::Read(const ChainAccount& account,
-                                                   ErRecord* record) {
+ErRegistryWatcher::Reading ErRegistryWatcher::Read(const ChainAccount& account, ErRecord* record) {
   if (account.lamports == 0 || account.data.empty() || account.owner != options_.program) {
     return Reading::kGone;
   }
@@ -162,10 +161,10 @@ ErRegistryWatcher::Reading ErRegistryWatcher::Read(const ChainAccount& account,
       (unknown_version ? metrics_->unknown_versions : metrics_->malformed).Increment();
     }
     if (logged_.insert(account.pubkey).second) {
-      spdlog::warn("ER registry: record {} is not readable ({}); {}", account.pubkey.ToBase58(),
-                   std::string(decoded.status().message()),
-                   last_good_.contains(account.pubkey) ? "the last readable one is kept"
-                                                       : "it is ignored");
+      spdlog::warn(
+          "ER registry: record {} is not readable ({}); {}", account.pubkey.ToBase58(),
+          std::string(decoded.status().message()),
+          last_good_.contains(account.pubkey) ? "the last readable one is kept" : "it is ignored");
     }
     return Reading::kUnreadable;
   }

@@ -49,12 +49,12 @@ struct ErRegistryWatcherOptions {
 // The registry watcher's metrics, declared in one place.
 struct ErRegistryMetrics {
   explicit ErRegistryMetrics(MetricsRegistry& registry);
-  Gauge& records;                // ERs the registry lists, as last read
-  Counter& unknown_versions;     // records of a version this build does not know
-  Counter& malformed;            // records that do not decode, or not at their identity's PDA
-  Counter& notifications;        // program notifications read
-  Counter& resyncs;              // full reads
-  Counter& session_failures;     // lost subscriptions and failed reads
+  Gauge& records;             // ERs the registry lists, as last read
+  Counter& unknown_versions;  // records of a version this build does not know
+  Counter& malformed;         // records that do not decode, or not at their identity's PDA
+  Counter& notifications;     // program notifications read
+  Counter& resyncs;           // full reads
+  Counter& session_failures;  // lost subscriptions and failed reads
 };
 
 // Follows the Magic Domain Program's ER records on the base layer (docs/architecture.md §20):

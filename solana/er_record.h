@@ -57,8 +57,7 @@ struct ErRecord {
 // bytes or an unknown status. Pure; never crashes on any input.
 absl::StatusOr<ErRecord> DecodeErRecord(std::span<const uint8_t> data);
 inline absl::StatusOr<ErRecord> DecodeErRecord(std::string_view data) {
-  return DecodeErRecord(
-      std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+  return DecodeErRecord(std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
 }
 
 // The account data the program writes for `record` in its version (only V0 exists).

@@ -23,9 +23,9 @@ enum class RpcErrorKind {
   // node the router does not know (or one that is offline), a transaction whose accounts are
   // delegated to different places, and keys, signatures or transactions that do not decode.
   kRouterError,
-  kUnauthorized,    // -32401: no valid API key where one is required (HTTP 401)
-  kMethodDenied,    // -32403: the API key may not call this method
-  kRateLimited,     // -32429: over a request or message limit (HTTP 429)
+  kUnauthorized,  // -32401: no valid API key where one is required (HTTP 401)
+  kMethodDenied,  // -32403: the API key may not call this method
+  kRateLimited,   // -32429: over a request or message limit (HTTP 429)
 };
 
 // A JSON-RPC error object ready to be written.

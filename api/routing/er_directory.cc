@@ -42,8 +42,8 @@ std::string ErStatusJson(const ErTable& table) {
   return out;
 }
 
-ErDirectory::ErDirectory(RoutingTable routing, std::vector<ErRoute> ers,
-                         ErDirectoryOptions options, MetricsRegistry* registry)
+ErDirectory::ErDirectory(RoutingTable routing, std::vector<ErRoute> ers, ErDirectoryOptions options,
+                         MetricsRegistry* registry)
     : configured_routing_(std::move(routing)),
       configured_(std::move(ers)),
       options_(options),
@@ -56,9 +56,9 @@ ErDirectory::ErDirectory(RoutingTable routing, std::vector<ErRoute> ers,
     ers_active_ = count("active");
     ers_draining_ = count("draining");
     ers_offline_ = count("offline");
-    publications_ = &registry_->AddCounter(
-        "switchyard_er_directory_publications_total",
-        "New ER tables published (a registry change or a probe result)");
+    publications_ =
+        &registry_->AddCounter("switchyard_er_directory_publications_total",
+                               "New ER tables published (a registry change or a probe result)");
   }
   absl::MutexLock lock(&mu_);
   Publish();
@@ -135,15 +135,15 @@ ErDirectory::PerErMetrics& ErDirectory::MetricsOf(const Pubkey& identity) {
     metrics.ewma_us = &registry_->AddGauge(
         "switchyard_er_latency_ewma_us",
         "The EWMA of the ER's getIdentity probe round trip, in microseconds", labels);
-    metrics.reachable = &registry_->AddGauge(
-        "switchyard_er_reachable", "1 while the ER answers its probes (3 failures in a row: 0)",
-        labels);
+    metrics.reachable =
+        &registry_->AddGauge("switchyard_er_reachable",
+                             "1 while the ER answers its probes (3 failures in a row: 0)", labels);
     MetricLabels ok = labels;
     ok.emplace_back("outcome", "ok");
     MetricLabels failed = labels;
     failed.emplace_back("outcome", "failed");
-    metrics.probes_ok = &registry_->AddCounter("switchyard_er_probes_total",
-                                               "getIdentity probes of the ER", ok);
+    metrics.probes_ok =
+        &registry_->AddCounter("switchyard_er_probes_total", "getIdentity probes of the ER", ok);
     metrics.probes_failed = &registry_->AddCounter("switchyard_er_probes_total",
                                                    "getIdentity probes of the ER", failed);
     metrics.reachable->Set(1);

@@ -37,11 +37,11 @@ struct ErRoute {
 
 // What the latency probe knows of one ER (docs/architecture.md §20).
 struct ErLatency {
-  bool measured = false;   // at least one probe answered
-  double ewma_ms = 0;      // 0.85 old + 0.15 new; the first answer sets it
-  double last_ms = 0;      // the last answer's round trip
-  int failures = 0;        // failed probes in a row
-  bool reachable = true;   // false after `failures_unreachable` failures in a row
+  bool measured = false;  // at least one probe answered
+  double ewma_ms = 0;     // 0.85 old + 0.15 new; the first answer sets it
+  double last_ms = 0;     // the last answer's round trip
+  int failures = 0;       // failed probes in a row
+  bool reachable = true;  // false after `failures_unreachable` failures in a row
   uint64_t probes = 0;
   uint64_t probe_failures = 0;
 };
@@ -50,9 +50,9 @@ struct ErLatency {
 struct ErEntry {
   ErRoute route;
   ErStatus status = ErStatus::kActive;
-  bool configured = false;     // an [[ers]] entry
-  bool registered = false;     // the registry holds a record of it
-  std::string url;             // a discovered ER's endpoint (empty for configured ones)
+  bool configured = false;  // an [[ers]] entry
+  bool registered = false;  // the registry holds a record of it
+  std::string url;          // a discovered ER's endpoint (empty for configured ones)
   uint32_t load_average = 0;
   std::array<uint8_t, 32> features{};
   ErLatency latency;

@@ -276,9 +276,9 @@ absl::StatusOr<std::string> TargetForValidator(const Pubkey& account, const Pubk
                                                const RoutingTable& table) {
   if (validator.IsZero()) {
     if (table.default_er.empty()) {
-      return RouterError(fmt::format(
-          "account {} is delegated to any ER, and no ER is reachable and active for it",
-          account.ToBase58()));
+      return RouterError(
+          fmt::format("account {} is delegated to any ER, and no ER is reachable and active for it",
+                      account.ToBase58()));
     }
     return table.default_er;
   }

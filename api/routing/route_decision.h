@@ -171,12 +171,14 @@ std::vector<UpstreamBatch> PlanUpstreamBatches(const RpcBody& body,
                                                const std::vector<bool>* settled = nullptr);
 
 // The target for `account`: its ER when delegated (an all-zero authority → the default
-// ER), else base. Fails with a -32604 status naming the validator when it has no ER, or an offline one.
+// ER), else base. Fails with a -32604 status naming the validator when it has no ER, or an offline
+// one.
 absl::StatusOr<std::string> TargetForAccount(const Pubkey& account, const Snapshot& snapshot,
                                              const RoutingTable& table);
 
 // The target for an account delegated to `validator`: its ER (an all-zero validator → the
-// default ER). Fails with a -32604 status naming the validator when it has no ER, or an offline one.
+// default ER). Fails with a -32604 status naming the validator when it has no ER, or an offline
+// one.
 absl::StatusOr<std::string> TargetForValidator(const Pubkey& account, const Pubkey& validator,
                                                const RoutingTable& table);
 

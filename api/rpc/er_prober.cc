@@ -18,12 +18,12 @@ ErProber::ErProber(ErProbeOptions options, RouterContext* router, MetricsRegistr
     : options_(options),
       router_(router),
       probe_metrics_(probe_registry_),
-      request_bytes_(registry->AddCounter(
-          "switchyard_er_probe_request_bytes_total",
-          "Bytes of the getIdentity probes' JSON-RPC bodies sent to the ERs")),
-      answer_bytes_(registry->AddCounter(
-          "switchyard_er_probe_answer_bytes_total",
-          "Bytes of the ERs' answers to the getIdentity probes (bodies)")) {
+      request_bytes_(
+          registry->AddCounter("switchyard_er_probe_request_bytes_total",
+                               "Bytes of the getIdentity probes' JSON-RPC bodies sent to the ERs")),
+      answer_bytes_(
+          registry->AddCounter("switchyard_er_probe_answer_bytes_total",
+                               "Bytes of the ERs' answers to the getIdentity probes (bodies)")) {
   upstream_options_ = router_->options().upstream;
   upstream_options_.request_timeout = options_.timeout;
   upstream_options_.request_deadline = options_.timeout;
@@ -43,8 +43,8 @@ absl::Status ErProber::Start() {
       if (target.name == er.target) targets.push_back(target);
     }
   }
-  absl::StatusOr<std::unique_ptr<UpstreamSet>> upstreams = UpstreamSet::Create(
-      io_context_, targets, upstream_options_, router_->tls(), &probe_metrics_);
+  absl::StatusOr<std::unique_ptr<UpstreamSet>> upstreams =
+      UpstreamSet::Create(io_context_, targets, upstream_options_, router_->tls(), &probe_metrics_);
   if (!upstreams.ok()) return upstreams.status();
   upstreams_ = *std::move(upstreams);
   ErDirectory* ers = router_->ers();

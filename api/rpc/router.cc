@@ -266,9 +266,10 @@ RequestHandlerFactory RouterContext::HandlerFactory() {
     if (!upstreams.ok()) upstreams = std::make_unique<UpstreamSet>();
     if (options_.discovered_ers) {
       ErDirectory* ers = ers_.get();
-      (*upstreams)->SetDynamicTargets(DynamicTargets{
-          [ers] { return ers->generation(); },
-          [ers](std::string_view target) { return ers->DiscoveredUrl(target); }});
+      (*upstreams)
+          ->SetDynamicTargets(DynamicTargets{
+              [ers] { return ers->generation(); },
+              [ers](std::string_view target) { return ers->DiscoveredUrl(target); }});
     }
     return std::make_unique<Router>(io_context, this, *std::move(upstreams));
   };

@@ -767,10 +767,9 @@ UpstreamPool* UpstreamSet::FindDynamic(std::string_view name, UpstreamPool* held
   if (url.empty() || io_context_ == nullptr) return nullptr;
   absl::StatusOr<ParsedUrl> parsed = ParseUpstreamUrl(url);
   if (!parsed.ok() || (parsed->tls && tls_ == nullptr)) return nullptr;
-  auto pool = std::make_unique<UpstreamPool>(*io_context_, key,
-                                             std::vector<UpstreamEndpoint>{{url, 1}},
-                                             std::vector<ParsedUrl>{*std::move(parsed)},
-                                             *options_, tls_, metrics_, nullptr);
+  auto pool = std::make_unique<UpstreamPool>(
+      *io_context_, key, std::vector<UpstreamEndpoint>{{url, 1}},
+      std::vector<ParsedUrl>{*std::move(parsed)}, *options_, tls_, metrics_, nullptr);
   UpstreamPool* raw = pool.get();
   pools_[key] = std::move(pool);
   dynamic_[key] = DynamicPool{std::move(url), generation};
@@ -780,7 +779,8 @@ UpstreamPool* UpstreamSet::FindDynamic(std::string_view name, UpstreamPool* held
 void UpstreamSet::Send(std::string_view target, std::string body, SendOptions options,
                        UpstreamCallback done) {
   UpstreamPool* pool = Find(target);
-  if (dynamic_targets_.resolve && (pool == nullptr || dynamic_.contains(absl::string_view(target.data(), target.size())))) {
+  if (dynamic_targets_.resolve &&
+      (pool == nullptr || dynamic_.contains(absl::string_view(target.data(), target.size())))) {
     pool = FindDynamic(target, pool);
   }
   if (pool == nullptr) {

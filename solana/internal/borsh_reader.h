@@ -70,8 +70,9 @@ class BorshReader {
     ASSIGN_OR_RETURN(const uint32_t count, U32("seed count"));
     // Each seed takes at least its 4-byte length, which bounds the count before allocating.
     if (count > remaining() / 4) {
-      return absl::InvalidArgumentError(fmt::format("{}: {} seeds cannot fit in the {} bytes left at byte {}", what_,
-                                 count, remaining(), offset_));
+      return absl::InvalidArgumentError(
+          fmt::format("{}: {} seeds cannot fit in the {} bytes left at byte {}", what_, count,
+                      remaining(), offset_));
     }
     std::vector<std::string> seeds;
     seeds.reserve(count);
@@ -85,7 +86,8 @@ class BorshReader {
   }
   absl::Status End() const {
     if (remaining() != 0) {
-      return absl::InvalidArgumentError(fmt::format("{}: {} trailing bytes at byte {}", what_, remaining(), offset_));
+      return absl::InvalidArgumentError(
+          fmt::format("{}: {} trailing bytes at byte {}", what_, remaining(), offset_));
     }
     return absl::OkStatus();
   }
@@ -93,8 +95,9 @@ class BorshReader {
  private:
   absl::Status Need(size_t n, std::string_view field) const {
     if (remaining() < n) {
-      return absl::InvalidArgumentError(fmt::format("{}: truncated {} at byte {}: needs {} bytes, {} left", what_,
-                                 field, offset_, n, remaining()));
+      return absl::InvalidArgumentError(
+          fmt::format("{}: truncated {} at byte {}: needs {} bytes, {} left", what_, field, offset_,
+                      n, remaining()));
     }
     return absl::OkStatus();
   }

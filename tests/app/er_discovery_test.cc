@@ -99,9 +99,13 @@ class ErDiscoveryTest : public testing::ProcessTest {
   }
 
   uint16_t StartEr(const std::string& name, const Pubkey& identity, int offset) {
-    std::vector<std::string> args = {"--er",  "--identity", identity.ToBase58(), "--base",
+    std::vector<std::string> args = {"--er",
+                                     "--identity",
+                                     identity.ToBase58(),
+                                     "--base",
                                      fmt::format("http://127.0.0.1:{}", base_port_),
-                                     "--slot-ms", "20"};
+                                     "--slot-ms",
+                                     "20"};
     for (int i = 0; i < kAccounts; ++i) {
       args.push_back("--fund");
       args.push_back(fmt::format("{}={}", accounts_[i].ToBase58(), offset + i));
@@ -132,17 +136,17 @@ class ErDiscoveryTest : public testing::ProcessTest {
     auto appended = RunCommand({SWITCHYARD_BINARY, "log", "append", "--jsonl",
                                 WriteFile("events.jsonl", events), "--data-dir", data_dir});
     ASSERT_EQ(appended.exit_code, 0) << appended.err;
-    const std::string config = WriteFile(
-        "serve.toml",
-        fmt::format("[api]\nlisten = \"127.0.0.1:0\"\nthreads = 2\n"
-                    "[admin]\nlisten = \"127.0.0.1:0\"\nready_max_lag_slots = 100000000\n"
-                    "[pubsub]\nenabled = false\n"
-                    "[router]\nverify_owner = false\nupstream_timeout_ms = 2000\n"
-                    "[cache]\nenabled = false\ncoalesce = false\n"
-                    "[upstreams.base]\nendpoints = [{{url = \"http://127.0.0.1:{}\"}}]\n"
-                    "[registry]\nenabled = true\nresync_interval_ms = 300\n"
-                    "[er_probe]\ninterval_ms = 100\ntimeout_ms = 300\n{}",
-                    base_port_, extra_config));
+    const std::string config =
+        WriteFile("serve.toml",
+                  fmt::format("[api]\nlisten = \"127.0.0.1:0\"\nthreads = 2\n"
+                              "[admin]\nlisten = \"127.0.0.1:0\"\nready_max_lag_slots = 100000000\n"
+                              "[pubsub]\nenabled = false\n"
+                              "[router]\nverify_owner = false\nupstream_timeout_ms = 2000\n"
+                              "[cache]\nenabled = false\ncoalesce = false\n"
+                              "[upstreams.base]\nendpoints = [{{url = \"http://127.0.0.1:{}\"}}]\n"
+                              "[registry]\nenabled = true\nresync_interval_ms = 300\n"
+                              "[er_probe]\ninterval_ms = 100\ntimeout_ms = 300\n{}",
+                              base_port_, extra_config));
     const std::string ready = dir_.Sub("serve.ready");
     ASSERT_GT(Start({SWITCHYARD_BINARY, "serve", "--config", config, "--data-dir", data_dir,
                      "--ready-file", ready}),
@@ -277,8 +281,8 @@ TEST_F(ErDiscoveryTest, RecordsOfAnUnknownVersionOrMalformedAreCountedAndSkipped
   Registry(Register(er_a_, "register", "active", fmt::format("http://127.0.0.1:{}", port_a)));
   // B's record in a version 1 this build does not know, C's cut short.
   Registry(fmt::format(R"({{"op":"raw","identity":"{}","data_base64":"AQID"}})", er_b_.ToBase58()));
-  Registry(fmt::format(R"({{"op":"raw","identity":"{}","data_base64":"AAECAw=="}})",
-                       er_c_.ToBase58()));
+  Registry(
+      fmt::format(R"({{"op":"raw","identity":"{}","data_base64":"AAECAw=="}})", er_c_.ToBase58()));
   ASSERT_NO_FATAL_FAILURE(StartServe(""));
   ASSERT_TRUE(WaitFor([&] { return Balance(0).number == 1000; }, kDeadline)) << Balance(0).raw;
   ASSERT_TRUE(WaitFor(
@@ -322,8 +326,7 @@ TEST_F(ErDiscoveryTest, AnyErGoesToTheClosestReachableErAndSwitchesWhenItIsUnrea
   const uint64_t requests_before = proxy_b->requests();
   const auto measured_from = Clock::now();
   ASSERT_TRUE(WaitFor([&] { return proxy_b->requests() >= requests_before + 20; }, kDeadline));
-  const double seconds =
-      std::chrono::duration<double>(Clock::now() - measured_from).count();
+  const double seconds = std::chrono::duration<double>(Clock::now() - measured_from).count();
   const std::string after = Metrics();
   const double probes_per_second =
       static_cast<double>(proxy_b->requests() - requests_before) / seconds;

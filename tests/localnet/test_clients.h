@@ -29,7 +29,8 @@ struct HttpAnswer {
 // A keep-alive HTTP JSON-RPC client for tests; every call has a deadline.
 class HttpClient {
  public:
-  explicit HttpClient(uint16_t port, std::string path = "/") : port_(port), path_(std::move(path)) {}
+  explicit HttpClient(uint16_t port, std::string path = "/")
+      : port_(port), path_(std::move(path)) {}
 
   // POSTs `body`; returns the response body, or nullopt on error or timeout. A kept-alive
   // connection that the server closed while idle is replaced once, as a client must.

@@ -22,11 +22,11 @@ Pubkey Key(uint8_t fill) {
 // order, integers little-endian, a String as a u32 length and its bytes.
 std::string V0Bytes(const Pubkey& identity, uint8_t status, const std::string& addr) {
   std::string out;
-  out.push_back('\x00');                                             // ErRecord::V0
-  out.append(reinterpret_cast<const char*>(identity.data()), 32);   // identity
-  out.push_back(static_cast<char>(status));                          // ErStatus
-  out.append("\x32\x00", 2);                                         // block_time_ms = 50
-  out.append("\xe8\x03", 2);                                         // base_fee = 1000
+  out.push_back('\x00');                                           // ErRecord::V0
+  out.append(reinterpret_cast<const char*>(identity.data()), 32);  // identity
+  out.push_back(static_cast<char>(status));                        // ErStatus
+  out.append("\x32\x00", 2);                                       // block_time_ms = 50
+  out.append("\xe8\x03", 2);                                       // base_fee = 1000
   std::string features(32, '\0');
   features[0] = '\x03';  // Randomness (bit 0) and HighResClock (bit 1)
   out += features;
@@ -97,8 +97,10 @@ TEST(ErRecordTest, EveryTruncationIsInvalidArgumentNamingTheField) {
     EXPECT_EQ(record.status().code(), absl::StatusCode::kInvalidArgument) << size;
     EXPECT_NE(record.status().message().find("truncated"), std::string::npos) << record.status();
   }
-  EXPECT_NE(DecodeErRecord(std::string_view(bytes).substr(0, 34)).status().message().find(
-                "truncated status"),
+  EXPECT_NE(DecodeErRecord(std::string_view(bytes).substr(0, 34))
+                .status()
+                .message()
+                .find("truncated status"),
             std::string::npos);
 }
 
@@ -106,8 +108,7 @@ TEST(ErRecordTest, TrailingBytesAnUnknownStatusAndAnOversizedAddrAreInvalid) {
   std::string trailing = V0Bytes(Key(5), 0, "x") + "z";
   EXPECT_EQ(DecodeErRecord(trailing).status().code(), absl::StatusCode::kInvalidArgument);
   std::string status = V0Bytes(Key(5), 3, "x");
-  EXPECT_NE(DecodeErRecord(status).status().message().find("unknown status 3"),
-            std::string::npos);
+  EXPECT_NE(DecodeErRecord(status).status().message().find("unknown status 3"), std::string::npos);
   std::string oversized = V0Bytes(Key(5), 0, "x");
   oversized[kErRecordV0FixedSize - 1] = '\x7f';  // the addr's length claims 2 GiB
   EXPECT_EQ(DecodeErRecord(oversized).status().code(), absl::StatusCode::kInvalidArgument);
