@@ -173,7 +173,7 @@ class ErDiscoveryTest : public testing::ProcessTest {
 
   // Changes a record on the base layer; the change lands in the next slot.
   void Registry(const std::string& body) {
-    testing::HttpAnswer answer;
+    localnet::testing::HttpAnswer answer;
     ASSERT_FALSE(registry_->Exchange(body, 5s, &answer));
     ASSERT_EQ(answer.status, 200u) << answer.body;
   }
