@@ -811,9 +811,9 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   }
   config.source = *path;
   static const absl::flat_hash_set<std::string> kSections = {
-      "storage",         "log",     "fold",      "api",  "admin",  "router",
-      "consistency",     "routing", "upstreams", "ers",  "ingest", "pubsub",
-      "upstream_health", "cache",   "access",    "keys", "regions"};
+      "storage", "log",       "fold",    "api",      "admin",   "router",          "consistency",
+      "routing", "upstreams", "ers",     "ingest",   "pubsub",  "upstream_health", "cache",
+      "access",  "keys",      "regions", "registry", "er_probe"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", *path, key.str()));
