@@ -51,8 +51,8 @@ absl::StatusOr<std::string> LocalErRegistry::Apply(std::string_view request) {
   } else if (op == "register" || op == "sync") {
     ErRecord record;
     record.identity = *identity;
-    std::string_view status = "active";
-    (void)root["status"].get_string().get(status);
+    std::string_view status;
+    if (root["status"].get_string().get(status) != simdjson::SUCCESS) status = "active";
     if (status == "active") {
       record.status = ErStatus::kActive;
     } else if (status == "draining") {

@@ -68,7 +68,7 @@ RpcResult Parse(const std::optional<std::string>& body) {
   }
   simdjson::dom::element error;
   if (root["error"].get(error) == simdjson::SUCCESS) {
-    (void)error["code"].get_int64().get(out.code);
+    if (error["code"].get_int64().get(out.code) != simdjson::SUCCESS) out.code = 0;
     std::string_view message;
     if (error["message"].get_string().get(message) == simdjson::SUCCESS) {
       out.message = std::string(message);
