@@ -286,21 +286,13 @@ pin = true
   EXPECT_TRUE(config->serve.router.ers[0].pinned);
 
   const std::string file = dir_.Sub("serve.toml");
-  EXPECT_NE(Error(std::string(kBase) + "[registry]
-enabled = true
-url = \"ws://x:1\"
-")
+  EXPECT_NE(Error(std::string(kBase) + "[registry]\nenabled = true\nurl = \"ws://x:1\"\n")
                 .find("'registry.url'"),
             std::string::npos);
-  EXPECT_NE(Error(std::string(kBase) + "[er_probe]
-interval_ms = 100
-timeout_ms = 200
-")
+  EXPECT_NE(Error(std::string(kBase) + "[er_probe]\ninterval_ms = 100\ntimeout_ms = 200\n")
                 .find("'er_probe.timeout_ms'"),
             std::string::npos);
-  EXPECT_EQ(Error(std::string(kBase) + "[registry]
-enable = true
-"),
+  EXPECT_EQ(Error(std::string(kBase) + "[registry]\nenable = true\n"),
             file + ": unknown key 'registry.enable'");
 }
 
