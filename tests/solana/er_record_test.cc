@@ -97,7 +97,7 @@ TEST(ErRecordTest, EveryTruncationIsInvalidArgumentNamingTheField) {
     EXPECT_EQ(record.status().code(), absl::StatusCode::kInvalidArgument) << size;
     EXPECT_NE(record.status().message().find("truncated"), std::string::npos) << record.status();
   }
-  EXPECT_NE(DecodeErRecord(std::string_view(bytes).substr(0, 34))
+  EXPECT_NE(DecodeErRecord(std::string_view(bytes).substr(0, 33))
                 .status()
                 .message()
                 .find("truncated status"),
