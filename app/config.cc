@@ -640,9 +640,6 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
   RETURN_IF_ERROR(probe.ReadMillis("interval_ms", &serve->er_probe.interval));
   RETURN_IF_ERROR(probe.ReadMillis("timeout_ms", &serve->er_probe.timeout));
   RETURN_IF_ERROR(probe.CheckNoUnknownKeys());
-  if (serve->er_probe.timeout > serve->er_probe.interval) {
-    return probe.Error("timeout_ms", "must not exceed er_probe.interval_ms");
-  }
 
   // [cache]
   TableReader cache_table(section("cache"), "cache.", file);

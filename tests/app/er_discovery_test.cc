@@ -145,7 +145,7 @@ class ErDiscoveryTest : public testing::ProcessTest {
                               "[cache]\nenabled = false\ncoalesce = false\n"
                               "[upstreams.base]\nendpoints = [{{url = \"http://127.0.0.1:{}\"}}]\n"
                               "[registry]\nenabled = true\nresync_interval_ms = 300\n"
-                              "[er_probe]\ninterval_ms = 100\ntimeout_ms = 300\n{}",
+                              "[er_probe]\ninterval_ms = 100\ntimeout_ms = 1000\n{}",
                               base_port_, extra_config));
     const std::string ready = dir_.Sub("serve.ready");
     ASSERT_GT(Start({SWITCHYARD_BINARY, "serve", "--config", config, "--data-dir", data_dir,
