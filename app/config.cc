@@ -571,6 +571,7 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
       RETURN_IF_ERROR(er_table.ReadSize("base_fee", &er.base_fee, /*allow_zero=*/true));
       RETURN_IF_ERROR(er_table.ReadSize("block_time_ms", &er.block_time_ms));
       RETURN_IF_ERROR(er_table.ReadString("country_code", &er.country_code));
+      RETURN_IF_ERROR(er_table.ReadBool("pin", &er.pinned));
       RETURN_IF_ERROR(er_table.CheckNoUnknownKeys());
       for (const ErRoute& other : router.ers) {
         if (other.identity == er.identity) {
@@ -603,6 +604,42 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
     }
   }
   RETURN_IF_ERROR(routing.CheckNoUnknownKeys());
+
+  // [registry]: ER discovery from the Magic Domain Program.
+  TableReader registry(section("registry"), "registry.", file);
+  ErRegistryWatcherOptions& watcher = serve->registry;
+  RETURN_IF_ERROR(registry.ReadBool("enabled", &serve->registry_enabled));
+  RETURN_IF_ERROR(registry.ReadString("url", &watcher.url));
+  RETURN_IF_ERROR(registry.ReadString("pubsub_url", &watcher.pubsub_url));
+  RETURN_IF_ERROR(registry.ReadPubkey("program", &watcher.program));
+  RETURN_IF_ERROR(registry.ReadMillis("resync_interval_ms", &watcher.resync_interval));
+  RETURN_IF_ERROR(registry.ReadMillis("request_timeout_ms", &watcher.request_timeout));
+  RETURN_IF_ERROR(registry.CheckNoUnknownKeys());
+  if (serve->registry_enabled) {
+    if (watcher.url.empty()) {
+      for (const UpstreamTarget& t : router.upstreams) {
+        if (t.name == table.base && !t.endpoints.empty()) watcher.url = t.endpoints[0].url;
+      }
+    }
+    if (absl::StatusOr<Url> url = ParseUrl(watcher.url); !url.ok() || url->websocket()) {
+      return registry.Error(
+          "url", fmt::format("is not an http(s) URL of the base layer (\"{}\")", watcher.url));
+    }
+    if (!watcher.pubsub_url.empty()) {
+      if (absl::StatusOr<Url> url = ParseUrl(watcher.pubsub_url); !url.ok() || !url->websocket()) {
+        return registry.Error("pubsub_url",
+                              fmt::format("is not a ws(s) URL (\"{}\")", watcher.pubsub_url));
+      }
+    }
+    router.discovered_ers = true;
+  }
+
+  // [er_probe]: the latency probe of every ER.
+  TableReader probe(section("er_probe"), "er_probe.", file);
+  RETURN_IF_ERROR(probe.ReadBool("enabled", &serve->er_probe.enabled));
+  RETURN_IF_ERROR(probe.ReadMillis("interval_ms", &serve->er_probe.interval));
+  RETURN_IF_ERROR(probe.ReadMillis("timeout_ms", &serve->er_probe.timeout));
+  RETURN_IF_ERROR(probe.CheckNoUnknownKeys());
 
   // [cache]
   TableReader cache_table(section("cache"), "cache.", file);
@@ -771,9 +808,9 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   }
   config.source = *path;
   static const absl::flat_hash_set<std::string> kSections = {
-      "storage",         "log",     "fold",      "api",  "admin",  "router",
-      "consistency",     "routing", "upstreams", "ers",  "ingest", "pubsub",
-      "upstream_health", "cache",   "access",    "keys", "regions"};
+      "storage", "log",       "fold",    "api",      "admin",   "router",          "consistency",
+      "routing", "upstreams", "ers",     "ingest",   "pubsub",  "upstream_health", "cache",
+      "access",  "keys",      "regions", "registry", "er_probe"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", *path, key.str()));

@@ -9,8 +9,10 @@
 #include "api/admin/admin_handler.h"
 #include "api/net/http_server.h"
 #include "api/pubsub/pubsub_server.h"
+#include "api/rpc/er_prober.h"
 #include "api/rpc/router.h"
 #include "engine/fold_runner.h"
+#include "ingest/er_registry_watcher.h"
 
 namespace switchyard {
 
@@ -74,7 +76,16 @@ namespace switchyard {
 //                  hedge_min_delay_ms = 5   (docs/architecture.md §11)
 //   [upstreams.NAME]  endpoints = [{url = "http://127.0.0.1:7799", weight = 1}]
 //   [[ers]]        identity = "PUBKEY", upstream = "er1", fqdn = "", base_fee = 0,
-//                  block_time_ms = 50, country_code = ""
+//                  block_time_ms = 50, country_code = "", pin = false (true: the registry's
+//                  record of this identity changes nothing, not its status, not its closing)
+//   [registry]     enabled = false (ERs discovered from the Magic Domain Program's records),
+//                  url = "" (the base layer's RPC; empty: the first endpoint of the base
+//                  upstream), pubsub_url = "" (empty: derived from url), program =
+//                  "DmnRGfyyftzacFb1XadYhWF6vWqXwtQk5tbr6XgR3BA1", resync_interval_ms = 30000
+//                  (a full getProgramAccounts; closed records are seen here),
+//                  request_timeout_ms = 5000   (docs/architecture.md §20)
+//   [er_probe]     enabled = true, interval_ms = 30000, timeout_ms = 5000 (getIdentity of
+//                  each ER: EWMA 0.85/0.15, 3 failures in a row → unreachable)
 //   [routing]      default_er = "er1", forward_unknown_methods = false,
 //                  methods = {"getAsset*" = "indexer"}
 //
@@ -127,6 +138,11 @@ struct ServeConfig {
   PubsubServerOptions pubsub;
   // [access] keys_file: [[keys]] read at start and again on SIGHUP.
   std::string keys_file;
+  // [registry]: ER discovery from the Magic Domain Program (docs/architecture.md §20).
+  bool registry_enabled = false;
+  ErRegistryWatcherOptions registry;
+  // [er_probe]
+  ErProbeOptions er_probe;
 };
 
 // Reads a key file: [[keys]] tables as in the config (name, key, allowed_methods,

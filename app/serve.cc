@@ -15,6 +15,7 @@
 #include "api/net/http_server.h"
 #include "api/pubsub/pubsub_metrics.h"
 #include "api/pubsub/pubsub_server.h"
+#include "api/rpc/er_prober.h"
 #include "api/rpc/router.h"
 #include "app/ingest_command.h"
 #include "app/log_url.h"
@@ -24,12 +25,27 @@
 #include "engine/fold_runner.h"
 #include "engine/snapshot.h"
 #include "fmt/format.h"
+#include "ingest/er_registry_watcher.h"
 #include "spdlog/spdlog.h"
 #include "storage/kafka_event_log.h"
 #include "storage/rocksdb_state_store.h"
 
 namespace switchyard {
 namespace {
+
+// The registry watcher's changes, into the router's ER directory.
+class ErDirectorySink : public ErRegistrySink {
+ public:
+  explicit ErDirectorySink(ErDirectory* directory) : directory_(directory) {}
+  void ReplaceAll(const std::vector<ErRecord>& records) override {
+    directory_->ReplaceRegistry(records);
+  }
+  void Upsert(const ErRecord& record) override { directory_->UpsertRecord(record); }
+  void Remove(const Pubkey& identity) override { directory_->RemoveRecord(identity); }
+
+ private:
+  ErDirectory* directory_;
+};
 
 // Every long-lived part of one serve process. Members are declared in dependency order, so
 // that each outlives what uses it; Stop() shuts them down in the order SIGTERM needs.
@@ -100,6 +116,20 @@ class ServeProcess {
           fmt::format("{}: {}", config_.source, std::string(router.status().message())));
     }
     router_ = *std::move(router);
+    if (serve.registry_enabled) {
+      ErRegistryWatcherOptions registry = serve.registry;
+      registry.tls.verify = serve.router.upstream.verify_tls;
+      registry_sink_ = std::make_unique<ErDirectorySink>(router_->ers());
+      registry_metrics_ = std::make_unique<ErRegistryMetrics>(registry_);
+      registry_watcher_ = std::make_unique<ErRegistryWatcher>(
+          std::move(registry), registry_sink_.get(), registry_metrics_.get());
+      if (absl::Status s = registry_watcher_->Start(); !s.ok()) {
+        return absl::InvalidArgumentError(
+            fmt::format("{}: registry.url: {}", config_.source, std::string(s.message())));
+      }
+    }
+    er_prober_ = std::make_unique<ErProber>(serve.er_probe, router_.get(), &registry_);
+    RETURN_IF_ERROR(er_prober_->Start());
 
     UpstreamMonitorOptions monitor_options;
     monitor_options.targets = serve.router.upstreams;
@@ -132,6 +162,7 @@ class ServeProcess {
         },
         &admin_metrics_);
     admin_->SetCache(router_->cache());
+    admin_->SetErStatus([ers = router_->ers()] { return ErStatusJson(*ers->Current()); });
     admin_->Start();
     admin_server_ = std::make_unique<HttpServer>(AdminServerOptions(), admin_->HandlerFactory(),
                                                  &admin_http_metrics_);
@@ -196,12 +227,16 @@ class ServeProcess {
     if (admin_server_) admin_server_->Stop();
     if (admin_) admin_->Stop();
     if (monitor_) monitor_->Stop();
+    if (er_prober_) er_prober_->Stop();
+    if (registry_watcher_) registry_watcher_->Stop();
     if (watcher_) watcher_->Stop();
     if (fold_runner_) fold_runner_->Stop();
     api_server_.reset();
     pubsub_.reset();
     admin_server_.reset();
     admin_.reset();
+    er_prober_.reset();
+    registry_watcher_.reset();
     router_.reset();
     monitor_.reset();
     watcher_.reset();
@@ -245,6 +280,11 @@ class ServeProcess {
   WatcherMetrics watcher_metrics_{registry_};
   std::unique_ptr<BaseLayerWatcher> watcher_;  // when [ingest] has an endpoint
   std::unique_ptr<RouterContext> router_;
+  // With [registry]: the ER records into router_'s directory. The prober probes its ERs.
+  std::unique_ptr<ErDirectorySink> registry_sink_;
+  std::unique_ptr<ErRegistryMetrics> registry_metrics_;
+  std::unique_ptr<ErRegistryWatcher> registry_watcher_;
+  std::unique_ptr<ErProber> er_prober_;
   std::unique_ptr<PubsubMetrics> pubsub_metrics_;
   std::unique_ptr<PubsubServer> pubsub_;  // when [pubsub] is enabled; outlives api_server_
   std::unique_ptr<UpstreamMonitor> monitor_;

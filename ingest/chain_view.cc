@@ -4,6 +4,7 @@
 #include <simdjson.h>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/status.h"
 #include "solana/base64.h"
 #include "solana/delegation.h"
 
@@ -25,7 +26,63 @@ absl::StatusOr<T> ReadKey(simdjson::ondemand::object& obj, std::string_view fiel
   return key;
 }
 
+// An account's owner, lamports and base64 data, as getProgramAccounts and programNotification
+// show them.
+absl::Status ReadAccountInfo(simdjson::ondemand::object& info, ChainAccount* account) {
+  auto owner = ReadKey<Pubkey>(info, "owner");
+  if (!owner.ok()) return owner.status();
+  account->owner = *owner;
+  if (info.find_field_unordered("lamports").get_uint64().get(account->lamports) !=
+      simdjson::SUCCESS) {
+    return Malformed("'lamports' is not an unsigned integer");
+  }
+  simdjson::ondemand::array data;
+  std::string_view encoded;
+  if (info.find_field_unordered("data").get_array().get(data) != simdjson::SUCCESS ||
+      data.at(0).get_string().get(encoded) != simdjson::SUCCESS) {
+    return Malformed("'data' is not [base64, \"base64\"]");
+  }
+  absl::StatusOr<std::string> decoded = Base64Decode(encoded);
+  if (!decoded.ok()) return Malformed("account data is not base64");
+  account->data = *std::move(decoded);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<std::optional<ChainAccount>> ParseProgramNotification(std::string_view message) {
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(message);
+  simdjson::ondemand::document doc;
+  simdjson::ondemand::object root;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(root) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("programNotification: not a JSON object");
+  }
+  std::string_view method;
+  if (root.find_field_unordered("method").get_string().get(method) != simdjson::SUCCESS ||
+      method != "programNotification") {
+    return std::nullopt;
+  }
+  simdjson::ondemand::object value;
+  if (root.find_field_unordered("params")
+          .find_field_unordered("result")
+          .find_field_unordered("value")
+          .get_object()
+          .get(value) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("programNotification without params.result.value");
+  }
+  ChainAccount account;
+  absl::StatusOr<Pubkey> pubkey = ReadKey<Pubkey>(value, "pubkey");
+  if (!pubkey.ok()) return pubkey.status();
+  account.pubkey = *pubkey;
+  simdjson::ondemand::object info;
+  if (value.find_field_unordered("account").get_object().get(info) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("programNotification without an account");
+  }
+  RETURN_IF_ERROR(ReadAccountInfo(info, &account));
+  return account;
+}
 
 absl::StatusOr<ProgramAccountsSnapshot> ParseProgramAccountsResponse(std::string_view body) {
   simdjson::ondemand::parser parser;
@@ -65,22 +122,7 @@ absl::StatusOr<ProgramAccountsSnapshot> ParseProgramAccountsResponse(std::string
     if (entry.find_field_unordered("account").get_object().get(info) != simdjson::SUCCESS) {
       return Malformed("entry without 'account'");
     }
-    auto owner = ReadKey<Pubkey>(info, "owner");
-    if (!owner.ok()) return owner.status();
-    account.owner = *owner;
-    if (info.find_field_unordered("lamports").get_uint64().get(account.lamports) !=
-        simdjson::SUCCESS) {
-      return Malformed("'lamports' is not an unsigned integer");
-    }
-    simdjson::ondemand::array data;
-    std::string_view encoded;
-    if (info.find_field_unordered("data").get_array().get(data) != simdjson::SUCCESS ||
-        data.at(0).get_string().get(encoded) != simdjson::SUCCESS) {
-      return Malformed("'data' is not [base64, \"base64\"]");
-    }
-    absl::StatusOr<std::string> decoded = Base64Decode(encoded);
-    if (!decoded.ok()) return Malformed("account data is not base64");
-    account.data = *std::move(decoded);
+    RETURN_IF_ERROR(ReadAccountInfo(info, &account));
     snapshot.accounts.push_back(std::move(account));
   }
   return snapshot;

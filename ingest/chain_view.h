@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,11 @@ struct ProgramAccountsSnapshot {
 // "withContext":true}). A response with an error, a missing context slot or a malformed
 // account is an InvalidArgument error that says which.
 absl::StatusOr<ProgramAccountsSnapshot> ParseProgramAccountsResponse(std::string_view body);
+
+// The account a pubsub message carries when it is a programNotification (base64 encoding);
+// nullopt for any other message (a subscription's confirmation, another notification).
+// InvalidArgument for a notification that is malformed.
+absl::StatusOr<std::optional<ChainAccount>> ParseProgramNotification(std::string_view message);
 
 // What reading the program's accounts found, besides the delegations.
 struct ChainViewCounters {

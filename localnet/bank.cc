@@ -202,6 +202,11 @@ void Bank::SetAccount(const Pubkey& key, Account account) {
   accounts_[key] = std::move(ref);
 }
 
+void Bank::QueueAccountWrite(const Pubkey& key, Account account) {
+  absl::MutexLock lock(&pending_mu_);
+  pending_writes_.emplace_back(key, std::move(account));
+}
+
 bool Bank::SetAccountIfAbsent(const Pubkey& key, Account account) {
   auto ref = std::make_shared<const Account>(std::move(account));
   absl::MutexLock lock(&mu_);
@@ -533,9 +538,11 @@ void Bank::AddHistory(TxRecordRef record) {
 
 SlotEffects Bank::AdvanceSlot() {
   std::vector<TxMessage> batch;
+  std::vector<std::pair<Pubkey, Account>> writes;
   {
     absl::MutexLock lock(&pending_mu_);
     batch.swap(pending_);
+    writes.swap(pending_writes_);
     pending_ids_.clear();
   }
   SlotEffects effects;
@@ -586,6 +593,16 @@ SlotEffects Bank::AdvanceSlot() {
       record->message = std::move(tx);
       effects.transactions.push_back(record);
       AddHistory(std::move(record));
+    }
+    for (auto& [key, account] : writes) {
+      AccountRef ref;
+      if (account.lamports == 0) {
+        if (accounts_.erase(key) == 0) continue;
+      } else {
+        ref = std::make_shared<const Account>(std::move(account));
+        accounts_[key] = ref;
+      }
+      changed[key] = ref;
     }
     // This block's own blockhash: the latest from now on.
     blockhash_ = Sha256(AsView(blockhash_), std::to_string(next));

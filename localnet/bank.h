@@ -78,6 +78,10 @@ class Bank {
 
   // Genesis, faucet and ER cloning: sets an account outside of any transaction.
   void SetAccount(const Pubkey& key, Account account);
+  // Writes an account at the next slot, as a transaction of that slot would (its subscribers
+  // are notified with the slot's changes); lamports 0 closes it. For programs the bank does not
+  // run, whose effects a test or the scenario makes (the ER registry's records).
+  void QueueAccountWrite(const Pubkey& key, Account account);
   // Sets an account only if it is absent; returns whether it did.
   bool SetAccountIfAbsent(const Pubkey& key, Account account);
   // ER mode: `key` may be written and may pay fees.
@@ -158,6 +162,7 @@ class Bank {
 
   mutable absl::Mutex pending_mu_;
   std::vector<TxMessage> pending_ ABSL_GUARDED_BY(pending_mu_);
+  std::vector<std::pair<Pubkey, Account>> pending_writes_ ABSL_GUARDED_BY(pending_mu_);
   absl::flat_hash_set<Signature> pending_ids_ ABSL_GUARDED_BY(pending_mu_);
 };
 

@@ -29,6 +29,7 @@ Localnet::Localnet(LocalnetOptions options, const Clock* clock)
     cloner_ = std::make_unique<BaseCloner>(options_.base_url, options_.identity, bank_.get(),
                                            options_.base_timeout);
   }
+  if (!options_.er_mode) registry_ = std::make_unique<LocalErRegistry>(bank_.get());
   rpc_ = std::make_unique<RpcService>(options_, bank_.get(), cloner_.get(), clock_);
   hub_ = std::make_unique<PubSubHub>(bank_.get(), options_.faults);
   if (options_.scenario.enabled) {
@@ -54,6 +55,7 @@ ServerLimits Localnet::Limits() {
   limits.faults = faults_->enabled() ? faults_.get() : nullptr;
   limits.gzip_min_bytes = options_.gzip_min_bytes;
   limits.gzip_counters = &gzip_counters_;
+  limits.registry = registry_.get();
   return limits;
 }
 
@@ -93,6 +95,9 @@ absl::Status Localnet::Start() {
   }
   for (const auto& [key, lamports] : options_.genesis_accounts) {
     bank_->SetAccount(key, Account{lamports, SystemProgramId(), "", false});
+  }
+  if (registry_ != nullptr) {
+    for (const ErRecord& record : options_.registry_records) registry_->SetAtGenesis(record);
   }
   if (scenario_ != nullptr) RETURN_IF_ERROR(scenario_->Start());
   if (cloner_ != nullptr) RETURN_IF_ERROR(cloner_->Start());

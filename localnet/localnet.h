@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "localnet/bank.h"
 #include "localnet/base_cloner.h"
+#include "localnet/er_registry.h"
 #include "localnet/http_faults.h"
 #include "localnet/options.h"
 #include "localnet/pubsub.h"
@@ -45,6 +46,7 @@ class Localnet {
   const LocalnetOptions options_;
   const Clock* const clock_;
   std::unique_ptr<Bank> bank_;
+  std::unique_ptr<LocalErRegistry> registry_;  // base mode: the ER registry's records
   std::unique_ptr<BaseCloner> cloner_;
   std::unique_ptr<RpcService> rpc_;
   std::unique_ptr<PubSubHub> hub_;

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   int base_timeout_ms = 5000;
   std::string identity;
   std::vector<std::string> airdrops;
+  std::vector<std::string> registry_ers;
   std::vector<std::string> scenario_identities;
   std::string ready_file;
   uint32_t scenario_accounts = 0;
@@ -49,6 +50,9 @@ int main(int argc, char** argv) {
                  "Fee per signature in lamports")
       ->capture_default_str();
   app.add_option("--fund", airdrops, "Genesis account PUBKEY=LAMPORTS (repeatable)");
+  app.add_option("--registry-er", registry_ers,
+                 "Base mode: an ER record of the Magic Domain Program at genesis, "
+                 "IDENTITY=ADDR (Active; repeatable). POST /registry changes records later");
   app.add_flag("--er", options.er_mode, "Run as an ephemeral rollup");
   app.add_option("--identity", identity, "ER validator identity (ER mode)");
   app.add_option("--base", options.base_url, "Base layer JSON-RPC URL (ER mode)");
@@ -149,6 +153,19 @@ int main(int argc, char** argv) {
     }
     lamports = std::stoull(parts[1]);
     options.genesis_accounts.emplace_back(*key, lamports);
+  }
+  for (const std::string& entry : registry_ers) {
+    const size_t eq = entry.find('=');
+    auto key = eq == std::string::npos ? absl::StatusOr<Pubkey>(absl::InvalidArgumentError("x"))
+                                       : Pubkey::FromBase58(entry.substr(0, eq));
+    if (!key.ok() || eq + 1 >= entry.size()) {
+      return Fail(fmt::format("--registry-er expects IDENTITY=ADDR, got '{}'", entry));
+    }
+    switchyard::ErRecord record;
+    record.identity = *key;
+    record.addr = entry.substr(eq + 1);
+    record.block_time_ms = 50;
+    options.registry_records.push_back(std::move(record));
   }
   for (const std::string& text : scenario_identities) {
     auto key = Pubkey::FromBase58(text);

@@ -7,6 +7,7 @@
 
 #include "absl/time/time.h"
 #include "common/pubkey.h"
+#include "solana/er_record.h"
 
 namespace switchyard::localnet {
 
@@ -89,6 +90,8 @@ struct LocalnetOptions {
   uint64_t blockhash_validity_blocks = 150;
   // Accounts funded at genesis (lamports each).
   std::vector<std::pair<Pubkey, uint64_t>> genesis_accounts;
+  // Base mode: the Magic Domain Program's ER records at genesis (--registry-er).
+  std::vector<ErRecord> registry_records;
   ScenarioOptions scenario;
   FaultOptions faults;
 };

@@ -98,6 +98,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       WriteText(http::status::method_not_allowed, "", keep_alive_);
       return;
     }
+    if (req.target() == "/registry" && limits_.registry != nullptr) {
+      absl::StatusOr<std::string> applied = limits_.registry->Apply(req.body());
+      if (applied.ok()) {
+        WriteResponse("200 OK", "application/json", *std::move(applied));
+      } else {
+        WriteResponse("400 Bad Request", "text/plain", std::string(applied.status().message()));
+      }
+      return;
+    }
     body_ = std::move(req.body());
     const HttpFault fault = limits_.faults != nullptr ? limits_.faults->Next() : HttpFault{};
     switch (fault.kind) {

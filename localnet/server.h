@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "localnet/er_registry.h"
 #include "localnet/http_faults.h"
 #include "localnet/pubsub.h"
 #include "localnet/rpc_service.h"
@@ -57,6 +58,8 @@ struct ServerLimits {
   // See LocalnetOptions::gzip_min_bytes; the counters outlive the listener.
   size_t gzip_min_bytes = 0;
   GzipCounters* gzip_counters = nullptr;
+  // Base mode: POST /registry changes the ER registry's records (LocalErRegistry::Apply).
+  LocalErRegistry* registry = nullptr;
 };
 
 // Accepts connections on one port and hands each to a session on the pool's next

@@ -7,84 +7,18 @@
 #include "common/endian.h"
 #include "common/status.h"
 #include "fmt/format.h"
+#include "solana/internal/borsh_reader.h"
 #include "solana/pda.h"
 
 namespace switchyard {
 namespace {
 
+using solana_internal::BorshReader;
+
 constexpr size_t kDelegateAccounts = 7;
 constexpr size_t kUndelegateAccounts = 12;
 
 absl::Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
-
-// Reads Borsh fields in order, checking the bytes left before each read.
-class BorshReader {
- public:
-  BorshReader(std::span<const uint8_t> bytes, std::string_view what) : bytes_(bytes), what_(what) {}
-
-  size_t remaining() const { return bytes_.size() - offset_; }
-  size_t offset() const { return offset_; }
-
-  absl::StatusOr<uint8_t> U8(std::string_view field) {
-    RETURN_IF_ERROR(Need(1, field));
-    return bytes_[offset_++];
-  }
-  absl::StatusOr<uint32_t> U32(std::string_view field) {
-    RETURN_IF_ERROR(Need(4, field));
-    const uint32_t v = LoadU32LE(bytes_.data() + offset_);
-    offset_ += 4;
-    return v;
-  }
-  absl::StatusOr<uint64_t> U64(std::string_view field) {
-    RETURN_IF_ERROR(Need(8, field));
-    const uint64_t v = LoadU64LE(bytes_.data() + offset_);
-    offset_ += 8;
-    return v;
-  }
-  absl::StatusOr<Pubkey> Key(std::string_view field) {
-    RETURN_IF_ERROR(Need(Pubkey::kSize, field));
-    const Pubkey v = Pubkey::FromBytes(bytes_.data() + offset_);
-    offset_ += Pubkey::kSize;
-    return v;
-  }
-  // Borsh Vec<Vec<u8>>: a u32 count, then each a u32 length and its bytes.
-  absl::StatusOr<std::vector<std::string>> Seeds() {
-    ASSIGN_OR_RETURN(const uint32_t count, U32("seed count"));
-    // Each seed takes at least its 4-byte length, which bounds the count before allocating.
-    if (count > remaining() / 4) {
-      return Invalid(fmt::format("{}: {} seeds cannot fit in the {} bytes left at byte {}", what_,
-                                 count, remaining(), offset_));
-    }
-    std::vector<std::string> seeds;
-    seeds.reserve(count);
-    for (uint32_t i = 0; i < count; ++i) {
-      ASSIGN_OR_RETURN(const uint32_t size, U32("seed length"));
-      RETURN_IF_ERROR(Need(size, "seed"));
-      seeds.emplace_back(reinterpret_cast<const char*>(bytes_.data() + offset_), size);
-      offset_ += size;
-    }
-    return seeds;
-  }
-  absl::Status End() const {
-    if (remaining() != 0) {
-      return Invalid(fmt::format("{}: {} trailing bytes at byte {}", what_, remaining(), offset_));
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  absl::Status Need(size_t n, std::string_view field) const {
-    if (remaining() < n) {
-      return Invalid(fmt::format("{}: truncated {} at byte {}: needs {} bytes, {} left", what_,
-                                 field, offset_, n, remaining()));
-    }
-    return absl::OkStatus();
-  }
-
-  std::span<const uint8_t> bytes_;
-  std::string_view what_;
-  size_t offset_ = 0;
-};
 
 void AppendKey(std::string* out, const Pubkey& key) {
   out->append(reinterpret_cast<const char*>(key.data()), Pubkey::kSize);

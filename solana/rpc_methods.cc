@@ -20,6 +20,7 @@ constexpr auto kMethods = std::to_array<RpcMethod>({
     {"getBlockhashForAccounts", kRouter},
     {"getBlocks", kBaseOnly},
     {"getBlocksWithLimit", kBaseOnly},
+    {"getClosestValidator", kRouter},
     {"getClusterNodes", kBaseOnly},
     {"getConfirmedBlock", kBaseOnly},
     {"getConfirmedBlocks", kBaseOnly},

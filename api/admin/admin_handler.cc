@@ -383,6 +383,7 @@ std::string AdminContext::StatusJson() const {
         lookups == 0 ? 0.0 : static_cast<double>(c.hits) / static_cast<double>(lookups),
         c.coalesced, c.evictions);
   }
+  if (ers_) out += fmt::format(",\"ers\":{}", ers_());
   out += "}";
   return out;
 }

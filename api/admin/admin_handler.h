@@ -171,6 +171,9 @@ class AdminContext {
   void Refresh();
   // The response cache /status reports on (its size and hit ratio); it must outlive this.
   void SetCache(const ResponseCache* cache) { cache_ = cache; }
+  // The `ers` member of /status (raw JSON: the ERs with their status and probe latency), from
+  // the app; called on the admin worker, must not block.
+  void SetErStatus(std::function<std::string()> ers) { ers_ = std::move(ers); }
 
   // For an HttpServer of its own, on a loopback port.
   RequestHandlerFactory HandlerFactory();
@@ -183,6 +186,7 @@ class AdminContext {
   PartitionStatusSource partitions_source_;
   AdminMetrics* metrics_;
   const ResponseCache* cache_ = nullptr;
+  std::function<std::string()> ers_;
   mutable absl::Mutex mu_;
   std::vector<PartitionStatus> partitions_ ABSL_GUARDED_BY(mu_);
   std::string partitions_error_ ABSL_GUARDED_BY(mu_);

@@ -19,10 +19,13 @@ enum class RpcErrorKind {
   kInvalidParams,   // -32602: params that do not fit the method, mixed-target transactions
   kInternal,        // -32603: an upstream failed or answered something unusable
   kMinContextSlot,  // -32016: the applied slot stayed below the required one
-  kNoRoute,         // -32004: the account's validator has no configured ER
-  kUnauthorized,    // -32401: no valid API key where one is required (HTTP 401)
-  kMethodDenied,    // -32403: the API key may not call this method
-  kRateLimited,     // -32429: over a request or message limit (HTTP 429)
+  // -32604, as MagicBlock's router answers its own errors: an account delegated to an ER
+  // node the router does not know (or one that is offline), a transaction whose accounts are
+  // delegated to different places, and keys, signatures or transactions that do not decode.
+  kRouterError,
+  kUnauthorized,  // -32401: no valid API key where one is required (HTTP 401)
+  kMethodDenied,  // -32403: the API key may not call this method
+  kRateLimited,   // -32429: over a request or message limit (HTTP 429)
 };
 
 // A JSON-RPC error object ready to be written.
@@ -39,7 +42,7 @@ absl::Status MakeRpcStatus(RpcErrorKind kind, std::string_view message, std::str
 
 // The one mapping from a Status to a JSON-RPC error. A Status made by MakeRpcStatus maps to
 // its kind; any other maps by its code (InvalidArgument → -32602, Unimplemented → -32601,
-// OutOfRange → -32016, FailedPrecondition → -32004, everything else → -32603).
+// OutOfRange → -32016, FailedPrecondition → -32604, everything else → -32603).
 RpcError RpcErrorFromStatus(const absl::Status& status);
 
 // The Status for a JSON-RPC error an upstream answered a forwarded call with (`code` and

@@ -45,9 +45,15 @@ absl::Status InvalidParams(std::string_view why) {
   return MakeRpcStatus(RpcErrorKind::kInvalidParams, fmt::format("Invalid params: {}", why));
 }
 
+// A router error (-32604), as MagicBlock's router answers its own: a key, a signature or a
+// transaction that does not decode, an unknown or offline ER node, conflicting delegations.
+absl::Status RouterError(std::string_view why) {
+  return MakeRpcStatus(RpcErrorKind::kRouterError, why);
+}
+
 absl::StatusOr<Pubkey> ParsePubkey(const std::string& text) {
   absl::StatusOr<Pubkey> key = Pubkey::FromBase58(text);
-  if (!key.ok()) return InvalidParams(fmt::format("invalid public key {}", JsonQuote(text)));
+  if (!key.ok()) return RouterError(fmt::format("invalid public key {}", JsonQuote(text)));
   return key;
 }
 
@@ -151,7 +157,7 @@ RouteDecision DecideTransaction(const RpcParams& params, const Snapshot& snapsho
   }
   absl::StatusOr<Transaction> tx = DecodeTransactionText(*text, encoding);
   if (!tx.ok()) {
-    return Error(InvalidParams(
+    return Error(RouterError(
         fmt::format("failed to decode transaction: {}", std::string(tx.status().message()))));
   }
   const Pubkey delegation_program = DelegationProgramId();
@@ -234,7 +240,7 @@ RouteDecision DecideSignatures(const RpcCall& call, const RpcParams& params,
   for (size_t i = 0; i < texts.size(); ++i) {
     absl::StatusOr<Signature> signature = Signature::FromBase58(texts[i]);
     if (!signature.ok()) {
-      return Error(InvalidParams(fmt::format("invalid signature {}", JsonQuote(texts[i]))));
+      return Error(RouterError(fmt::format("invalid signature {}", JsonQuote(texts[i]))));
     }
     if (std::optional<std::string> target = remembered(*signature)) {
       known_targets.push_back(*std::move(target));
@@ -270,19 +276,20 @@ absl::StatusOr<std::string> TargetForValidator(const Pubkey& account, const Pubk
                                                const RoutingTable& table) {
   if (validator.IsZero()) {
     if (table.default_er.empty()) {
-      return MakeRpcStatus(
-          RpcErrorKind::kNoRoute,
-          fmt::format("account {} is delegated to any ER, and no default ER is configured",
+      return RouterError(
+          fmt::format("account {} is delegated to any ER, and no ER is reachable and active for it",
                       account.ToBase58()));
     }
     return table.default_er;
   }
   auto it = table.er_by_identity.find(validator);
   if (it == table.er_by_identity.end()) {
-    return MakeRpcStatus(RpcErrorKind::kNoRoute,
-                         fmt::format("account {} is delegated to validator {}, which has no "
-                                     "configured ER",
+    if (table.offline_ers.contains(validator)) {
+      return RouterError(fmt::format("account {} is delegated to ER node {}, which is offline",
                                      account.ToBase58(), validator.ToBase58()));
+    }
+    return RouterError(fmt::format("account {} is delegated to unknown ER node {}",
+                                   account.ToBase58(), validator.ToBase58()));
   }
   return it->second;
 }
@@ -305,13 +312,13 @@ RouteDecision RouteByWritable(const std::vector<Pubkey>& writable, DelegateOfFn 
       er_target = *target;
       delegated_example = key;
     } else if (er_target != *target) {
-      return Error(InvalidParams(
+      return Error(RouterError(
           fmt::format("transaction writes accounts delegated to two ERs ({} on {}, {} on {})",
                       delegated_example->ToBase58(), er_target, key.ToBase58(), *target)));
     }
   }
   if (!er_target.empty() && undelegated_example) {
-    return Error(InvalidParams(
+    return Error(RouterError(
         fmt::format("transaction writes both delegated ({} on {}) and undelegated ({}) accounts",
                     delegated_example->ToBase58(), er_target, undelegated_example->ToBase58())));
   }
@@ -406,7 +413,9 @@ RouteDecision DecideBlockhashForAccounts(const RpcParams& params, const Snapshot
 // other) getBlockhashForAccounts.
 RouteDecision DecideRouterMethod(const RpcCall& call, const Snapshot& snapshot,
                                  const RoutingTable& table) {
-  if (call.method == "getIdentity") return Local(LocalMethod::kIdentity);
+  if (call.method == "getIdentity" || call.method == "getClosestValidator") {
+    return Local(LocalMethod::kIdentity);
+  }
   if (call.method == "getRoutes") return Local(LocalMethod::kRoutes);
   absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
   if (!params.ok()) return Error(params.status());

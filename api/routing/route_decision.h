@@ -30,8 +30,10 @@ struct OwnerVerification {
   bool account_lists = false;  // getMultipleAccounts
 };
 
-// The targets the router knows and how methods map onto them. Built once from the config;
-// immutable afterwards, so any thread may read it.
+// The targets the router knows and how methods map onto them. The configured part is built
+// once from the config; the ER part (er_by_identity, er_targets, offline_ers, and default_er
+// when the config pins none) is filled by the ErDirectory into each ErTable it publishes.
+// Immutable once published, so any thread may read it.
 struct RoutingTable {
   std::string base = "base";
   // ER validator identity → target name.
@@ -40,6 +42,9 @@ struct RoutingTable {
   std::string default_er;
   // Every ER target, in config order (asked about unknown signatures).
   std::vector<std::string> er_targets;
+  // ERs whose record says Offline: identity → target. Their accounts get an error naming the
+  // ER instead of a route.
+  absl::flat_hash_map<Pubkey, std::string> offline_ers;
   // Overrides for base-layer and unknown methods (for example "getAsset*" → "indexer").
   std::vector<MethodRule> method_rules;
   // Unknown methods without a rule: false answers -32601, true forwards them to base.
@@ -166,12 +171,14 @@ std::vector<UpstreamBatch> PlanUpstreamBatches(const RpcBody& body,
                                                const std::vector<bool>* settled = nullptr);
 
 // The target for `account`: its ER when delegated (an all-zero authority → the default
-// ER), else base. Fails with a -32004 status naming the validator when it has no ER.
+// ER), else base. Fails with a -32604 status naming the validator when it has no ER, or an offline
+// one.
 absl::StatusOr<std::string> TargetForAccount(const Pubkey& account, const Snapshot& snapshot,
                                              const RoutingTable& table);
 
 // The target for an account delegated to `validator`: its ER (an all-zero validator → the
-// default ER). Fails with a -32004 status naming the validator when it has no ER.
+// default ER). Fails with a -32604 status naming the validator when it has no ER, or an offline
+// one.
 absl::StatusOr<std::string> TargetForValidator(const Pubkey& account, const Pubkey& validator,
                                                const RoutingTable& table);
 

@@ -221,7 +221,11 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
   for (const UpstreamTarget& target : context->options_.upstreams) {
     metrics->ForUpstream(target.name);
   }
-  if (needs_tls) context->tls_ = MakeClientTlsContext(context->options_.upstream.verify_tls);
+  if (needs_tls || context->options_.discovered_ers) {
+    context->tls_ = MakeClientTlsContext(context->options_.upstream.verify_tls);
+  }
+  context->ers_ = std::make_unique<ErDirectory>(context->options_.routing, context->options_.ers,
+                                                context->options_.er_directory, &metrics->registry);
   context->health_ = std::make_unique<UpstreamHealth>(context->options_.upstreams,
                                                       context->options_.health, &metrics->registry);
   const CacheOptions& cache = context->options_.cache;
@@ -260,6 +264,13 @@ RequestHandlerFactory RouterContext::HandlerFactory() {
         io_context, options_.upstreams, options_.upstream, tls_.get(), metrics_, health_.get());
     // Create() checked every URL, so this cannot fail; an empty set answers errors.
     if (!upstreams.ok()) upstreams = std::make_unique<UpstreamSet>();
+    if (options_.discovered_ers) {
+      ErDirectory* ers = ers_.get();
+      (*upstreams)
+          ->SetDynamicTargets(DynamicTargets{
+              [ers] { return ers->generation(); },
+              [ers](std::string_view target) { return ers->DiscoveredUrl(target); }});
+    }
     return std::make_unique<Router>(io_context, this, *std::move(upstreams));
   };
 }
@@ -408,6 +419,7 @@ void Router::ArmGateTimer() {
 
 void Router::Dispatch(std::shared_ptr<Exchange> exchange) {
   exchange->snapshot = context_->snapshots()->Current();
+  exchange->ers = context_->ers()->Current();
   if (!exchange->snapshot) {
     exchange->snapshot =
         std::make_shared<const Snapshot>(AccountMap(), 0, StateDigest(), std::nullopt, 0);
@@ -498,7 +510,7 @@ Router::Answer Router::AnswerTo(const std::shared_ptr<Exchange>& exchange, size_
 void Router::Decide(Exchange& exchange, size_t index) {
   std::vector<LookupTableAddresses> held;
   exchange.decisions[index] = DecideRoute(
-      exchange.body.calls[index], *exchange.snapshot, options_.routing,
+      exchange.body.calls[index], *exchange.snapshot, exchange.ers->routing,
       [&](const Pubkey& table) -> const std::vector<Pubkey>* {
         LookupTableAddresses addresses = context_->lookup_tables().Find(table);
         if (!addresses) return nullptr;

@@ -14,6 +14,7 @@
 #include "api/jsonrpc/jsonrpc.h"
 #include "api/metrics/api_metrics.h"
 #include "api/net/http_server.h"
+#include "api/routing/er_directory.h"
 #include "api/routing/lookup_table_cache.h"
 #include "api/routing/route_decision.h"
 #include "api/routing/signature_memory.h"
@@ -28,22 +29,17 @@ class context;
 
 namespace switchyard {
 
-// An ER as getRoutes describes it, and the target its requests go to.
-struct ErRoute {
-  Pubkey identity;
-  std::string target;  // the UpstreamTarget name
-  std::string fqdn;
-  uint64_t base_fee = 0;
-  uint64_t block_time_ms = 50;
-  std::string country_code;
-};
-
 struct RouterOptions {
   RpcCodecOptions codec;
   // Where requests go. RouterContext::Create fills er_by_identity and er_targets from
-  // `ers`; set base, default_er, method_rules and the limits here.
+  // `ers`; set base, default_er, method_rules and the limits here. The request path decides
+  // with the ErDirectory's current table, which adds the ERs the registry lists.
   RoutingTable routing;
   std::vector<ErRoute> ers;
+  ErDirectoryOptions er_directory;
+  // Discovered ERs (not in `ers`) get upstream pools of their own on first use, one endpoint
+  // each, with these options' limits.
+  bool discovered_ers = false;
   std::vector<UpstreamTarget> upstreams;  // base, every ER target and every other group
   UpstreamOptions upstream;
   UpstreamHealthOptions health;  // [upstream_health]
@@ -103,6 +99,8 @@ class RouterContext {
   RedisTier* redis() const { return redis_.get(); }
   // API keys and rate limits; null when both are off.
   AccessControl* access() const { return access_.get(); }
+  // The ERs: configured, discovered and probed (docs/architecture.md §20).
+  ErDirectory* ers() const { return ers_.get(); }
   ~RouterContext();
 
  private:
@@ -121,6 +119,7 @@ class RouterContext {
   std::unique_ptr<ResponseCache> cache_;
   std::unique_ptr<RedisTier> redis_;
   std::unique_ptr<AccessControl> access_;
+  std::unique_ptr<ErDirectory> ers_;
 };
 
 }  // namespace switchyard

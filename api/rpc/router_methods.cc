@@ -35,42 +35,38 @@ std::string PartRequest(std::string_view method, const RouteDecision& decision,
                     PartParams(decision.keys, indexes, decision.ParamsAfterListFor(target, base)));
 }
 
-// The fqdn of the configured ER at `target`; empty when none is.
-std::string FqdnOf(const RouterOptions& options, const std::string& target) {
-  for (const ErRoute& er : options.ers) {
-    if (er.target == target) return er.fqdn;
-  }
-  return {};
-}
-
-// getIdentity: MagicBlock's router answers the identity and fqdn of an ER validator (the SDK's
-// getClosestValidator, whose identity clients delegate to). `router.identity` overrides it;
-// without one, the default ER's (else the first configured ER's).
-std::string IdentityResult(const RouterOptions& options) {
+// getIdentity and getClosestValidator: MagicBlock's router answers the identity and fqdn of
+// the ER new work should go to (the SDK's getClosestValidator, whose identity clients delegate
+// to). `router.identity` overrides it; without one, the ER `routing.default_er` pins, else the
+// closest reachable Active ER by probe latency. An error when there is none.
+std::optional<std::string> IdentityResult(const RouterOptions& options, const ErTable& ers) {
   Pubkey identity = options.identity;
   std::string fqdn = options.fqdn;
-  if (identity.IsZero() && !options.ers.empty()) {
-    const ErRoute* chosen = &options.ers.front();
-    for (const ErRoute& er : options.ers) {
-      if (er.target == options.routing.default_er) {
-        chosen = &er;
-        break;
-      }
-    }
-    identity = chosen->identity;
-    fqdn = chosen->fqdn;
+  if (identity.IsZero()) {
+    if (ers.chosen < 0) return std::nullopt;
+    const ErRoute& chosen = ers.ers[ers.chosen].route;
+    identity = chosen.identity;
+    fqdn = chosen.fqdn;
   }
   return fmt::format(R"({{"identity":"{}","fqdn":{}}})", identity.ToBase58(), JsonQuote(fqdn));
 }
 
-// getRoutes: every configured ER.
-std::string RoutesResult(const RouterOptions& options) {
+// getRoutes: every ER that takes new work (Active and reachable), closest first.
+std::string RoutesResult(const ErTable& ers) {
+  std::vector<const ErEntry*> open;
+  for (const ErEntry& er : ers.ers) {
+    if (er.status == ErStatus::kActive && er.latency.reachable) open.push_back(&er);
+  }
+  std::stable_sort(open.begin(), open.end(), [](const ErEntry* a, const ErEntry* b) {
+    if (a->latency.measured != b->latency.measured) return a->latency.measured;
+    return a->latency.ewma_ms < b->latency.ewma_ms;
+  });
   std::vector<std::string> routes;
-  for (const ErRoute& er : options.ers) {
+  for (const ErEntry* er : open) {
     routes.push_back(fmt::format(
         R"({{"identity":"{}","fqdn":{},"baseFee":{},"blockTimeMs":{},"countryCode":{}}})",
-        er.identity.ToBase58(), JsonQuote(er.fqdn), er.base_fee, er.block_time_ms,
-        JsonQuote(er.country_code)));
+        er->route.identity.ToBase58(), JsonQuote(er->route.fqdn), er->route.base_fee,
+        er->route.block_time_ms, JsonQuote(er->route.country_code)));
   }
   return fmt::format("[{}]", JoinRaw(routes));
 }
@@ -148,7 +144,7 @@ Task<Router::CallAnswer> Router::Signatures(std::shared_ptr<Exchange> exchange, 
   const RpcCall& call = exchange->body.calls[index];
   const RouteDecision& decision = exchange->decisions[index];
   std::vector<std::string> everyone = {options_.routing.base};
-  for (const std::string& er : options_.routing.er_targets) everyone.push_back(er);
+  for (const std::string& er : exchange->ers->routing.er_targets) everyone.push_back(er);
   const bool single = decision.merge == MergeKind::kFirstTransaction;
 
   Requests requests;
@@ -276,11 +272,18 @@ Task<void> Router::FetchLookupTablesThenExecute(std::shared_ptr<Exchange> exchan
 Router::CallAnswer Router::AnswerLocal(const Exchange& exchange, size_t index) const {
   const RpcCall& call = exchange.body.calls[index];
   switch (exchange.decisions[index].local) {
-    case LocalMethod::kIdentity:
-      return {RpcResultResponse(call.id_or_null(), IdentityResult(options_)),
-              AtRouter(RpcOutcome::kOk)};
+    case LocalMethod::kIdentity: {
+      std::optional<std::string> identity = IdentityResult(options_, *exchange.ers);
+      if (!identity) {
+        return {RpcErrorResponse(call.id_or_null(),
+                                 MakeRpcStatus(RpcErrorKind::kRouterError,
+                                               "no ER is reachable and active for new work")),
+                AtRouter(RpcOutcome::kRouterError)};
+      }
+      return {RpcResultResponse(call.id_or_null(), *identity), AtRouter(RpcOutcome::kOk)};
+    }
     case LocalMethod::kRoutes:
-      return {RpcResultResponse(call.id_or_null(), RoutesResult(options_)),
+      return {RpcResultResponse(call.id_or_null(), RoutesResult(*exchange.ers)),
               AtRouter(RpcOutcome::kOk)};
     case LocalMethod::kDelegationStatus:
     case LocalMethod::kNone:
@@ -299,9 +302,9 @@ Router::CallAnswer Router::AnswerDelegationStatus(const Exchange& exchange, size
             AtRouter(RpcOutcome::kOk)};
   }
   std::string fqdn;
-  if (absl::StatusOr<std::string> target = TargetForAccount(key, snapshot, options_.routing);
+  if (absl::StatusOr<std::string> target = TargetForAccount(key, snapshot, exchange.ers->routing);
       target.ok()) {
-    fqdn = FqdnOf(options_, *target);
+    if (const ErEntry* er = exchange.ers->FindTarget(*target)) fqdn = er->route.fqdn;
   }
   return {RpcResultResponse(
               call.id_or_null(),

@@ -105,11 +105,12 @@ Task<std::vector<std::optional<std::string>>> Router::FindRecordTargets(
   Records records = co_await ReadRecords(accounts);
   std::vector<std::optional<std::string>> targets(accounts.size());
   if (!records.ok()) co_return targets;
+  const std::shared_ptr<const ErTable> ers = context_->ers()->Current();
   for (size_t i = 0; i < accounts.size(); ++i) {
     if (!(*records)[i]) continue;
     // A validator without a configured ER leaves the account where it was asked.
     absl::StatusOr<std::string> target =
-        TargetForValidator(accounts[i], (*records)[i]->authority, options_.routing);
+        TargetForValidator(accounts[i], (*records)[i]->authority, ers->routing);
     if (target.ok()) targets[i] = *std::move(target);
   }
   co_return targets;
@@ -139,7 +140,7 @@ Task<Router::CallAnswer> Router::ForwardTransactionByRecords(std::shared_ptr<Exc
         if (!(*records)[i]) return std::nullopt;
         return (*records)[i]->authority;
       },
-      options_.routing);
+      context_->ers()->Current()->routing);
   if (routed.action == RouteAction::kError) {
     co_return CallAnswer{RpcErrorResponse(call.id_or_null(), routed.error),
                          AtRouter(RpcOutcome::kRouterError)};

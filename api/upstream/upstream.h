@@ -146,6 +146,16 @@ class UpstreamPool {
   bool shut_down_ = false;
 };
 
+// Targets a set does not hold from the start (the ERs the registry lists): a target's pool is
+// made on the first Send to it, with one endpoint and no TargetHealth, and made again when its
+// URL changes. Both functions are called on the worker's thread and must be thread-safe.
+struct DynamicTargets {
+  // Moves whenever a target's URL may have changed; the set resolves again only then.
+  std::function<uint64_t()> generation;
+  // The HTTP URL of `target`; empty when there is no such target.
+  std::function<std::string(std::string_view target)> resolve;
+};
+
 // Every target's pool of one worker.
 class UpstreamSet : public UpstreamClient {
  public:
@@ -156,6 +166,9 @@ class UpstreamSet : public UpstreamClient {
       const UpstreamOptions& options, boost::asio::ssl::context* tls, ApiMetrics* metrics,
       UpstreamHealth* health = nullptr);
 
+  // Lets Send reach `dynamic` targets besides the ones Create was given.
+  void SetDynamicTargets(DynamicTargets dynamic);
+
   UpstreamPool* Find(std::string_view name);
   bool Has(std::string_view target) const override;
   void Send(std::string_view target, std::string body, SendOptions options,
@@ -163,7 +176,23 @@ class UpstreamSet : public UpstreamClient {
   void Shutdown() override;
 
  private:
+  struct DynamicPool {
+    std::string url;
+    uint64_t generation = 0;
+  };
+  // The pool of dynamic target `name` (null: none), made or made again as its URL says.
+  UpstreamPool* FindDynamic(std::string_view name, UpstreamPool* held);
+
   absl::flat_hash_map<std::string, std::unique_ptr<UpstreamPool>> pools_;
+  // Set by Create, for the pools of dynamic targets.
+  boost::asio::io_context* io_context_ = nullptr;
+  const UpstreamOptions* options_ = nullptr;
+  boost::asio::ssl::context* tls_ = nullptr;
+  ApiMetrics* metrics_ = nullptr;
+  DynamicTargets dynamic_targets_;
+  absl::flat_hash_map<std::string, DynamicPool> dynamic_;
+  // Pools replaced by a URL change: requests in flight on them finish there.
+  std::vector<std::unique_ptr<UpstreamPool>> retired_;
 };
 
 // A TLS client context with the system's trust store; shared by every worker.

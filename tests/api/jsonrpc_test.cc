@@ -177,7 +177,7 @@ TEST(RpcErrorTableTest, EveryKindHasItsCode) {
   EXPECT_EQ(CodeOf(MakeRpcStatus(RpcErrorKind::kMethodNotFound)), -32601);
   EXPECT_EQ(CodeOf(MakeRpcStatus(RpcErrorKind::kInvalidParams)), -32602);
   EXPECT_EQ(CodeOf(MakeRpcStatus(RpcErrorKind::kInternal)), -32603);
-  EXPECT_EQ(CodeOf(MakeRpcStatus(RpcErrorKind::kNoRoute)), -32004);
+  EXPECT_EQ(CodeOf(MakeRpcStatus(RpcErrorKind::kRouterError)), -32604);
   EXPECT_EQ(CodeOf(absl::InvalidArgumentError("x")), -32602);
   EXPECT_EQ(CodeOf(absl::UnavailableError("x")), -32603);
   RpcError slot = RpcErrorFromStatus(MinContextSlotStatus(42));

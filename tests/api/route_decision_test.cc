@@ -89,19 +89,19 @@ TEST_F(RouteDecisionTest, AllZeroAuthorityGoesToTheDefaultEr) {
   table_.default_er.clear();
   RouteDecision d = Decide("getBalance", "[" + Quoted(Key(3)) + "]");
   EXPECT_EQ(d.action, RouteAction::kError);
-  EXPECT_EQ(RpcErrorFromStatus(d.error).code, -32004);
+  EXPECT_EQ(RpcErrorFromStatus(d.error).code, -32604);
 }
 
 TEST_F(RouteDecisionTest, UnconfiguredValidatorIsAnErrorThatNamesIt) {
   RouteDecision d = Decide("getAccountInfo", "[" + Quoted(Key(4)) + "]");
   ASSERT_EQ(d.action, RouteAction::kError);
   RpcError error = RpcErrorFromStatus(d.error);
-  EXPECT_EQ(error.code, -32004);
+  EXPECT_EQ(error.code, -32604);
   EXPECT_NE(error.message.find(kUnknownEr.ToBase58()), std::string::npos) << error.message;
 }
 
-TEST_F(RouteDecisionTest, BadPubkeyIsInvalidParams) {
-  EXPECT_EQ(RpcErrorFromStatus(Decide("getBalance", R"(["nope"])").error).code, -32602);
+TEST_F(RouteDecisionTest, AnUndecodablePubkeyIsARouterErrorAndAMissingOneInvalidParams) {
+  EXPECT_EQ(RpcErrorFromStatus(Decide("getBalance", R"(["nope"])").error).code, -32604);
   EXPECT_EQ(RpcErrorFromStatus(Decide("getBalance", "[]").error).code, -32602);
   EXPECT_EQ(RpcErrorFromStatus(Decide("getBalance", "[5]").error).code, -32602);
 }
@@ -287,7 +287,7 @@ TEST_F(RouteDecisionTest, TransactionOnTwoErsIsAClearError) {
       Decide("sendTransaction", "[\"" + TransactionBase64(tx) + "\",{\"encoding\":\"base64\"}]");
   ASSERT_EQ(d.action, RouteAction::kError);
   RpcError error = RpcErrorFromStatus(d.error);
-  EXPECT_EQ(error.code, -32602);
+  EXPECT_EQ(error.code, -32604);
   EXPECT_NE(error.message.find("two ERs"), std::string::npos) << error.message;
 }
 
@@ -296,6 +296,7 @@ TEST_F(RouteDecisionTest, TransactionMixingDelegatedAndUndelegatedIsAClearError)
   RouteDecision d =
       Decide("sendTransaction", "[\"" + TransactionBase64(tx) + "\",{\"encoding\":\"base64\"}]");
   ASSERT_EQ(d.action, RouteAction::kError);
+  EXPECT_EQ(RpcErrorFromStatus(d.error).code, -32604);
   EXPECT_NE(RpcErrorFromStatus(d.error).message.find("undelegated"), std::string::npos);
 }
 
@@ -325,9 +326,9 @@ TEST_F(RouteDecisionTest, V0TransactionNeedsItsLookupTablesThenRoutesByThem) {
   EXPECT_EQ(Decide("sendTransaction", params).action, RouteAction::kError);
 }
 
-TEST_F(RouteDecisionTest, UndecodableTransactionIsInvalidParams) {
+TEST_F(RouteDecisionTest, UndecodableTransactionIsARouterErrorAndAnUnknownEncodingInvalidParams) {
   RouteDecision d = Decide("sendTransaction", R"(["AAAA",{"encoding":"base64"}])");
-  EXPECT_EQ(RpcErrorFromStatus(d.error).code, -32602);
+  EXPECT_EQ(RpcErrorFromStatus(d.error).code, -32604);
   d = Decide("sendTransaction", R"(["AAAA",{"encoding":"hex"}])");
   EXPECT_EQ(RpcErrorFromStatus(d.error).code, -32602);
 }
@@ -395,7 +396,7 @@ TEST_F(RouteDecisionTest, RouterMethodsAreAnsweredLocally) {
   EXPECT_EQ(d.action, RouteAction::kLocal);
   EXPECT_EQ(d.local, LocalMethod::kDelegationStatus);
   EXPECT_EQ(d.account, Key(1));
-  EXPECT_EQ(RpcErrorFromStatus(Decide("getDelegationStatus", R"(["nope"])").error).code, -32602);
+  EXPECT_EQ(RpcErrorFromStatus(Decide("getDelegationStatus", R"(["nope"])").error).code, -32604);
   EXPECT_EQ(RpcErrorFromStatus(Decide("getDelegationStatus", "[]").error).code, -32602);
 }
 
@@ -411,7 +412,7 @@ TEST_F(RouteDecisionTest, BlockhashForAccountsAsksTheErOfTheFirstDelegatedAccoun
   EXPECT_EQ(Decide("getBlockhashForAccounts", "[[" + Quoted(Key(1)) + R"(,"nope"]])").target,
             "er1");
   EXPECT_EQ(RpcErrorFromStatus(Decide("getBlockhashForAccounts", R"([["nope"]])").error).code,
-            -32602);
+            -32604);
 }
 
 TEST_F(RouteDecisionTest, SignatureMergeFollowsTheMethod) {

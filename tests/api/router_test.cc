@@ -64,7 +64,7 @@ TEST_F(RouterTest, ErrorsTravelWithHttp200) {
   EXPECT_NE(response.body.find("-32601"), std::string::npos);
   EXPECT_NE(response.body.find(R"("id":3)"), std::string::npos);
   response = client.Post(Call("4", "getBalance", R"(["not-a-key"])"));
-  EXPECT_NE(response.body.find("-32602"), std::string::npos);
+  EXPECT_NE(response.body.find("-32604"), std::string::npos);
   response = client.Post(std::string("\"\xff\""));
   EXPECT_NE(response.body.find("-32700"), std::string::npos);
   EXPECT_EQ(response.status, 200u);
@@ -703,7 +703,8 @@ TEST_F(RouterTest, RouterMethodsAnswerLikeMagicBlocksRouter) {
 }
 
 // MagicBlock's router answers getIdentity with an ER validator's identity and fqdn (the SDK's
-// getClosestValidator): without `router.identity`, the default ER's, else the first ER's.
+// getClosestValidator): without `router.identity`, the default ER's, else the closest ER's
+// (the first while no probe has measured any).
 TEST_F(RouterTest, GetIdentityWithoutARouterIdentityAnswersTheDefaultEr) {
   Start([](RouterOptions& options, HttpServerOptions&) {
     options.identity = Pubkey();

@@ -258,6 +258,44 @@ TEST_F(ServeConfigTest, UpstreamHealthErrorsNameTheKey) {
             file + ": upstream_health.latency_decay must be within (0, 1]");
 }
 
+TEST_F(ServeConfigTest, ReadsTheRegistryAndTheProbeAndNamesTheBadKey) {
+  absl::StatusOr<Config> config = Load(std::string(kBase) + R"(
+[registry]
+enabled = true
+resync_interval_ms = 500
+[er_probe]
+interval_ms = 200
+timeout_ms = 100
+[upstreams.er1]
+endpoints = [{url = "http://127.0.0.1:7800"}]
+[[ers]]
+identity = "11111111111111111111111111111113"
+upstream = "er1"
+pin = true
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->serve.registry_enabled);
+  EXPECT_EQ(config->serve.registry.url, "http://127.0.0.1:7799");  // the base's first endpoint
+  EXPECT_EQ(config->serve.registry.resync_interval, absl::Milliseconds(500));
+  EXPECT_EQ(config->serve.registry.program.ToBase58(),
+            "DmnRGfyyftzacFb1XadYhWF6vWqXwtQk5tbr6XgR3BA1");
+  EXPECT_TRUE(config->serve.router.discovered_ers);
+  EXPECT_EQ(config->serve.er_probe.interval, absl::Milliseconds(200));
+  EXPECT_EQ(config->serve.er_probe.timeout, absl::Milliseconds(100));
+  ASSERT_EQ(config->serve.router.ers.size(), 1u);
+  EXPECT_TRUE(config->serve.router.ers[0].pinned);
+
+  const std::string file = dir_.Sub("serve.toml");
+  EXPECT_NE(Error(std::string(kBase) + "[registry]\nenabled = true\nurl = \"ws://x:1\"\n")
+                .find("'registry.url'"),
+            std::string::npos);
+  EXPECT_NE(
+      Error(std::string(kBase) + "[er_probe]\ninterval_ms = 0\n").find("'er_probe.interval_ms'"),
+      std::string::npos);
+  EXPECT_EQ(Error(std::string(kBase) + "[registry]\nenable = true\n"),
+            file + ": unknown key 'registry.enable'");
+}
+
 // Regression: the top-level key list did not name [cache], so every config with it was refused
 // as "unknown key 'cache'".
 TEST_F(ServeConfigTest, CacheSectionIsNotAnUnknownKey) {

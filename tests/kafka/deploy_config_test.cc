@@ -41,9 +41,24 @@ TEST_P(DeployConfigTest, RouterConfigLoadsListensOnTheComposePortsAndRoutesToAnE
   EXPECT_EQ(config->serve.admin.address, "0.0.0.0");
   EXPECT_EQ(config->serve.admin.port, 9899);  // the healthcheck's /ready
   EXPECT_TRUE(HasUpstream(*config, "base"));
-  ASSERT_EQ(config->serve.router.ers.size(), 1u);
-  EXPECT_TRUE(HasUpstream(*config, config->serve.router.ers[0].target));
+  ASSERT_GE(config->serve.router.ers.size(), 1u);
+  for (const ErRoute& er : config->serve.router.ers) EXPECT_TRUE(HasUpstream(*config, er.target));
   EXPECT_TRUE(config->ingest.endpoints.empty()) << "the routers must not run a second watcher";
+}
+
+TEST(DevnetDeployTest, ListsEveryPublicMagicBlockDevnetErAndDiscoversTheRegistry) {
+  absl::StatusOr<Config> config = LoadConfig(kDeploy + std::string("devnet/router.toml"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  std::vector<std::string> identities;
+  for (const ErRoute& er : config->serve.router.ers) identities.push_back(er.identity.ToBase58());
+  EXPECT_EQ(identities, (std::vector<std::string>{"MAS1Dt9qreoRMQ14YQuhg8UTZMMzDdKhmkZMECCzk57",
+                                                  "MEUGGrYPxKk17hCr7wpT6s8dtNokZj5U2L57vjYMS8e",
+                                                  "MUS3hc9TCw4cGC12vHNoYcCGzJG1txjgQLZWVoeNHNd",
+                                                  "MTEWGuqxUpYZGFJQcp8tLN7x5v9BSeoFHYWQQ3n3xzo"}));
+  EXPECT_TRUE(config->serve.registry_enabled);
+  EXPECT_EQ(config->serve.registry.url, "https://api.devnet.solana.com");
+  EXPECT_TRUE(config->serve.router.discovered_ers);
+  EXPECT_TRUE(config->serve.router.routing.default_er.empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Deploy, DeployConfigTest, ::testing::Values("localnet", "devnet"));

@@ -29,7 +29,8 @@ struct HttpAnswer {
 // A keep-alive HTTP JSON-RPC client for tests; every call has a deadline.
 class HttpClient {
  public:
-  explicit HttpClient(uint16_t port) : port_(port) {}
+  explicit HttpClient(uint16_t port, std::string path = "/")
+      : port_(port), path_(std::move(path)) {}
 
   // POSTs `body`; returns the response body, or nullopt on error or timeout. A kept-alive
   // connection that the server closed while idle is replaced once, as a client must.
@@ -69,7 +70,7 @@ class HttpClient {
       }
       ++connections_;
     }
-    http::request<http::string_body> req(http::verb::post, "/", 11);
+    http::request<http::string_body> req(http::verb::post, path_, 11);
     req.set(http::field::host, "127.0.0.1");
     req.set(http::field::content_type, "application/json");
     req.body() = body;
@@ -132,6 +133,7 @@ class HttpClient {
   }
 
   uint16_t port_;
+  std::string path_;
   net::io_context ioc_;
   std::optional<beast::tcp_stream> stream_;
   int connections_ = 0;

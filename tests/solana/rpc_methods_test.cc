@@ -25,6 +25,7 @@ TEST(RpcMethodsTest, MagicBlockRouterMethodsAreAnsweredByTheRouter) {
   EXPECT_EQ(ClassifyMethod("getBlockhashForAccounts"), RoutingClass::kRouter);
   // Also a Solana method, but MagicBlock's router answers it with its own identity.
   EXPECT_EQ(ClassifyMethod("getIdentity"), RoutingClass::kRouter);
+  EXPECT_EQ(ClassifyMethod("getClosestValidator"), RoutingClass::kRouter);
 }
 
 TEST(RpcMethodsTest, EveryOtherSolanaMethodGoesToBase) {
@@ -66,7 +67,7 @@ TEST(RpcMethodsTest, UnknownAndWrongCaseMethodsAreUnknown) {
 
 TEST(RpcMethodsTest, CatalogueIsSortedUniqueAndAgreesWithClassify) {
   const auto methods = KnownMethods();
-  EXPECT_EQ(methods.size(), 66u);
+  EXPECT_EQ(methods.size(), 67u);
   std::set<std::string_view> names;
   for (size_t i = 0; i < methods.size(); ++i) {
     EXPECT_TRUE(names.insert(methods[i].name).second) << methods[i].name;

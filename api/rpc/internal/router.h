@@ -246,6 +246,8 @@ struct Router::Exchange {
   RpcBody body;
   Done done;
   std::shared_ptr<const Snapshot> snapshot;
+  // The ERs the calls are routed with, taken once with the snapshot.
+  std::shared_ptr<const ErTable> ers;
   std::vector<RouteDecision> decisions;  // by call; sized once, so references stay valid
   std::vector<std::string> answers;
   size_t remaining = 0;

@@ -1,0 +1,107 @@
+#include "api/rpc/er_prober.h"
+
+#include <boost/asio/post.hpp>
+#include <chrono>
+#include <utility>
+
+#include "api/jsonrpc/rpc_merge.h"
+#include "common/clock.h"
+
+namespace switchyard {
+namespace asio = boost::asio;
+
+namespace {
+constexpr std::string_view kProbeBody = R"({"jsonrpc":"2.0","id":1,"method":"getIdentity"})";
+}  // namespace
+
+ErProber::ErProber(ErProbeOptions options, RouterContext* router, MetricsRegistry* registry)
+    : options_(options),
+      router_(router),
+      probe_metrics_(probe_registry_),
+      request_bytes_(
+          registry->AddCounter("switchyard_er_probe_request_bytes_total",
+                               "Bytes of the getIdentity probes' JSON-RPC bodies sent to the ERs")),
+      answer_bytes_(
+          registry->AddCounter("switchyard_er_probe_answer_bytes_total",
+                               "Bytes of the ERs' answers to the getIdentity probes (bodies)")) {
+  upstream_options_ = router_->options().upstream;
+  upstream_options_.request_timeout = options_.timeout;
+  upstream_options_.request_deadline = options_.timeout;
+  upstream_options_.max_connections_per_endpoint = 2;
+  upstream_options_.max_idle_per_endpoint = 1;
+  // A keep-alive connection outlives the interval, so a round trip is one exchange.
+  upstream_options_.max_idle_time = options_.interval + options_.timeout + absl::Seconds(5);
+}
+
+ErProber::~ErProber() { Stop(); }
+
+absl::Status ErProber::Start() {
+  if (!options_.enabled) return absl::OkStatus();
+  std::vector<UpstreamTarget> targets;
+  for (const ErRoute& er : router_->options().ers) {
+    for (const UpstreamTarget& target : router_->options().upstreams) {
+      if (target.name == er.target) targets.push_back(target);
+    }
+  }
+  absl::StatusOr<std::unique_ptr<UpstreamSet>> upstreams =
+      UpstreamSet::Create(io_context_, targets, upstream_options_, router_->tls(), &probe_metrics_);
+  if (!upstreams.ok()) return upstreams.status();
+  upstreams_ = *std::move(upstreams);
+  ErDirectory* ers = router_->ers();
+  upstreams_->SetDynamicTargets(
+      DynamicTargets{[ers] { return ers->generation(); },
+                     [ers](std::string_view target) { return ers->DiscoveredUrl(target); }});
+  guard_.emplace(io_context_.get_executor());
+  asio::post(io_context_, [this] { Round(); });
+  thread_ = std::thread([this] { io_context_.run(); });
+  return absl::OkStatus();
+}
+
+void ErProber::Stop() {
+  if (!thread_.joinable()) return;
+  asio::post(io_context_, [this] {
+    stopping_ = true;
+    timer_.cancel();
+    upstreams_->Shutdown();
+    guard_.reset();
+  });
+  thread_.join();
+  upstreams_.reset();
+}
+
+void ErProber::Round() {
+  if (stopping_) return;
+  std::shared_ptr<const ErTable> table = router_->ers()->Current();
+  for (const ErEntry& er : table->ers) {
+    if (er.status == ErStatus::kOffline) continue;
+    const Pubkey identity = er.route.identity;
+    if (!in_flight_.insert(identity).second) continue;
+    const auto sent = std::chrono::steady_clock::now();
+    request_bytes_.Increment(kProbeBody.size());
+    SendOptions send(RetryPolicy::kNever);
+    send.hedge = false;
+    upstreams_->Send(er.route.target, std::string(kProbeBody), send,
+                     [this, identity, sent](absl::StatusOr<UpstreamResponse> response) {
+                       in_flight_.erase(identity);
+                       if (stopping_) return;
+                       std::optional<absl::Duration> round_trip;
+                       if (response.ok()) {
+                         answer_bytes_.Increment(response->body.size());
+                         if (response->status == 200 && JsonMember(response->body, "result").ok()) {
+                           round_trip = absl::FromChrono(std::chrono::steady_clock::now() - sent);
+                         }
+                       }
+                       router_->ers()->ReportProbe(identity, round_trip);
+                     });
+  }
+  ScheduleNext();
+}
+
+void ErProber::ScheduleNext() {
+  timer_.expires_after(ToChrono(options_.interval));
+  timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) Round();
+  });
+}
+
+}  // namespace switchyard
