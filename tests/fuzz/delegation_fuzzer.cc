@@ -1,5 +1,6 @@
-// libFuzzer target: the delegation program's account and instruction decoders on arbitrary
-// bytes. Whatever decodes must re-encode to the same bytes.
+// libFuzzer target: the delegation program's account and instruction decoders, and the ER
+// registry's record decoder, on arbitrary bytes. Whatever decodes must re-encode to the same
+// bytes.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "solana/delegation.h"
+#include "solana/er_record.h"
 
 namespace {
 
@@ -27,6 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (auto metadata = DecodeDelegationMetadata(bytes); metadata.ok()) {
     Check(EncodeDelegationMetadata(*metadata) == text);
+  }
+  if (auto er = DecodeErRecord(bytes); er.ok()) {
+    Check(EncodeErRecord(*er) == text);
   }
 
   // Keys 0..11, then the delegation program at index 12.
