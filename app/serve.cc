@@ -100,6 +100,7 @@ class ServeProcess {
           fmt::format("{}: {}", config_.source, std::string(router.status().message())));
     }
     router_ = *std::move(router);
+    router_->AttachHistory(store_.get());
 
     UpstreamMonitorOptions monitor_options;
     monitor_options.targets = serve.router.upstreams;

@@ -21,10 +21,14 @@
 #include "common/clock.h"
 #include "common/pubkey.h"
 #include "engine/snapshot.h"
+#include "engine/state_store.h"
 
-namespace boost::asio::ssl {
+namespace boost::asio {
+class thread_pool;
+namespace ssl {
 class context;
 }
+}  // namespace boost::asio
 
 namespace switchyard {
 
@@ -103,6 +107,14 @@ class RouterContext {
   RedisTier* redis() const { return redis_.get(); }
   // API keys and rate limits; null when both are off.
   AccessControl* access() const { return access_.get(); }
+
+  // The history of the folded state (owned by the app; outlives this), for
+  // getDelegationHistory and getDelegationStatus at a slot. Its reads block on the disk, so
+  // they run on a thread of this context's own (`history-N`), never on an API worker; without
+  // one those calls are answered with an error. Call before HandlerFactory's routers serve.
+  void AttachHistory(HistoryReader* history);
+  HistoryReader* history() const { return history_; }
+  boost::asio::thread_pool* history_pool() const { return history_pool_.get(); }
   ~RouterContext();
 
  private:
@@ -121,6 +133,8 @@ class RouterContext {
   std::unique_ptr<ResponseCache> cache_;
   std::unique_ptr<RedisTier> redis_;
   std::unique_ptr<AccessControl> access_;
+  HistoryReader* history_ = nullptr;
+  std::unique_ptr<boost::asio::thread_pool> history_pool_;
 };
 
 }  // namespace switchyard

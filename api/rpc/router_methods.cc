@@ -36,12 +36,16 @@ std::string PartRequest(std::string_view method, const RouteDecision& decision,
 }
 
 // The fqdn of the configured ER at `target`; empty when none is.
+}  // namespace
+
 std::string FqdnOf(const RouterOptions& options, const std::string& target) {
   for (const ErRoute& er : options.ers) {
     if (er.target == target) return er.fqdn;
   }
   return {};
 }
+
+namespace {
 
 // getIdentity: MagicBlock's router answers the identity and fqdn of an ER validator (the SDK's
 // getClosestValidator, whose identity clients delegate to). `router.identity` overrides it;
@@ -283,6 +287,8 @@ Router::CallAnswer Router::AnswerLocal(const Exchange& exchange, size_t index) c
       return {RpcResultResponse(call.id_or_null(), RoutesResult(options_)),
               AtRouter(RpcOutcome::kOk)};
     case LocalMethod::kDelegationStatus:
+    case LocalMethod::kDelegationStatusAt:  // answered by AnswerFromHistory
+    case LocalMethod::kDelegationHistory:
     case LocalMethod::kNone:
       break;
   }
