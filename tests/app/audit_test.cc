@@ -49,10 +49,16 @@ std::vector<TruthLine> ReadTruth(const std::string& path) {
     if (parser.parse(line).get(doc) != simdjson::SUCCESS) continue;  // a line being written
     TruthLine truth;
     truth.slot = doc["slot"].get_uint64().value();
-    for (auto [account, authority] : doc["delegated"].get_object().value()) {
+    simdjson::dom::object delegated;
+    simdjson::dom::object signatures;
+    if (doc["delegated"].get_object().get(delegated) != simdjson::SUCCESS ||
+        doc["signatures"].get_object().get(signatures) != simdjson::SUCCESS) {
+      continue;
+    }
+    for (auto [account, authority] : delegated) {
       truth.delegated[std::string(account)] = std::string(authority.get_string().value());
     }
-    for (auto [account, signature] : doc["signatures"].get_object().value()) {
+    for (auto [account, signature] : signatures) {
       truth.signatures[std::string(account)] = std::string(signature.get_string().value());
     }
     out.push_back(std::move(truth));
@@ -215,8 +221,8 @@ class AuditTest : public testing::ProcessTest {
           EXPECT_EQ(row.signature, "unknown") << row.json;
         } else {
           auto signature = at->signatures.find(account);
-          ASSERT_NE(signature, at->signatures.end()) << row.json;
-          EXPECT_EQ(row.signature, signature->second) << row.json;
+          EXPECT_TRUE(signature != at->signatures.end() && row.signature == signature->second)
+              << row.json;
         }
         ++by_source[row.source];
       }
@@ -299,7 +305,9 @@ TEST_F(AuditTest, HistoryDiffEqualsTheGroundTruthDifference) {
     for (simdjson::dom::element e : listed) {
       const std::string account(e["account"].get_string().value());
       const std::string change(e["change"].get_string().value());
-      EXPECT_GT(e["events"].get_array().value().size(), 0u) << simdjson::minify(e);
+      simdjson::dom::array events;
+      ASSERT_EQ(e["events"].get_array().get(events), simdjson::SUCCESS);
+      EXPECT_GT(events.size(), 0u) << simdjson::minify(e);
       if (change != "redelegated") got[account] = change;
     }
     const TruthLine* at_a = TruthAt(truth_, a);

@@ -93,9 +93,9 @@ TEST(EventTextTest, RowsShowUnknownSignaturesAndTheirSource) {
   EXPECT_EQ(HistoryEntryToCsv(history[1]),
             fmt::format("20,1,undelegated,{},,,,,{},live,false", TestKey(1).ToBase58(),
                         std::get<UndelegatedEvent>(history[1].event).signature->ToBase58()));
-  EXPECT_EQ(
-      std::count(HistoryCsvHeader().begin(), HistoryCsvHeader().end(), ','),
-      std::count(HistoryEntryToCsv(history[3]).begin(), HistoryEntryToCsv(history[3]).end(), ','));
+  const std::string_view header = HistoryCsvHeader();
+  const std::string row = HistoryEntryToCsv(history[3]);
+  EXPECT_EQ(std::count(header.begin(), header.end(), ','), std::count(row.begin(), row.end(), ','));
 }
 
 }  // namespace
