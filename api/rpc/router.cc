@@ -285,7 +285,10 @@ Router::Router(asio::io_context& io_context, RouterContext* context,
       gate_(std::make_shared<ConsistencyGate>(options_.max_gate_waiters)),
       gate_timer_(io_context),
       history_return_(std::make_shared<HistoryReturn>()) {
-  history_return_->io_context = &io_context;
+  {
+    absl::MutexLock lock(&history_return_->mu);
+    history_return_->io_context = &io_context;
+  }
   if (context_->access() != nullptr) access_.emplace(context_->access());
   listener_id_ = context_->snapshots()->AddListener(
       [&io_context, weak = std::weak_ptr<ConsistencyGate>(gate_)](
