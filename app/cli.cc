@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "app/audit_commands.h"
 #include "app/commands.h"
 #include "app/ingest_command.h"
 #include "app/serve.h"
@@ -49,10 +50,38 @@ int RunCli(int argc, char** argv) {
   get->add_option("--at-slot", get_args.at_slot, "As of the end of this slot");
   add_common(get);
 
-  std::string audit_account;
-  CLI::App* audit = app.add_subcommand("audit", "Show an account's delegation history");
-  audit->add_option("account", audit_account, "Account (base58)")->required();
+  AuditArgs audit_args;
+  CLI::App* audit = app.add_subcommand(
+      "audit", "Show an account's delegation history (beside a running serve, too)");
+  audit->add_option("account", audit_args.account, "Account (base58)")->required();
+  audit->add_option("--from-slot", audit_args.from_slot, "First slot shown");
+  audit->add_option("--to-slot", audit_args.to_slot, "Last slot shown");
+  audit->add_option("--format", audit_args.format, "text, json or csv")
+      ->check(CLI::IsMember({"text", "json", "csv"}));
   add_common(audit);
+
+  CLI::App* history = app.add_subcommand("history", "Read the history of every account");
+  history->require_subcommand(1);
+  HistoryExportArgs export_args;
+  CLI::App* history_export = history->add_subcommand(
+      "export", "Every history row of a slot range, in slot order, streamed");
+  history_export->add_option("--from-slot", export_args.from_slot, "First slot");
+  history_export->add_option("--to-slot", export_args.to_slot, "Last slot");
+  history_export->add_option("--format", export_args.format, "jsonl or csv")
+      ->check(CLI::IsMember({"jsonl", "csv"}));
+  history_export->add_option("--out", export_args.out, "Write here instead of stdout");
+  history_export
+      ->add_option("--progress-ms", export_args.progress_interval_ms,
+                   "Progress on stderr at most this often (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  add_common(history_export);
+  HistoryDiffArgs diff_args;
+  CLI::App* history_diff = history->add_subcommand(
+      "diff", "The accounts whose delegation differs between two slots, with the events");
+  history_diff->add_option("--at", diff_args.at, "A slot; given twice")->required()->expected(2);
+  history_diff->add_option("--format", diff_args.format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  add_common(history_diff);
 
   ReplayArgs replay_args;
   CLI::App* replay = app.add_subcommand("replay", "Fold a fresh state from the log up to a slot");
@@ -100,7 +129,9 @@ int RunCli(int argc, char** argv) {
   if (*dump) return RunLogDump(*config, dump_args);
   if (*fold) return RunFold(*config);
   if (*get) return RunStateGet(*config, get_args);
-  if (*audit) return RunAudit(*config, audit_account);
+  if (*audit) return RunAudit(*config, audit_args);
+  if (*history_export) return RunHistoryExport(*config, export_args);
+  if (*history_diff) return RunHistoryDiff(*config, diff_args);
   if (*replay) return RunReplay(*config, replay_args);
   if (*verify) return RunVerify(*config);
   if (*serve) return RunServe(*config, serve_args);

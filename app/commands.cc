@@ -74,24 +74,6 @@ absl::StatusOr<FoldSummary> FoldLog(const Config& config, EventLog& log,
   return summary;
 }
 
-void PrintAccount(const Pubkey& account, const std::optional<AccountState>& state) {
-  if (!state) {
-    std::cout << "account=" << account.ToBase58() << " status=unknown\n";
-    return;
-  }
-  if (!state->delegated) {
-    std::cout << "account=" << account.ToBase58()
-              << " status=undelegated last_event_slot=" << state->last_event_slot << "\n";
-    return;
-  }
-  std::cout << "account=" << account.ToBase58()
-            << " status=delegated validator=" << state->validator.ToBase58()
-            << " owner=" << state->owner_program.ToBase58()
-            << " delegation_slot=" << state->delegation_slot << " lamports=" << state->lamports
-            << " commit_frequency_ms=" << state->commit_frequency_ms
-            << " last_event_slot=" << state->last_event_slot << "\n";
-}
-
 }  // namespace
 
 int RunLogAppend(const Config& config, const LogAppendArgs& args) {
@@ -178,40 +160,6 @@ int RunFold(const Config& config) {
       summary->seconds > 0 ? summary->records / summary->seconds : 0.0, p.digest.ToHex(),
       FormatLimbo(p.LimboSince()), p.counters.applied, p.counters.ignored_stale,
       p.counters.quarantined, p.partitions.empty() ? 0 : p.partitions[0].next_offset);
-  return 0;
-}
-
-int RunStateGet(const Config& config, const StateGetArgs& args) {
-  absl::StatusOr<Pubkey> account = Pubkey::FromBase58(args.account);
-  if (!account.ok()) return Fail(account.status());
-  auto store = OpenState(config, config.StateDir());
-  if (!store.ok()) return Fail(store.status());
-  absl::StatusOr<std::optional<AccountState>> state =
-      args.at_slot ? (*store)->GetAccountAt(*account, *args.at_slot)
-                   : (*store)->GetAccount(*account);
-  if (!state.ok()) return Fail(state.status());
-  PrintAccount(*account, *state);
-  return 0;
-}
-
-int RunAudit(const Config& config, const std::string& account_text) {
-  absl::StatusOr<Pubkey> account = Pubkey::FromBase58(account_text);
-  if (!account.ok()) return Fail(account.status());
-  auto store = OpenState(config, config.StateDir());
-  if (!store.ok()) return Fail(store.status());
-  auto history = (*store)->History(*account);
-  if (!history.ok()) return Fail(history.status());
-  std::cout << absl::StrFormat("%-10s %-8s %-12s %-44s %s\n", "slot", "seq", "kind", "validator",
-                               "signature");
-  for (const HistoryEntry& entry : *history) {
-    const auto* d = std::get_if<DelegatedEvent>(&entry.event);
-    const auto* u = std::get_if<UndelegatedEvent>(&entry.event);
-    const std::string kind =
-        std::string(KindName(KindOf(entry.event))) + (entry.ignored ? "(stale)" : "");
-    std::cout << absl::StrFormat("%-10d %-8d %-12s %-44s %s\n", entry.slot, entry.seq, kind,
-                                 d ? d->validator.ToBase58() : "-",
-                                 d ? d->signature.ToBase58() : u->signature.ToBase58());
-  }
   return 0;
 }
 

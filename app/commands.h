@@ -25,14 +25,6 @@ int RunLogDump(const Config& config, const LogDumpArgs& args);
 
 int RunFold(const Config& config);
 
-struct StateGetArgs {
-  std::string account;
-  std::optional<Slot> at_slot;
-};
-int RunStateGet(const Config& config, const StateGetArgs& args);
-
-int RunAudit(const Config& config, const std::string& account);
-
 struct ReplayArgs {
   Slot to_slot = 0;
   std::string out_dir;

@@ -43,6 +43,32 @@ absl::StatusOr<T> ReadBase58(object& obj, std::string_view field, bool required)
   return value;
 }
 
+// An optional signature: base58, or "unknown" (also when left out).
+absl::StatusOr<std::optional<Signature>> ReadSignature(object& obj) {
+  std::string_view text;
+  auto result = obj.find_field_unordered("signature");
+  if (result.error() == simdjson::NO_SUCH_FIELD) return std::optional<Signature>();
+  if (result.get_string().get(text) != simdjson::SUCCESS) {
+    return FieldError("signature", "must be a base58 string or \"unknown\"");
+  }
+  if (text == "unknown") return std::optional<Signature>();
+  absl::StatusOr<Signature> value = Signature::FromBase58(text);
+  if (!value.ok()) return FieldError("signature", std::string(value.status().message()));
+  return std::optional<Signature>(*value);
+}
+
+absl::StatusOr<EventSource> ReadSource(object& obj) {
+  std::string_view text;
+  auto result = obj.find_field_unordered("source");
+  if (result.error() == simdjson::NO_SUCH_FIELD) return EventSource::kUnrecorded;
+  if (result.get_string().get(text) == simdjson::SUCCESS) {
+    for (uint8_t v = 0; v <= kMaxEventSource; ++v) {
+      if (SourceName(static_cast<EventSource>(v)) == text) return static_cast<EventSource>(v);
+    }
+  }
+  return FieldError("source", "must be live, backfill, reconciliation, repair or unrecorded");
+}
+
 }  // namespace
 
 absl::StatusOr<Event> ParseEventJson(std::string_view line) {
@@ -68,14 +94,16 @@ absl::StatusOr<Event> ParseEventJson(std::string_view line) {
     ASSIGN_OR_RETURN(e.slot, ReadU64(obj, "slot", true));
     ASSIGN_OR_RETURN(e.lamports, ReadU64(obj, "lamports", false));
     ASSIGN_OR_RETURN(e.commit_frequency_ms, ReadU64(obj, "commit_frequency_ms", false));
-    ASSIGN_OR_RETURN(e.signature, ReadBase58<Signature>(obj, "signature", false));
+    ASSIGN_OR_RETURN(e.signature, ReadSignature(obj));
+    ASSIGN_OR_RETURN(e.source, ReadSource(obj));
     return e;
   }
   if (kind == "undelegated") {
     UndelegatedEvent e;
     ASSIGN_OR_RETURN(e.account, ReadBase58<Pubkey>(obj, "account", true));
     ASSIGN_OR_RETURN(e.slot, ReadU64(obj, "slot", true));
-    ASSIGN_OR_RETURN(e.signature, ReadBase58<Signature>(obj, "signature", false));
+    ASSIGN_OR_RETURN(e.signature, ReadSignature(obj));
+    ASSIGN_OR_RETURN(e.source, ReadSource(obj));
     return e;
   }
   ASSIGN_OR_RETURN(Slot slot, ReadU64(obj, "slot", true));
@@ -83,22 +111,6 @@ absl::StatusOr<Event> ParseEventJson(std::string_view line) {
   if (kind == "stream_gap") return StreamGapEvent{slot};
   if (kind == "resynced") return ResyncedEvent{slot};
   return FieldError("kind", fmt::format("unknown kind '{}'", kind));
-}
-
-std::string EventToJson(const Event& event) {
-  const std::string_view kind = KindName(KindOf(event));
-  if (const auto* d = std::get_if<DelegatedEvent>(&event)) {
-    return fmt::format(
-        R"({{"kind":"{}","account":"{}","validator":"{}","owner":"{}","slot":{},"lamports":{},)"
-        R"("commit_frequency_ms":{},"signature":"{}"}})",
-        kind, d->account.ToBase58(), d->validator.ToBase58(), d->owner_program.ToBase58(), d->slot,
-        d->lamports, d->commit_frequency_ms, d->signature.ToBase58());
-  }
-  if (const auto* u = std::get_if<UndelegatedEvent>(&event)) {
-    return fmt::format(R"({{"kind":"{}","account":"{}","slot":{},"signature":"{}"}})", kind,
-                       u->account.ToBase58(), u->slot, u->signature.ToBase58());
-  }
-  return fmt::format(R"({{"kind":"{}","slot":{}}})", kind, SlotOf(event));
 }
 
 }  // namespace switchyard

@@ -116,6 +116,7 @@ class ServeProcess {
           fmt::format("{}: {}", config_.source, std::string(router.status().message())));
     }
     router_ = *std::move(router);
+    router_->AttachHistory(store_.get());
     if (serve.registry_enabled) {
       ErRegistryWatcherOptions registry = serve.registry;
       registry.tls.verify = serve.router.upstream.verify_tls;

@@ -14,6 +14,22 @@ const Pubkey* AccountOf(const Event& event) {
   return nullptr;
 }
 
+std::string_view SourceName(EventSource source) {
+  switch (source) {
+    case EventSource::kUnrecorded:
+      return "unrecorded";
+    case EventSource::kLive:
+      return "live";
+    case EventSource::kBackfill:
+      return "backfill";
+    case EventSource::kReconciliation:
+      return "reconciliation";
+    case EventSource::kRepair:
+      return "repair";
+  }
+  return "unrecorded";
+}
+
 std::string_view KindName(EventKind kind) {
   switch (kind) {
     case EventKind::kDelegated:

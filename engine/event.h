@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <variant>
 
@@ -19,8 +20,24 @@ enum class EventKind : uint8_t {
   kResynced = 5,
 };
 
+// How the watcher learned of an account event (docs/architecture.md §5). The numeric values
+// are part of the on-log format.
+enum class EventSource : uint8_t {
+  kUnrecorded = 0,      // a record of format version 1, which did not say
+  kLive = 1,            // the stream: a program notification or a transaction in the logs
+  kBackfill = 2,        // the first reading of the program's accounts of a fresh watcher
+  kReconciliation = 3,  // a periodic comparison of the program's accounts with the state
+  kRepair = 4,          // the reading of the program's accounts after a lost stream
+};
+inline constexpr uint8_t kMaxEventSource = 4;
+
+// "unrecorded", "live", "backfill", "reconciliation", "repair".
+std::string_view SourceName(EventSource source);
+
 // `account` was delegated to the ER whose validator identity is `validator`. `slot` is the
-// delegation slot; it orders the account's events.
+// delegation slot; it orders the account's events. `signature` is the transaction that
+// delegated it; nullopt when none could be found (the base layer's history was pruned, or a
+// record of format version 1 carried none).
 struct DelegatedEvent {
   Pubkey account;
   Pubkey validator;
@@ -28,16 +45,19 @@ struct DelegatedEvent {
   Slot slot = 0;
   uint64_t lamports = 0;
   uint64_t commit_frequency_ms = 0;
-  Signature signature;
+  std::optional<Signature> signature;
+  EventSource source = EventSource::kLive;
 
   friend bool operator==(const DelegatedEvent&, const DelegatedEvent&) = default;
 };
 
-// `account` returned to the base layer at `slot`.
+// `account` returned to the base layer at `slot`, by the transaction `signature` (nullopt:
+// found missing by reading the program's accounts, not seen in a transaction).
 struct UndelegatedEvent {
   Pubkey account;
   Slot slot = 0;
-  Signature signature;
+  std::optional<Signature> signature;
+  EventSource source = EventSource::kLive;
 
   friend bool operator==(const UndelegatedEvent&, const UndelegatedEvent&) = default;
 };

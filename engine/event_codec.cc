@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/endian.h"
+#include "common/status.h"
 
 namespace switchyard {
 namespace {
@@ -12,12 +13,17 @@ namespace {
 constexpr size_t kHeaderSize = 2;
 constexpr size_t kCrcSize = 4;
 
-constexpr size_t PayloadSize(EventKind kind) {
+constexpr size_t kV1 = 1;
+// Flags and source, after the signature of an account event (version 2).
+constexpr size_t kTrailerSize = 2;
+
+constexpr size_t PayloadSize(EventKind kind, uint8_t version = kEventFormatVersion) {
+  const size_t trailer = version == kV1 ? 0 : kTrailerSize;
   switch (kind) {
     case EventKind::kDelegated:
-      return 32 * 3 + 8 * 3 + 64;
+      return 32 * 3 + 8 * 3 + 64 + trailer;
     case EventKind::kUndelegated:
-      return 32 + 8 + 64;
+      return 32 + 8 + 64 + trailer;
     case EventKind::kSlotSealed:
     case EventKind::kStreamGap:
     case EventKind::kResynced:
@@ -45,10 +51,45 @@ class FieldReader {
     p_ += 8;
     return v;
   }
+  uint8_t U8() { return *p_++; }
 
  private:
   const uint8_t* p_;
 };
+
+void AppendSignatureAndTrailer(std::string* out, const std::optional<Signature>& signature,
+                               EventSource source) {
+  if (signature) {
+    AppendBytes(out, signature->data(), Signature::kSize);
+  } else {
+    out->append(Signature::kSize, '\0');
+  }
+  out->push_back(static_cast<char>(signature ? 0 : kEventFlagSignatureUnknown));
+  out->push_back(static_cast<char>(source));
+}
+
+// Reads the signature, and in version 2 the flags and the source, of an account event.
+absl::Status ReadSignatureAndTrailer(FieldReader& r, uint8_t version,
+                                     std::optional<Signature>* signature, EventSource* source) {
+  const Signature bytes = r.Bytes<Signature::kSize>();
+  if (version == kV1) {
+    // Version 1 wrote a zero signature for an event read from the program's accounts.
+    if (!bytes.IsZero()) *signature = bytes;
+    *source = EventSource::kUnrecorded;
+    return absl::OkStatus();
+  }
+  const uint8_t flags = r.U8();
+  const uint8_t raw_source = r.U8();
+  if ((flags & ~kEventFlagSignatureUnknown) != 0) {
+    return absl::DataLossError(absl::StrCat("unknown event flags ", flags));
+  }
+  if (raw_source > kMaxEventSource) {
+    return absl::DataLossError(absl::StrCat("unknown event source ", raw_source));
+  }
+  if ((flags & kEventFlagSignatureUnknown) == 0) *signature = bytes;
+  *source = static_cast<EventSource>(raw_source);
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -74,11 +115,11 @@ void EncodeEvent(const Event& event, std::string* out) {
           AppendU64LE(out, e.slot);
           AppendU64LE(out, e.lamports);
           AppendU64LE(out, e.commit_frequency_ms);
-          AppendBytes(out, e.signature.data(), 64);
+          AppendSignatureAndTrailer(out, e.signature, e.source);
         } else if constexpr (std::is_same_v<T, UndelegatedEvent>) {
           AppendBytes(out, e.account.data(), 32);
           AppendU64LE(out, e.slot);
-          AppendBytes(out, e.signature.data(), 64);
+          AppendSignatureAndTrailer(out, e.signature, e.source);
         } else {
           AppendU64LE(out, e.slot);
         }
@@ -98,7 +139,8 @@ absl::StatusOr<Event> DecodeEvent(std::string_view record) {
     return absl::DataLossError(absl::StrCat("event record too short: ", record.size(), " bytes"));
   }
   const auto* bytes = AsBytes(record.data());
-  if (bytes[0] != kEventFormatVersion) {
+  const uint8_t version = bytes[0];
+  if (version != kEventFormatVersion && version != kV1) {
     return absl::DataLossError(absl::StrCat("unknown event format version ", bytes[0],
                                             " (this build reads version ", kEventFormatVersion,
                                             ")"));
@@ -115,10 +157,10 @@ absl::StatusOr<Event> DecodeEvent(std::string_view record) {
     return absl::DataLossError(absl::StrCat("unknown event kind ", raw_kind));
   }
   const auto kind = static_cast<EventKind>(raw_kind);
-  if (body - kHeaderSize != PayloadSize(kind)) {
-    return absl::DataLossError(absl::StrCat("event record of kind ", std::string(KindName(kind)),
-                                            " has ", body - kHeaderSize,
-                                            " payload bytes, expected ", PayloadSize(kind)));
+  if (body - kHeaderSize != PayloadSize(kind, version)) {
+    return absl::DataLossError(absl::StrCat(
+        "event record of kind ", std::string(KindName(kind)), " (version ", version, ") has ",
+        body - kHeaderSize, " payload bytes, expected ", PayloadSize(kind, version)));
   }
   FieldReader r(bytes + kHeaderSize);
   switch (kind) {
@@ -130,14 +172,14 @@ absl::StatusOr<Event> DecodeEvent(std::string_view record) {
       e.slot = r.U64();
       e.lamports = r.U64();
       e.commit_frequency_ms = r.U64();
-      e.signature = r.Bytes<64>();
+      RETURN_IF_ERROR(ReadSignatureAndTrailer(r, version, &e.signature, &e.source));
       return e;
     }
     case EventKind::kUndelegated: {
       UndelegatedEvent e;
       e.account = r.Bytes<32>();
       e.slot = r.U64();
-      e.signature = r.Bytes<64>();
+      RETURN_IF_ERROR(ReadSignatureAndTrailer(r, version, &e.signature, &e.source));
       return e;
     }
     case EventKind::kSlotSealed:

@@ -16,12 +16,19 @@ std::optional<Slot> FoldPosition::LimboSince() const {
 }
 
 std::optional<AccountState> AccountStateAt(const std::vector<HistoryEntry>& history, Slot slot) {
-  std::optional<AccountState> state;
+  return AccountStateWithCauseAt(history, slot).state;
+}
+
+AccountStateAtSlot AccountStateWithCauseAt(const std::vector<HistoryEntry>& history, Slot slot) {
+  AccountStateAtSlot out;
+  const HistoryEntry* cause = nullptr;
   for (const auto& entry : history) {
     if (entry.ignored || entry.slot > slot) continue;
-    state = ApplyAccountEvent(state ? &*state : nullptr, entry.event).next;
+    out.state = ApplyAccountEvent(out.state ? &*out.state : nullptr, entry.event).next;
+    cause = &entry;
   }
-  return state;
+  if (cause != nullptr) out.cause = *cause;
+  return out;
 }
 
 Fold::Fold(FoldOptions options, LoadedState state, int32_t partition_count)

@@ -93,12 +93,26 @@ struct LoadedState {
   FoldPosition position;
 };
 
+// Read access to the history of the folded state, for audits: the router's history methods
+// and the command line. Implementations are thread-safe; every call may block on the disk, so
+// no I/O thread calls it.
+class HistoryReader {
+ public:
+  virtual ~HistoryReader() = default;
+
+  // Every row of the account, in (slot, seq) order.
+  virtual absl::StatusOr<std::vector<HistoryEntry>> History(const Pubkey& account) = 0;
+  // The account's rows with from_slot <= slot <= to_slot, in (slot, seq) order, at most
+  // `limit` of them (the first ones).
+  virtual absl::StatusOr<std::vector<HistoryEntry>> HistoryBetween(const Pubkey& account,
+                                                                   Slot from_slot, Slot to_slot,
+                                                                   size_t limit) = 0;
+};
+
 // The persistent delegation state. Implemented by storage/ (RocksDbStateStore). Called from
 // the fold's thread for writes; reads may come from any thread.
-class StateStore {
+class StateStore : public HistoryReader {
  public:
-  virtual ~StateStore() = default;
-
   virtual absl::StatusOr<LoadedState> Load() = 0;
   // Writes a batch atomically and durably: all of it or none of it.
   virtual absl::Status Commit(const FoldBatch& batch) = 0;
@@ -109,7 +123,6 @@ class StateStore {
   // The account as of the end of `slot`, rebuilt from its history.
   virtual absl::StatusOr<std::optional<AccountState>> GetAccountAt(const Pubkey& account,
                                                                    Slot slot) = 0;
-  virtual absl::StatusOr<std::vector<HistoryEntry>> History(const Pubkey& account) = 0;
   // The digest recorded when the applied slot reached `slot`, if it stopped there.
   virtual absl::StatusOr<std::optional<StateDigest>> SealedDigest(Slot slot) = 0;
   virtual absl::StatusOr<std::vector<std::pair<Slot, StateDigest>>> SealedDigests() = 0;
@@ -118,5 +131,14 @@ class StateStore {
 
 // The account's state after every non-ignored history entry at or below `slot`.
 std::optional<AccountState> AccountStateAt(const std::vector<HistoryEntry>& history, Slot slot);
+
+// The same, with the last non-ignored row at or below `slot`: the event that made the state
+// what it is then (for a delegation, the Delegated event and so its transaction). Both empty
+// for an account with no such row.
+struct AccountStateAtSlot {
+  std::optional<AccountState> state;
+  std::optional<HistoryEntry> cause;
+};
+AccountStateAtSlot AccountStateWithCauseAt(const std::vector<HistoryEntry>& history, Slot slot);
 
 }  // namespace switchyard

@@ -145,15 +145,66 @@ std::vector<DelegatedEvent> DelegationsOf(const ProgramAccountsSnapshot& snapsho
       if (counters != nullptr) ++counters->records_malformed;
       continue;
     }
-    out.push_back(DelegatedEventOf(account.pubkey, *record));
+    out.push_back(DelegatedEventOf(account.pubkey, *record, std::nullopt, EventSource::kBackfill));
   }
   std::sort(out.begin(), out.end(),
             [](const DelegatedEvent& a, const DelegatedEvent& b) { return a.account < b.account; });
   return out;
 }
 
+absl::StatusOr<std::vector<AddressSignature>> ParseSignaturesResponse(std::string_view body) {
+  auto malformed = [](std::string_view what) {
+    return absl::InvalidArgumentError(fmt::format("getSignaturesForAddress response: {}", what));
+  };
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(body);
+  simdjson::ondemand::document doc;
+  simdjson::ondemand::object root;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(root) != simdjson::SUCCESS) {
+    return malformed("not a JSON object");
+  }
+  simdjson::ondemand::array result;
+  if (root.find_field_unordered("result").get_array().get(result) != simdjson::SUCCESS) {
+    simdjson::ondemand::object error;
+    if (root.find_field_unordered("error").get_object().get(error) == simdjson::SUCCESS) {
+      return absl::UnavailableError(
+          fmt::format("getSignaturesForAddress failed: {}", body.substr(0, 300)));
+    }
+    return malformed("no 'result' array");
+  }
+  std::vector<AddressSignature> out;
+  for (auto element : result) {
+    simdjson::ondemand::object entry;
+    if (element.get_object().get(entry) != simdjson::SUCCESS) return malformed("entry not object");
+    AddressSignature signature;
+    auto text = ReadKey<Signature>(entry, "signature");
+    if (!text.ok()) return text.status();
+    signature.signature = *text;
+    if (entry.find_field_unordered("slot").get_uint64().get(signature.slot) != simdjson::SUCCESS) {
+      return malformed("'slot' is not an unsigned integer");
+    }
+    simdjson::ondemand::value err;
+    if (entry.find_field_unordered("err").get(err) != simdjson::SUCCESS) {
+      return malformed("entry without 'err'");
+    }
+    signature.failed = !err.is_null();
+    out.push_back(signature);
+  }
+  return out;
+}
+
+std::vector<Signature> DelegateCandidates(const std::vector<AddressSignature>& signatures,
+                                          Slot delegation_slot) {
+  std::vector<Signature> out;
+  for (const AddressSignature& s : signatures) {
+    if (s.slot == delegation_slot && !s.failed) out.push_back(s.signature);
+  }
+  return out;
+}
+
 DelegatedEvent DelegatedEventOf(const Pubkey& account, const DelegationRecord& record,
-                                const Signature& signature) {
+                                std::optional<Signature> signature, EventSource source) {
   DelegatedEvent event;
   event.account = account;
   event.validator = record.authority;
@@ -162,11 +213,13 @@ DelegatedEvent DelegatedEventOf(const Pubkey& account, const DelegationRecord& r
   event.lamports = record.lamports;
   event.commit_frequency_ms = record.commit_frequency_ms;
   event.signature = signature;
+  event.source = source;
   return event;
 }
 
 std::vector<Event> Reconcile(const std::map<Pubkey, AccountState>& state,
-                             const std::vector<DelegatedEvent>& chain, Slot slot) {
+                             const std::vector<DelegatedEvent>& chain, Slot slot,
+                             EventSource source) {
   std::map<Pubkey, const DelegatedEvent*> on_chain;
   for (const DelegatedEvent& d : chain) on_chain.emplace(d.account, &d);
   std::vector<Event> out;
@@ -178,10 +231,14 @@ std::vector<Event> Reconcile(const std::map<Pubkey, AccountState>& state,
     const bool take_chain = state_it == state.end() ||
                             (chain_it != on_chain.end() && chain_it->first < state_it->first);
     if (take_state) {
-      if (state_it->second.delegated) out.emplace_back(UndelegatedEvent{state_it->first, slot, {}});
+      if (state_it->second.delegated) {
+        out.emplace_back(UndelegatedEvent{state_it->first, slot, std::nullopt, source});
+      }
       ++state_it;
     } else if (take_chain) {
-      out.emplace_back(*chain_it->second);
+      DelegatedEvent d = *chain_it->second;
+      d.source = source;
+      out.emplace_back(d);
       ++chain_it;
     } else {
       const AccountState& known = state_it->second;
@@ -190,7 +247,11 @@ std::vector<Event> Reconcile(const std::map<Pubkey, AccountState>& state,
                         known.owner_program == d.owner_program && known.delegation_slot == d.slot &&
                         known.lamports == d.lamports &&
                         known.commit_frequency_ms == d.commit_frequency_ms;
-      if (!same) out.emplace_back(d);
+      if (!same) {
+        DelegatedEvent corrected = d;
+        corrected.source = source;
+        out.emplace_back(corrected);
+      }
       ++state_it;
       ++chain_it;
     }

@@ -113,6 +113,15 @@ WatcherMetrics::WatcherMetrics(MetricsRegistry& r)
       failovers_lag(r.AddCounter("switchyard_ingest_failovers_total",
                                  "Moves to another base-layer endpoint, by reason",
                                  {{"reason", "lag"}})),
+      signature_lookups_found(r.AddCounter(
+          "switchyard_ingest_signature_lookups_total",
+          "getSignaturesForAddress of delegation records, by outcome", {{"outcome", "found"}})),
+      signature_lookups_unknown(r.AddCounter(
+          "switchyard_ingest_signature_lookups_total",
+          "getSignaturesForAddress of delegation records, by outcome", {{"outcome", "unknown"}})),
+      signature_lookups_failed(r.AddCounter(
+          "switchyard_ingest_signature_lookups_total",
+          "getSignaturesForAddress of delegation records, by outcome", {{"outcome", "failed"}})),
       registry_(r) {}
 
 Gauge& WatcherMetrics::ProbedSlot(size_t index) {
@@ -135,6 +144,7 @@ BaseLayerWatcher::BaseLayerWatcher(WatcherOptions options, EventLogWriter* log,
       metrics_(metrics),
       policy_{options_.max_lag_slots, std::max(options_.stall_probe_rounds, 1)},
       view_(std::move(initial_view)),
+      after_gap_(options_.resume_after_slot > 0),
       jitter_(options_.jitter_seed != 0 ? options_.jitter_seed
                                         : static_cast<uint64_t>(absl::ToUnixNanos(clock->Now()))) {}
 
@@ -255,6 +265,8 @@ void BaseLayerWatcher::Run() {
   while (!stopping_) {
     session_healthy_since_.reset();
     const absl::Status ended = Session();
+    awaiting_signature_.clear();  // the next backfill reads them again
+    after_gap_ = true;
     if (stopping_) break;
     // A session that ran well for a while resets the backoff: an idle base layer that drops
     // a connection now and then must not push every reconnect towards reconnect_max.
@@ -420,12 +432,21 @@ absl::Status BaseLayerWatcher::Resync(bool periodic) {
     CountMalformed("delegation record",
                    fmt::format("{} records of the wrong shape", counters.records_malformed));
   }
-  const std::vector<Event> corrections =
-      switchyard::Reconcile(view_, chain, snapshot->context_slot);
+  const EventSource source = periodic     ? EventSource::kReconciliation
+                             : after_gap_ ? EventSource::kRepair
+                                          : EventSource::kBackfill;
+  std::vector<Event> corrections =
+      switchyard::Reconcile(view_, chain, snapshot->context_slot, source);
   if (periodic && !corrections.empty()) {
     spdlog::warn("reconciliation at slot {} found {} differences with the base layer",
                  snapshot->context_slot, corrections.size());
     if (metrics_ != nullptr) metrics_->corrections.Increment(corrections.size());
+  }
+  for (Event& correction : corrections) {
+    auto* d = std::get_if<DelegatedEvent>(&correction);
+    if (d == nullptr || !Changes(correction)) continue;
+    awaiting_signature_.erase(d->account);
+    d->signature = FindDelegateSignature(*d);
   }
   RETURN_IF_ERROR(Write(corrections));
   RETURN_IF_ERROR(Seal(snapshot->context_slot));
@@ -519,7 +540,101 @@ absl::Status BaseLayerWatcher::HandleProgramAccount(const Pubkey& pubkey, std::s
     record = it->second;
     account = pubkey;
   }
-  return Write({DelegatedEventOf(account, *record)});
+  // The Delegate transaction in the logs normally follows at once and carries the signature;
+  // until the next seal, the delegation waits for it.
+  DelegatedEvent event = DelegatedEventOf(account, *record, std::nullopt, EventSource::kLive);
+  if (Changes(event)) {
+    awaiting_signature_[account] = event;
+  } else {
+    awaiting_signature_.erase(account);
+  }
+  return absl::OkStatus();
+}
+
+bool BaseLayerWatcher::Changes(const Event& event) const {
+  const Pubkey* account = AccountOf(event);
+  if (account == nullptr) return false;
+  const AccountState* current = Known(*account);
+  const ApplyResult result = ApplyAccountEvent(current, event);
+  if (result.outcome == ApplyOutcome::kIgnoredStale) return false;
+  return current == nullptr || current->delegated != result.next.delegated ||
+         (result.next.delegated &&
+          (current->validator != result.next.validator ||
+           current->owner_program != result.next.owner_program ||
+           current->delegation_slot != result.next.delegation_slot ||
+           current->lamports != result.next.lamports ||
+           current->commit_frequency_ms != result.next.commit_frequency_ms));
+}
+
+std::optional<Signature> BaseLayerWatcher::FindDelegateSignature(const DelegatedEvent& event) {
+  constexpr int kMaxPages = 10;
+  constexpr size_t kPage = 1000;
+  const std::string pda = DelegationRecordPda(event.account).ToBase58();
+  std::optional<Signature> before;
+  std::vector<Signature> candidates;
+  for (int page = 0; page < kMaxPages && candidates.empty(); ++page) {
+    const std::string params =
+        fmt::format(R"(["{}",{{"limit":{},"commitment":"confirmed"{}}}])", pda, kPage,
+                    before ? fmt::format(R"(,"before":"{}")", before->ToBase58()) : "");
+    // One attempt: a lookup that fails leaves the signature unknown; it never ends the
+    // session, whose stream matters more.
+    absl::StatusOr<std::string> body =
+        rpc_->Call("getSignaturesForAddress", params, options_.request_timeout);
+    absl::StatusOr<std::vector<AddressSignature>> listed =
+        body.ok() ? ParseSignaturesResponse(*body) : body.status();
+    if (!listed.ok()) {
+      if (metrics_ != nullptr) metrics_->signature_lookups_failed.Increment();
+      spdlog::debug("getSignaturesForAddress of {} failed: {}", pda,
+                    std::string(listed.status().message()));
+      return std::nullopt;
+    }
+    candidates = DelegateCandidates(*listed, event.slot);
+    // Newest first: once past the delegation slot, or at the end, nothing older can be it.
+    if (listed->size() < kPage || listed->back().slot < event.slot) break;
+    before = listed->back().signature;
+  }
+  if (candidates.empty()) {
+    if (metrics_ != nullptr) metrics_->signature_lookups_unknown.Increment();
+    return std::nullopt;
+  }
+  if (candidates.size() > 1) {
+    // Several transactions of that slot touched the record: the one with the Delegate of this
+    // account created it.
+    for (const Signature& candidate : candidates) {
+      absl::StatusOr<std::string> body = rpc_->Call(
+          "getTransaction",
+          fmt::format(R"(["{}",{{"encoding":"base64","maxSupportedTransactionVersion":0,)"
+                      R"("commitment":"confirmed"}}])",
+                      candidate.ToBase58()),
+          options_.request_timeout);
+      if (!body.ok()) continue;
+      absl::StatusOr<TransactionDelegations> tx = ParseTransactionResponse(*body);
+      if (!tx.ok() || tx->failed) continue;
+      for (const DelegationInstruction& ix : tx->instructions) {
+        if (ix.kind != DelegationInstructionKind::kUndelegate &&
+            ix.delegated_account == event.account) {
+          if (metrics_ != nullptr) metrics_->signature_lookups_found.Increment();
+          return candidate;
+        }
+      }
+    }
+    if (metrics_ != nullptr) metrics_->signature_lookups_unknown.Increment();
+    return std::nullopt;
+  }
+  if (metrics_ != nullptr) metrics_->signature_lookups_found.Increment();
+  return candidates.front();
+}
+
+absl::Status BaseLayerWatcher::ResolveAwaitingSignatures() {
+  std::map<Pubkey, DelegatedEvent> awaiting;
+  awaiting.swap(awaiting_signature_);
+  std::vector<Event> events;
+  for (auto& [account, event] : awaiting) {
+    if (!Changes(event)) continue;
+    event.signature = FindDelegateSignature(event);
+    events.emplace_back(std::move(event));
+  }
+  return Write(events);
 }
 
 absl::Status BaseLayerWatcher::HandleLogs(const std::string& signature) {
@@ -548,19 +663,32 @@ absl::Status BaseLayerWatcher::HandleLogs(const std::string& signature) {
   std::vector<Event> events;
   for (const DelegationInstruction& ix : tx->instructions) {
     if (ix.kind == DelegationInstructionKind::kUndelegate) {
-      events.emplace_back(UndelegatedEvent{ix.delegated_account, tx->slot, tx->signature});
+      events.emplace_back(
+          UndelegatedEvent{ix.delegated_account, tx->slot, tx->signature, EventSource::kLive});
       continue;
     }
     // A Delegate: the record holds what the event needs, if it is still this delegation's.
+    // It is paired by its PDA with the record a program notification brought, else read.
     // A record gone (undelegated since) or newer (delegated again since) is not; the
     // transaction then says what the record held, so that the slots before the later change
     // are right too.
-    ASSIGN_OR_RETURN(
-        std::string body,
-        CallBase("getAccountInfo",
-                 fmt::format(R"(["{}",{{"encoding":"base64","commitment":"confirmed"}}])",
-                             DelegationRecordPda(ix.delegated_account).ToBase58())));
-    std::optional<DelegationRecord> record = RecordInAccountInfo(body);
+    const Pubkey pda = DelegationRecordPda(ix.delegated_account);
+    std::optional<DelegationRecord> record;
+    if (auto known = records_by_pda_.find(pda);
+        known != records_by_pda_.end() && known->second.delegation_slot == tx->slot) {
+      record = known->second;
+    } else {
+      ASSIGN_OR_RETURN(
+          std::string body,
+          CallBase("getAccountInfo",
+                   fmt::format(R"(["{}",{{"encoding":"base64","commitment":"confirmed"}}])",
+                               pda.ToBase58())));
+      record = RecordInAccountInfo(body);
+    }
+    if (auto waiting = awaiting_signature_.find(ix.delegated_account);
+        waiting != awaiting_signature_.end() && waiting->second.slot <= tx->slot) {
+      awaiting_signature_.erase(waiting);
+    }
     if (!record || record->delegation_slot != tx->slot) {
       DelegationRecord from_transaction;
       from_transaction.authority = ix.validator.value_or(Pubkey());
@@ -570,12 +698,14 @@ absl::Status BaseLayerWatcher::HandleLogs(const std::string& signature) {
       from_transaction.commit_frequency_ms = ix.commit_frequency_ms;
       record = from_transaction;
     }
-    events.emplace_back(DelegatedEventOf(ix.delegated_account, *record, tx->signature));
+    events.emplace_back(
+        DelegatedEventOf(ix.delegated_account, *record, tx->signature, EventSource::kLive));
   }
   return Write(events);
 }
 
 absl::Status BaseLayerWatcher::Seal(Slot slot) {
+  RETURN_IF_ERROR(ResolveAwaitingSignatures());
   if (slot <= last_sealed_.load()) return Flush({});
   RETURN_IF_ERROR(Flush({SlotSealedEvent{slot}}));
   last_sealed_ = slot;
@@ -594,23 +724,11 @@ const AccountState* BaseLayerWatcher::Known(const Pubkey& account) const {
 
 absl::Status BaseLayerWatcher::Write(const std::vector<Event>& events) {
   for (const Event& event : events) {
-    const Pubkey* account = AccountOf(event);
-    if (account == nullptr) continue;
-    const AccountState* current = Known(*account);
-    const ApplyResult result = ApplyAccountEvent(current, event);
     // Only what changes the delegation: the same delegation seen twice is written once, and
     // nothing the fold would ignore is written at all.
-    if (result.outcome == ApplyOutcome::kIgnoredStale) continue;
-    if (current != nullptr && current->delegated == result.next.delegated &&
-        (!result.next.delegated ||
-         (current->validator == result.next.validator &&
-          current->owner_program == result.next.owner_program &&
-          current->delegation_slot == result.next.delegation_slot &&
-          current->lamports == result.next.lamports &&
-          current->commit_frequency_ms == result.next.commit_frequency_ms))) {
-      continue;
-    }
-    unflushed_view_[*account] = result.next;
+    if (!Changes(event)) continue;
+    const Pubkey& account = *AccountOf(event);
+    unflushed_view_[account] = ApplyAccountEvent(Known(account), event).next;
     for (OutgoingRecord& r : ToLogRecords(event, log_->partition_count())) {
       unflushed_.push_back(std::move(r));
     }

@@ -93,6 +93,11 @@ struct WatcherMetrics {
   Gauge& active_endpoint;  // index in WatcherOptions::endpoints
   Counter& failovers_dead;
   Counter& failovers_lag;
+  // getSignaturesForAddress of a delegation record, by what it told: the Delegate found, no
+  // such transaction in the node's history (pruned), or the read failed.
+  Counter& signature_lookups_found;
+  Counter& signature_lookups_unknown;
+  Counter& signature_lookups_failed;
 
   // The last slot the probes read from endpoint `index` (registered on first use).
   Gauge& ProbedSlot(size_t index);
@@ -160,6 +165,15 @@ class BaseLayerWatcher {
   absl::Status HandleMessage(std::string_view message);
   absl::Status HandleProgramAccount(const Pubkey& pubkey, std::string data);
   absl::Status HandleLogs(const std::string& signature);
+  // The transaction that created the delegation record of `event` (a Delegate at its
+  // delegation slot), from getSignaturesForAddress of the record; nullopt when the node's
+  // history no longer has it or the read failed (counted either way, never an error).
+  std::optional<Signature> FindDelegateSignature(const DelegatedEvent& event);
+  // Writes the delegations read from program notifications that no transaction of the logs
+  // has claimed, each with the signature FindDelegateSignature finds.
+  absl::Status ResolveAwaitingSignatures();
+  // Whether writing `event` would change the view (Write writes only those).
+  bool Changes(const Event& event) const;
   // The delegation record in a getAccountInfo answer; nullopt when there is none (counted
   // as malformed when the account is there but is no record).
   std::optional<DelegationRecord> RecordInAccountInfo(std::string_view body);
@@ -188,6 +202,12 @@ class BaseLayerWatcher {
   uint64_t unflushed_events_ = 0;
   absl::flat_hash_map<Pubkey, DelegationRecord> records_by_pda_;
   absl::flat_hash_map<Pubkey, Pubkey> account_by_pda_;
+  // Delegations paired from program notifications, waiting for the Delegate of the logs that
+  // carries their signature; resolved at the next seal.
+  std::map<Pubkey, DelegatedEvent> awaiting_signature_;
+  // Whether a stream was lost since this watcher started (or before, on a restart): the next
+  // backfill repairs, rather than starts, the log.
+  bool after_gap_ = false;
   absl::flat_hash_map<std::string, uint64_t> malformed_kinds_;
   absl::Duration next_reconcile_;
   // When the current session finished its backfill (unset before).

@@ -521,18 +521,20 @@ void Bank::AddHistory(TxRecordRef record) {
   }
   history_order_.push_back(record->id);
   history_.emplace(record->id, std::move(record));
-  while (history_order_.size() > options_.max_transaction_history) {
-    auto it = history_.find(history_order_.front());
-    history_order_.pop_front();
-    if (it == history_.end()) continue;
-    const TxRecordRef old = it->second;
-    history_.erase(it);
-    for (size_t i = 0; i < old->message.key_count(); ++i) {
-      auto a = by_address_.find(old->message.key(i));
-      if (a == by_address_.end()) continue;
-      if (!a->second.empty() && a->second.front() == old) a->second.pop_front();
-      if (a->second.empty()) by_address_.erase(a);
-    }
+  while (history_order_.size() > options_.max_transaction_history) ForgetOldestTransaction();
+}
+
+void Bank::ForgetOldestTransaction() {
+  auto it = history_.find(history_order_.front());
+  history_order_.pop_front();
+  if (it == history_.end()) return;
+  const TxRecordRef old = it->second;
+  history_.erase(it);
+  for (size_t i = 0; i < old->message.key_count(); ++i) {
+    auto a = by_address_.find(old->message.key(i));
+    if (a == by_address_.end()) continue;
+    if (!a->second.empty() && a->second.front() == old) a->second.pop_front();
+    if (a->second.empty()) by_address_.erase(a);
   }
 }
 
@@ -612,6 +614,13 @@ SlotEffects Bank::AdvanceSlot() {
            recent_blockhashes_.at(recent_order_.front()) + options_.blockhash_validity < height) {
       recent_blockhashes_.erase(recent_order_.front());
       recent_order_.pop_front();
+    }
+    if (const uint64_t keep = options_.max_transaction_history_slots; keep > 0) {
+      while (!history_order_.empty()) {
+        auto oldest = history_.find(history_order_.front());
+        if (oldest != history_.end() && oldest->second->slot + keep > next) break;
+        ForgetOldestTransaction();
+      }
     }
     EndBlock(effects, height, now, &changed);
     slot_.store(next, std::memory_order_release);

@@ -35,6 +35,10 @@ struct BankOptions {
   uint64_t fee_lamports_per_signature = 5000;
   size_t max_pending_transactions = 100000;
   size_t max_transaction_history = 1000000;
+  // Transactions older than this many slots are forgotten (getTransaction, getSignatureStatuses
+  // and getSignaturesForAddress no longer know them), as a node with a pruned ledger; 0: kept
+  // while max_transaction_history allows.
+  uint64_t max_transaction_history_slots = 0;
   // getBlock answers for this many recent slots.
   size_t max_block_history = 100000;
   // ER mode: only accounts marked delegated (MarkDelegated) may be written or pay fees.
@@ -129,6 +133,8 @@ class Bank {
   bool ExecuteInstruction(const TxMessage& tx, size_t index, Slot slot, Overlay* overlay,
                           ExecOutcome* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void AddHistory(TxRecordRef record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the oldest transaction of the history.
+  void ForgetOldestTransaction() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool BlockhashValidAt(const Hash& blockhash, uint64_t height) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Closes a slot (after its blockhash is set): the Clock sysvar, the block record.

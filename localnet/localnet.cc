@@ -19,6 +19,7 @@ Localnet::Localnet(LocalnetOptions options, const Clock* clock)
   bank_options.fee_lamports_per_signature = options_.fee_lamports_per_signature;
   bank_options.max_pending_transactions = options_.max_pending_transactions;
   bank_options.max_transaction_history = options_.max_transaction_history;
+  bank_options.max_transaction_history_slots = options_.max_transaction_history_slots;
   bank_options.er_mode = options_.er_mode;
   bank_options.blockhash_validity = options_.blockhash_validity_blocks;
   // Each chain has blockhashes of its own: an ER's are unknown to the base and the reverse.

@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
                  "ER identity for the scenario (repeatable; overrides --scenario-er-count)");
   app.add_option("--scenario-stop-slot", options.scenario.stop_slot,
                  "The scenario sends no more transactions from this slot on");
+  app.add_option("--scenario-start-slot", options.scenario.start_slot,
+                 "The scenario sends no transactions before this slot");
   app.add_option("--ground-truth", options.scenario.ground_truth_path,
                  "Write the true delegated set per slot (JSON lines, on change) to this file");
   app.add_option("--drop-websockets-at-slot", options.faults.drop_websockets_at_slot,
@@ -104,6 +106,10 @@ int main(int argc, char** argv) {
   app.add_option("--fault-delay-ms", fault_delay_ms, "Fault: the delay of a delayed answer");
   app.add_option("--slot-lag", options.faults.slot_lag,
                  "Fault: HTTP answers report slots (getSlot, context slots) this far behind");
+  app.add_option("--transaction-history-slots", options.max_transaction_history_slots,
+                 "Forget transactions older than this many slots, as a node with a pruned "
+                 "ledger (getTransaction, getSignaturesForAddress; 0: never)")
+      ->capture_default_str();
   app.add_option("--gzip-min-bytes", options.gzip_min_bytes,
                  "Answers of at least this many bytes are gzipped for clients that accept it "
                  "(0: never)")

@@ -25,7 +25,8 @@ struct ScenarioOptions {
   uint32_t identity_count = 3;
   // When set, the delegated set is appended to this file at every slot where it changed.
   std::string ground_truth_path;
-  uint64_t stop_slot = 0;  // no new transactions from this slot on; 0: never stop
+  uint64_t start_slot = 0;  // no transactions before this slot
+  uint64_t stop_slot = 0;   // no new transactions from this slot on; 0: never stop
 };
 
 // Faults for the tests of clients (ingest, the router's upstreams). Every draw is made from
@@ -71,6 +72,9 @@ struct LocalnetOptions {
   // Bounds.
   size_t max_pending_transactions = 100000;
   size_t max_transaction_history = 1000000;
+  // Transactions older than this many slots are forgotten, as by a node whose ledger was
+  // pruned; 0: never by age.
+  uint64_t max_transaction_history_slots = 0;
   size_t max_body_bytes = 1 << 20;
   size_t max_ws_queue = 65536;
   // A JSON-RPC answer of at least this many bytes is gzip-compressed (level 1) for a request

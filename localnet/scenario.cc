@@ -80,6 +80,7 @@ Signature ScenarioDriver::NextSignature() {
 void ScenarioDriver::BeforeSlot() {
   if (accounts_.empty()) return;
   if (options_.stop_slot != 0 && bank_->slot() >= options_.stop_slot) return;
+  if (bank_->slot() < options_.start_slot) return;
   const int delegates = Draw(options_.delegate_rate);
   const int undelegates = Draw(options_.undelegate_rate);
   for (int i = 0; i < delegates; ++i) {
@@ -112,6 +113,7 @@ void ScenarioDriver::SubmitDelegate(const Pubkey& account, const Pubkey& identit
   PdaCache& pdas = bank_->pdas();
   TxMessage tx;
   tx.signatures = {NextSignature()};
+  submitted_delegates_[tx.signatures[0]] = account;
   tx.num_required_signatures = 1;
   tx.num_readonly_unsigned = 3;
   tx.static_keys = {payer_,
@@ -177,6 +179,14 @@ const std::string& ScenarioDriver::Name(const Pubkey& key) {
 
 void ScenarioDriver::AfterSlot(const SlotEffects& effects) {
   PdaCache& pdas = bank_->pdas();
+  // The Delegate transactions of this slot that succeeded: the signature of each delegation.
+  absl::flat_hash_map<Pubkey, Signature> delegated_by;
+  for (const TxRecordRef& tx : effects.transactions) {
+    auto submitted = submitted_delegates_.find(tx->id);
+    if (submitted == submitted_delegates_.end()) continue;
+    if (tx->err_json == "null") delegated_by[submitted->second] = tx->id;
+    submitted_delegates_.erase(submitted);
+  }
   bool changed = false;
   for (const auto& [key, account] : effects.changed) {
     std::optional<Pubkey> authority;
@@ -191,12 +201,17 @@ void ScenarioDriver::AfterSlot(const SlotEffects& effects) {
     }
     auto it = truth_.find(key);
     if (authority.has_value()) {
+      if (auto by = delegated_by.find(key); by != delegated_by.end()) {
+        truth_signatures_[key] = by->second;
+        changed = true;
+      }
       if (it == truth_.end() || it->second != *authority) {
         truth_[key] = *authority;
         changed = true;
       }
     } else if (it != truth_.end()) {
       truth_.erase(it);
+      truth_signatures_.erase(key);
       changed = true;
     }
   }
@@ -210,6 +225,17 @@ void ScenarioDriver::AfterSlot(const SlotEffects& effects) {
     line.append(Name(account));
     line.append("\":\"");
     line.append(Name(authority));
+    line.push_back('"');
+    first = false;
+  }
+  line.append("},\"signatures\":{");
+  first = true;
+  for (const auto& [account, signature] : truth_signatures_) {
+    if (!first) line.push_back(',');
+    line.push_back('"');
+    line.append(Name(account));
+    line.append("\":\"");
+    line.append(signature.ToBase58());
     line.push_back('"');
     first = false;
   }

@@ -34,6 +34,8 @@ class ScenarioDriver {
   const Pubkey& owner_program() const { return owner_program_; }
   // The true delegated set: account -> authority.
   const std::map<Pubkey, Pubkey>& delegated() const { return truth_; }
+  // The Delegate transaction of each delegated account's current delegation.
+  const std::map<Pubkey, Signature>& delegate_signatures() const { return truth_signatures_; }
 
  private:
   Signature NextSignature();
@@ -53,6 +55,9 @@ class ScenarioDriver {
   // What the driver has asked for (including transactions not yet applied).
   absl::flat_hash_map<Pubkey, Pubkey> intended_;
   std::map<Pubkey, Pubkey> truth_;
+  std::map<Pubkey, Signature> truth_signatures_;
+  // The Delegate transactions submitted and not yet seen applied: signature -> account.
+  absl::flat_hash_map<Signature, Pubkey> submitted_delegates_;
   bool truth_written_ = false;
   // Base58 of the keys the ground truth names, computed once.
   absl::flat_hash_map<Pubkey, std::string> names_;

@@ -27,6 +27,7 @@ constexpr auto kMethods = std::to_array<RpcMethod>({
     {"getConfirmedBlocksWithLimit", kBaseOnly},
     {"getConfirmedSignaturesForAddress2", kBaseOnly},
     {"getConfirmedTransaction", kBaseOnly},
+    {"getDelegationHistory", kRouter},
     {"getDelegationStatus", kRouter},
     {"getEpochInfo", kBaseOnly},
     {"getEpochSchedule", kBaseOnly},

@@ -7,6 +7,8 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <limits>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/endian.h"
@@ -24,6 +26,7 @@ constexpr char kStateCf[] = "state";
 constexpr char kHistoryCf[] = "history";
 constexpr char kMetaCf[] = "meta";
 constexpr char kQuarantineCf[] = "quarantine";
+constexpr char kBySlotCf[] = "history_by_slot";
 constexpr char kSchemaKey[] = "schema_version";
 constexpr char kPositionKey[] = "position";
 constexpr char kSealedPrefix[] = "sealed/";
@@ -35,6 +38,13 @@ rocksdb::Slice AsSlice(const Pubkey& key) {
 
 std::string HistoryKey(const Pubkey& account, Slot slot, uint64_t seq) {
   std::string key(reinterpret_cast<const char*>(account.data()), Pubkey::kSize);
+  AppendU64BE(&key, slot);
+  AppendU64BE(&key, seq);
+  return key;
+}
+
+std::string BySlotKey(Slot slot, uint64_t seq) {
+  std::string key;
   AppendU64BE(&key, slot);
   AppendU64BE(&key, seq);
   return key;
@@ -119,6 +129,20 @@ absl::StatusOr<HistoryEntry> DecodeHistoryRow(rocksdb::Slice key, rocksdb::Slice
   return entry;
 }
 
+// A history_by_slot row: slot | seq -> account | flags | record.
+absl::StatusOr<HistoryEntry> DecodeBySlotRow(rocksdb::Slice key, rocksdb::Slice value) {
+  if (key.size() != 16 || value.size() < Pubkey::kSize + 1) {
+    return absl::DataLossError("malformed history_by_slot row");
+  }
+  HistoryEntry entry;
+  entry.slot = LoadU64BE(AsBytes(key.data()));
+  entry.seq = LoadU64BE(AsBytes(key.data() + 8));
+  entry.ignored = (value[Pubkey::kSize] & kHistoryIgnored) != 0;
+  ASSIGN_OR_RETURN(entry.event, DecodeEvent(std::string_view(value.data() + Pubkey::kSize + 1,
+                                                             value.size() - Pubkey::kSize - 1)));
+  return entry;
+}
+
 }  // namespace
 
 RocksDbStateStore::RocksDbStateStore(std::unique_ptr<storage_internal::Database> database,
@@ -129,6 +153,7 @@ RocksDbStateStore::RocksDbStateStore(std::unique_ptr<storage_internal::Database>
       history_cf_(database_->family(2)),
       meta_cf_(database_->family(3)),
       quarantine_cf_(database_->family(4)),
+      by_slot_cf_(database_->family(5)),
       sync_commits_(sync_commits) {}
 
 RocksDbStateStore::~RocksDbStateStore() = default;
@@ -141,6 +166,9 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   table.checksum = rocksdb::kXXH3;
+  // A reader beside the primary opens every table file (max_open_files = -1): their index and
+  // filter blocks go to the bounded cache, so its memory does not grow with the history.
+  table.cache_index_and_filter_blocks = options.secondary;
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   cf_options.compression = rocksdb::kLZ4Compression;
@@ -157,23 +185,39 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
   rocksdb::ColumnFamilyOptions state_options = cf_options;
   state_options.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
 
-  ASSIGN_OR_RETURN(auto database, storage_internal::Database::Open(
-                                      path, "the state store", db_options,
-                                      {{rocksdb::kDefaultColumnFamilyName, cf_options},
-                                       {kStateCf, state_options},
-                                       {kHistoryCf, history_options},
-                                       {kMetaCf, cf_options},
-                                       {kQuarantineCf, cf_options}}));
+  const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, cf_options},
+      {kStateCf, state_options},
+      {kHistoryCf, history_options},
+      {kMetaCf, cf_options},
+      {kQuarantineCf, cf_options},
+      {kBySlotCf, history_options}};
+  std::unique_ptr<storage_internal::Database> database;
+  if (options.secondary) {
+    ASSIGN_OR_RETURN(database,
+                     storage_internal::Database::OpenSecondary(
+                         path, options.secondary_path, "the state store", db_options, families));
+    for (size_t i = 0; i + 1 < families.size(); ++i) {
+      if (database->family(i) == nullptr) {
+        return absl::NotFoundError(
+            absl::StrCat("no state store at ", path, " (no column family ", families[i].name, ")"));
+      }
+    }
+  } else {
+    ASSIGN_OR_RETURN(
+        database, storage_internal::Database::Open(path, "the state store", db_options, families));
+  }
   std::unique_ptr<RocksDbStateStore> store(
       new RocksDbStateStore(std::move(database), options.sync_commits));
-  RETURN_IF_ERROR(store->CheckSchemaVersion(path));
+  RETURN_IF_ERROR(store->CheckSchemaVersion(path, options.secondary));
   return store;
 }
 
-absl::Status RocksDbStateStore::CheckSchemaVersion(const std::string& path) {
+absl::Status RocksDbStateStore::CheckSchemaVersion(const std::string& path, bool secondary) {
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_cf_, kSchemaKey, &value);
   if (s.IsNotFound()) {
+    if (secondary) return absl::OkStatus();  // a store the primary has just created
     std::string encoded;
     AppendU32LE(&encoded, kSchemaVersion);
     rocksdb::WriteOptions write;
@@ -188,7 +232,44 @@ absl::Status RocksDbStateStore::CheckSchemaVersion(const std::string& path) {
         absl::StrCat("the state store at ", path, " has schema version ", stored,
                      ", newer than version ", kSchemaVersion, " that this build reads"));
   }
+  if (stored < 2) {
+    // Schema 1 had no slot index. A secondary cannot write it: its slot-order reads fail
+    // until a primary (fold, serve) has opened the store once.
+    if (secondary) {
+      by_slot_cf_ = nullptr;
+      return absl::OkStatus();
+    }
+    return BuildSlotIndex();
+  }
   return absl::OkStatus();
+}
+
+absl::Status RocksDbStateStore::BuildSlotIndex() {
+  rocksdb::ReadOptions read;
+  read.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, history_cf_));
+  rocksdb::WriteBatch wb;
+  std::string value;
+  rocksdb::WriteOptions write;
+  write.sync = sync_commits_;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const rocksdb::Slice key = it->key();
+    if (key.size() != 48) return absl::DataLossError("malformed history row");
+    value.assign(key.data(), Pubkey::kSize);
+    value.append(it->value().data(), it->value().size());
+    RETURN_IF_ERROR(FromRocksDb(
+        wb.Put(by_slot_cf_, rocksdb::Slice(key.data() + Pubkey::kSize, 16), value), "batch put"));
+    if (wb.Count() >= 10'000) {
+      RETURN_IF_ERROR(FromRocksDb(db_->Write(write, &wb), "building the slot index"));
+      wb.Clear();
+    }
+  }
+  RETURN_IF_ERROR(FromRocksDb(it->status(), "reading history"));
+  std::string encoded;
+  AppendU32LE(&encoded, kSchemaVersion);
+  RETURN_IF_ERROR(FromRocksDb(wb.Put(meta_cf_, kSchemaKey, encoded), "batch put"));
+  write.sync = true;
+  return FromRocksDb(db_->Write(write, &wb), "building the slot index");
 }
 
 absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
@@ -203,12 +284,17 @@ absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
     EncodeAccountState(write.state, &value);
     RETURN_IF_ERROR(FromRocksDb(wb.Put(state_cf_, AsSlice(write.account), value), "batch put"));
   }
+  std::string by_slot;
   for (const auto& row : batch.history) {
     value.clear();
     value.push_back(static_cast<char>(row.ignored ? kHistoryIgnored : 0));
     value += row.record;
     RETURN_IF_ERROR(FromRocksDb(
         wb.Put(history_cf_, HistoryKey(row.account, row.slot, row.seq), value), "batch put"));
+    by_slot.assign(reinterpret_cast<const char*>(row.account.data()), Pubkey::kSize);
+    by_slot += value;
+    RETURN_IF_ERROR(
+        FromRocksDb(wb.Put(by_slot_cf_, BySlotKey(row.slot, row.seq), by_slot), "batch put"));
   }
   for (const auto& q : batch.quarantine) {
     std::string key;
@@ -281,20 +367,53 @@ absl::StatusOr<std::optional<AccountState>> RocksDbStateStore::GetAccount(const 
 }
 
 absl::StatusOr<std::vector<HistoryEntry>> RocksDbStateStore::History(const Pubkey& account) {
+  return HistoryBetween(account, 0, std::numeric_limits<Slot>::max(),
+                        std::numeric_limits<size_t>::max());
+}
+
+absl::StatusOr<std::vector<HistoryEntry>> RocksDbStateStore::HistoryBetween(const Pubkey& account,
+                                                                            Slot from_slot,
+                                                                            Slot to_slot,
+                                                                            size_t limit) {
   std::vector<HistoryEntry> out;
-  std::string upper(reinterpret_cast<const char*>(account.data()), Pubkey::kSize);
-  upper.append(16, '\xff');
+  if (from_slot > to_slot || limit == 0) return out;
+  // The upper bound is exclusive: past every sequence of to_slot.
+  std::string upper = HistoryKey(account, to_slot, std::numeric_limits<uint64_t>::max());
+  upper.push_back('\0');
   rocksdb::Slice upper_slice(upper);
   rocksdb::ReadOptions read;
   read.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, history_cf_));
-  for (it->Seek(AsSlice(account)); it->Valid(); it->Next()) {
+  for (it->Seek(HistoryKey(account, from_slot, 0)); it->Valid() && out.size() < limit; it->Next()) {
     ASSIGN_OR_RETURN(HistoryEntry entry, DecodeHistoryRow(it->key(), it->value()));
     out.push_back(std::move(entry));
   }
   RETURN_IF_ERROR(FromRocksDb(it->status(), "reading history"));
   // Rows sort by slot; within a slot by sequence, which is fold order.
   return out;
+}
+
+absl::Status RocksDbStateStore::ForEachHistoryRow(
+    Slot from_slot, Slot to_slot, absl::FunctionRef<absl::Status(const HistoryEntry&)> row) {
+  if (by_slot_cf_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this state store (schema 1) has no slot index yet; run `switchyard fold` or serve on it "
+        "once to build it");
+  }
+  if (from_slot > to_slot) return absl::OkStatus();
+  std::string upper = BySlotKey(to_slot, std::numeric_limits<uint64_t>::max());
+  upper.push_back('\0');
+  rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions read;
+  read.iterate_upper_bound = &upper_slice;
+  read.fill_cache = false;  // a scan: keep the block cache for point reads
+  read.readahead_size = 2 << 20;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, by_slot_cf_));
+  for (it->Seek(BySlotKey(from_slot, 0)); it->Valid(); it->Next()) {
+    ASSIGN_OR_RETURN(HistoryEntry entry, DecodeBySlotRow(it->key(), it->value()));
+    RETURN_IF_ERROR(row(entry));
+  }
+  return FromRocksDb(it->status(), "reading history by slot");
 }
 
 absl::StatusOr<std::optional<AccountState>> RocksDbStateStore::GetAccountAt(const Pubkey& account,

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "engine/state_store.h"
 
@@ -22,24 +23,42 @@ struct RocksDbStateStoreOptions {
   bool sync_commits = true;
   size_t block_cache_bytes = 32 << 20;
   bool create_if_missing = true;
+  // Open as a RocksDB secondary instance (read-only, beside a primary that may be folding
+  // into the same directory in another process, caught up with it at open), with its own
+  // info log under `secondary_path`. Commit then fails; nothing is migrated.
+  bool secondary = false;
+  std::string secondary_path;
 };
 
 // The delegation state in RocksDB. Column families:
-//   state       account -> AccountState (tombstones included)
-//   history     account | slot (BE) | seq (BE) -> flags | the event's log record
-//   meta        schema version, applied slot, digest, fold position, counters, and
-//               "sealed/" | slot (BE) -> the digest when the applied slot reached that slot
-//   quarantine  partition (BE) | offset (BE) -> reason and the undecodable record
+//   state            account -> AccountState (tombstones included)
+//   history          account | slot (BE) | seq (BE) -> flags | the event's log record
+//   history_by_slot  slot (BE) | seq (BE) -> account | flags | the event's log record: the
+//                    same rows in slot order, for exports and slot-range diffs
+//   meta             schema version, applied slot, digest, fold position, counters, and
+//                    "sealed/" | slot (BE) -> the digest when the applied slot reached that slot
+//   quarantine       partition (BE) | offset (BE) -> reason and the undecodable record
 // Each Commit is one WriteBatch. Thread-safe.
 class RocksDbStateStore final : public StateStore {
  public:
-  static constexpr uint32_t kSchemaVersion = 1;
+  // 2: history_by_slot. A store of schema 1 opened as a primary gets the index built from its
+  // history at open.
+  static constexpr uint32_t kSchemaVersion = 2;
 
   // Opens or creates the store at `path`. A store written by a newer schema version is
   // refused with a message naming both versions.
   static absl::StatusOr<std::unique_ptr<RocksDbStateStore>> Open(
       const std::string& path, const RocksDbStateStoreOptions& options = {});
   ~RocksDbStateStore() override;
+
+  // Calls `row` for every history row with from_slot <= slot <= to_slot, in (slot, seq)
+  // order, from one consistent view of the store, holding one row at a time; stops at the
+  // first error `row` returns. FailedPrecondition when the store has no slot index (a
+  // schema-1 store opened as a secondary).
+  absl::Status ForEachHistoryRow(Slot from_slot, Slot to_slot,
+                                 absl::FunctionRef<absl::Status(const HistoryEntry&)> row);
+  absl::StatusOr<std::vector<HistoryEntry>> HistoryBetween(const Pubkey& account, Slot from_slot,
+                                                           Slot to_slot, size_t limit) override;
 
   absl::StatusOr<LoadedState> Load() override;
   absl::Status Commit(const FoldBatch& batch) override;
@@ -57,7 +76,9 @@ class RocksDbStateStore final : public StateStore {
 
  private:
   RocksDbStateStore(std::unique_ptr<storage_internal::Database> database, bool sync_commits);
-  absl::Status CheckSchemaVersion(const std::string& path);
+  absl::Status CheckSchemaVersion(const std::string& path, bool secondary);
+  // Fills history_by_slot from history (a schema-1 store), then records the schema version.
+  absl::Status BuildSlotIndex();
 
   std::unique_ptr<storage_internal::Database> database_;
   rocksdb::DB* db_;  // owned by database_
@@ -65,6 +86,7 @@ class RocksDbStateStore final : public StateStore {
   rocksdb::ColumnFamilyHandle* history_cf_;
   rocksdb::ColumnFamilyHandle* meta_cf_;
   rocksdb::ColumnFamilyHandle* quarantine_cf_;
+  rocksdb::ColumnFamilyHandle* by_slot_cf_;  // null in a schema-1 store opened as a secondary
   bool sync_commits_;
 };
 

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "api/jsonrpc/rpc_errors.h"
+#include "api/jsonrpc/rpc_merge.h"
 #include "api/jsonrpc/rpc_params.h"
 #include "fmt/format.h"
 #include "solana/delegation.h"
@@ -419,14 +420,19 @@ RouteDecision DecideRouterMethod(const RpcCall& call, const Snapshot& snapshot,
   if (call.method == "getRoutes") return Local(LocalMethod::kRoutes);
   absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
   if (!params.ok()) return Error(params.status());
-  if (call.method != "getDelegationStatus") {
+  const bool history = call.method == "getDelegationHistory";
+  if (call.method != "getDelegationStatus" && !history) {
     return DecideBlockhashForAccounts(*params, snapshot, table);
   }
   absl::StatusOr<std::string> text = params->String(0);
   if (!text.ok()) return Error(text.status());
   absl::StatusOr<Pubkey> key = ParsePubkey(*text);
   if (!key.ok()) return Error(key.status());
-  RouteDecision decision = Local(LocalMethod::kDelegationStatus);
+  // The config object's members are read where the history is (api/rpc).
+  const bool at_slot = params->elements.size() > 1 && JsonMember(params->elements[1], "slot").ok();
+  RouteDecision decision = Local(history   ? LocalMethod::kDelegationHistory
+                                 : at_slot ? LocalMethod::kDelegationStatusAt
+                                           : LocalMethod::kDelegationStatus);
   decision.account = *key;
   return decision;
 }

@@ -73,6 +73,10 @@ enum class LocalMethod {
   kIdentity,          // getIdentity
   kRoutes,            // getRoutes
   kDelegationStatus,  // getDelegationStatus of `account`
+  // From the history, off the workers: getDelegationStatus [pubkey, {"slot": S}] (the
+  // delegation as of a past slot) and getDelegationHistory [pubkey, {...}] of `account`.
+  kDelegationStatusAt,
+  kDelegationHistory,
 };
 
 // Which owner verification applies to the answers of a call.

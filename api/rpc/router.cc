@@ -4,6 +4,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include "absl/strings/numbers.h"
 #include "api/rpc/internal/router.h"
@@ -163,7 +164,16 @@ RouterContext::RouterContext(RouterOptions options, SnapshotHolder* snapshots, c
       signatures_(options_.signature_memory_size),
       lookup_tables_(options_.lookup_table_cache_size, options_.lookup_table_ttl, clock) {}
 
-RouterContext::~RouterContext() = default;
+RouterContext::~RouterContext() {
+  if (history_pool_) history_pool_->join();
+}
+
+void RouterContext::AttachHistory(HistoryReader* history) {
+  history_ = history;
+  if (history_ != nullptr && !history_pool_) {
+    history_pool_ = std::make_unique<asio::thread_pool>(1);
+  }
+}
 
 absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptions options,
                                                                      SnapshotHolder* snapshots,
@@ -284,7 +294,12 @@ Router::Router(asio::io_context& io_context, RouterContext* context,
       calls_(context->call_metrics()),
       upstreams_(std::move(upstreams)),
       gate_(std::make_shared<ConsistencyGate>(options_.max_gate_waiters)),
-      gate_timer_(io_context) {
+      gate_timer_(io_context),
+      history_return_(std::make_shared<HistoryReturn>()) {
+  {
+    absl::MutexLock lock(&history_return_->mu);
+    history_return_->io_context = &io_context;
+  }
   if (context_->access() != nullptr) access_.emplace(context_->access());
   listener_id_ = context_->snapshots()->AddListener(
       [&io_context, weak = std::weak_ptr<ConsistencyGate>(gate_)](
@@ -295,7 +310,11 @@ Router::Router(asio::io_context& io_context, RouterContext* context,
       });
 }
 
-Router::~Router() { context_->snapshots()->RemoveListener(listener_id_); }
+Router::~Router() {
+  context_->snapshots()->RemoveListener(listener_id_);
+  absl::MutexLock lock(&history_return_->mu);
+  history_return_->io_context = nullptr;
+}
 
 void Router::Shutdown() {
   gate_timer_.cancel();
@@ -545,6 +564,11 @@ void Router::Execute(std::shared_ptr<Exchange> exchange, size_t index, int round
       Run(exchange, index, ForwardLatestBlockhash(exchange, index));
       return;
     case RouteAction::kLocal: {
+      if (decision.local == LocalMethod::kDelegationStatusAt ||
+          decision.local == LocalMethod::kDelegationHistory) {
+        AnswerFromHistory(std::move(exchange), index, std::move(done));
+        return;
+      }
       CallAnswer answer = AnswerLocal(*exchange, index);
       done(std::move(answer.answer), answer.outcome);
       return;

@@ -22,10 +22,14 @@
 #include "common/clock.h"
 #include "common/pubkey.h"
 #include "engine/snapshot.h"
+#include "engine/state_store.h"
 
-namespace boost::asio::ssl {
+namespace boost::asio {
+class thread_pool;
+namespace ssl {
 class context;
 }
+}  // namespace boost::asio
 
 namespace switchyard {
 
@@ -101,6 +105,14 @@ class RouterContext {
   AccessControl* access() const { return access_.get(); }
   // The ERs: configured, discovered and probed (docs/architecture.md §20).
   ErDirectory* ers() const { return ers_.get(); }
+
+  // The history of the folded state (owned by the app; outlives this), for
+  // getDelegationHistory and getDelegationStatus at a slot. Its reads block on the disk, so
+  // they run on a thread of this context's own (`history-N`), never on an API worker; without
+  // one those calls are answered with an error. Call before HandlerFactory's routers serve.
+  void AttachHistory(HistoryReader* history);
+  HistoryReader* history() const { return history_; }
+  boost::asio::thread_pool* history_pool() const { return history_pool_.get(); }
   ~RouterContext();
 
  private:
@@ -120,6 +132,8 @@ class RouterContext {
   std::unique_ptr<RedisTier> redis_;
   std::unique_ptr<AccessControl> access_;
   std::unique_ptr<ErDirectory> ers_;
+  HistoryReader* history_ = nullptr;
+  std::unique_ptr<boost::asio::thread_pool> history_pool_;
 };
 
 }  // namespace switchyard

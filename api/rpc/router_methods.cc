@@ -286,6 +286,8 @@ Router::CallAnswer Router::AnswerLocal(const Exchange& exchange, size_t index) c
       return {RpcResultResponse(call.id_or_null(), RoutesResult(*exchange.ers)),
               AtRouter(RpcOutcome::kOk)};
     case LocalMethod::kDelegationStatus:
+    case LocalMethod::kDelegationStatusAt:  // answered by AnswerFromHistory
+    case LocalMethod::kDelegationHistory:
     case LocalMethod::kNone:
       break;
   }

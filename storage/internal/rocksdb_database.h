@@ -24,6 +24,13 @@ class Database {
   static absl::StatusOr<std::unique_ptr<Database>> Open(
       const std::string& path, std::string_view what, const rocksdb::DBOptions& options,
       const std::vector<rocksdb::ColumnFamilyDescriptor>& families);
+  // Opens `path` as a RocksDB secondary instance: read-only, beside a primary that may be
+  // running in another process, caught up with it once (TryCatchUpWithPrimary). Its own info
+  // log goes to `secondary_path`. Only the families of `families` that exist are opened;
+  // family(i) is null for the others.
+  static absl::StatusOr<std::unique_ptr<Database>> OpenSecondary(
+      const std::string& path, const std::string& secondary_path, std::string_view what,
+      rocksdb::DBOptions options, const std::vector<rocksdb::ColumnFamilyDescriptor>& families);
   ~Database();
 
   rocksdb::DB* db() const { return db_.get(); }
@@ -31,11 +38,13 @@ class Database {
   rocksdb::ColumnFamilyHandle* family(size_t i) const { return handles_[i]; }
 
  private:
-  Database(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles)
-      : db_(std::move(db)), handles_(std::move(handles)) {}
+  Database(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
+           bool secondary)
+      : db_(std::move(db)), handles_(std::move(handles)), secondary_(secondary) {}
 
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  bool secondary_ = false;
 };
 
 }  // namespace switchyard::storage_internal

@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int i = 0; i < 4; ++i) record.push_back(static_cast<char>(crc >> (8 * i)));
   absl::StatusOr<Event> event = DecodeEvent(record);
   if (!event.ok()) return 0;
-  Check(EncodeEvent(*event) == record);
+  // A record of an older version re-encodes as the current one: its bytes may differ, the
+  // event may not.
   const std::string encoded = EncodeEvent(*event);
   absl::StatusOr<Event> again = DecodeEvent(encoded);
   Check(again.ok());

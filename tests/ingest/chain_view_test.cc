@@ -124,5 +124,49 @@ TEST(ChainViewTest, ReconcileWritesOnlyTheDifferences) {
   EXPECT_EQ(std::get<DelegatedEvent>(events[2]).account, TestKey(5));
 }
 
+TEST(ChainViewTest, TheDelegateCandidatesAreTheSuccessfulSignaturesAtTheDelegationSlot) {
+  auto signature = [](uint8_t first) {
+    std::array<uint8_t, 64> bytes{};
+    bytes[0] = first;
+    return Signature(bytes);
+  };
+  auto entry = [](const Signature& s, Slot slot, std::string_view err) {
+    return fmt::format(R"({{"blockTime":1,"confirmationStatus":"finalized","err":{},)"
+                       R"("memo":null,"signature":"{}","slot":{}}})",
+                       err, s.ToBase58(), slot);
+  };
+  const Signature a = signature(1);
+  const Signature b = signature(2);
+  const Signature c = signature(3);
+  const std::string body =
+      fmt::format(R"({{"jsonrpc":"2.0","id":1,"result":[{},{},{}]}})", entry(a, 40, "null"),
+                  entry(b, 30, R"({"InstructionError":[0,"Custom"]})"), entry(c, 30, "null"));
+  auto listed = ParseSignaturesResponse(body);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 3u);
+  EXPECT_TRUE((*listed)[1].failed);
+  EXPECT_EQ((*listed)[2].slot, 30u);
+  EXPECT_EQ(DelegateCandidates(*listed, 30), std::vector<Signature>{c});
+  EXPECT_TRUE(DelegateCandidates(*listed, 31).empty());
+  EXPECT_EQ(ParseSignaturesResponse(R"({"jsonrpc":"2.0","id":1,"error":{"code":-32601}})")
+                .status()
+                .code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(ChainViewTest, ReconcileStampsItsSourceAndLeavesUndelegationsUnsigned) {
+  std::map<Pubkey, AccountState> state;
+  AccountState gone;
+  gone.delegated = true;
+  gone.validator = TestKey(0xEE);
+  state[TestKey(2)] = gone;
+  const std::vector<Event> events =
+      Reconcile(state, {testing::TestDelegation(5, 21)}, 30, EventSource::kRepair);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(std::get<UndelegatedEvent>(events[0]).source, EventSource::kRepair);
+  EXPECT_FALSE(std::get<UndelegatedEvent>(events[0]).signature.has_value());
+  EXPECT_EQ(std::get<DelegatedEvent>(events[1]).source, EventSource::kRepair);
+}
+
 }  // namespace
 }  // namespace switchyard

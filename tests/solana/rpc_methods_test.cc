@@ -21,6 +21,7 @@ TEST(RpcMethodsTest, ClassifiesTheRoutedMethods) {
 
 TEST(RpcMethodsTest, MagicBlockRouterMethodsAreAnsweredByTheRouter) {
   EXPECT_EQ(ClassifyMethod("getDelegationStatus"), RoutingClass::kRouter);
+  EXPECT_EQ(ClassifyMethod("getDelegationHistory"), RoutingClass::kRouter);
   EXPECT_EQ(ClassifyMethod("getRoutes"), RoutingClass::kRouter);
   EXPECT_EQ(ClassifyMethod("getBlockhashForAccounts"), RoutingClass::kRouter);
   // Also a Solana method, but MagicBlock's router answers it with its own identity.
@@ -67,7 +68,7 @@ TEST(RpcMethodsTest, UnknownAndWrongCaseMethodsAreUnknown) {
 
 TEST(RpcMethodsTest, CatalogueIsSortedUniqueAndAgreesWithClassify) {
   const auto methods = KnownMethods();
-  EXPECT_EQ(methods.size(), 67u);
+  EXPECT_EQ(methods.size(), 68u);
   std::set<std::string_view> names;
   for (size_t i = 0; i < methods.size(); ++i) {
     EXPECT_TRUE(names.insert(methods[i].name).second) << methods[i].name;

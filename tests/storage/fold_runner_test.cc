@@ -120,6 +120,10 @@ class FlakyStore final : public StateStore {
   absl::StatusOr<std::vector<HistoryEntry>> History(const Pubkey& a) override {
     return store_->History(a);
   }
+  absl::StatusOr<std::vector<HistoryEntry>> HistoryBetween(const Pubkey& a, Slot from, Slot to,
+                                                           size_t limit) override {
+    return store_->HistoryBetween(a, from, to, limit);
+  }
   absl::StatusOr<std::optional<StateDigest>> SealedDigest(Slot s) override {
     return store_->SealedDigest(s);
   }

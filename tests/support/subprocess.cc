@@ -1,6 +1,7 @@
 #include "tests/support/subprocess.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,14 +45,22 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_path,
 
 }  // namespace
 
-int WaitProcess(pid_t pid) {
+namespace {
+
+int WaitWithUsage(pid_t pid, int64_t* max_rss_kb) {
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
+  struct rusage usage {};
+  while (wait4(pid, &status, 0, &usage) < 0) {
   }
+  if (max_rss_kb != nullptr) *max_rss_kb = usage.ru_maxrss;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return -1;
 }
+
+}  // namespace
+
+int WaitProcess(pid_t pid) { return WaitWithUsage(pid, nullptr); }
 
 CommandResult RunCommand(const std::vector<std::string>& argv) {
   char out_template[] = "/tmp/switchyard-out-XXXXXX";
@@ -59,7 +68,7 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
   close(mkstemp(out_template));
   close(mkstemp(err_template));
   CommandResult result;
-  result.exit_code = WaitProcess(Spawn(argv, out_template, err_template));
+  result.exit_code = WaitWithUsage(Spawn(argv, out_template, err_template), &result.max_rss_kb);
   result.out = ReadFile(out_template);
   result.err = ReadFile(err_template);
   unlink(out_template);

@@ -2,6 +2,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@ struct CommandResult {
   int exit_code = -1;
   std::string out;
   std::string err;
+  int64_t max_rss_kb = -1;  // the child's peak resident set (getrusage of the waited child)
 };
 
 // Runs `argv` to completion and captures its output.

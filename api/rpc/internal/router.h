@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/jsonrpc/rpc_merge.h"
 #include "api/routing/consistency_gate.h"
@@ -204,6 +205,10 @@ class Router : public RequestHandler {
   CallAnswer AnswerLocal(const Exchange& exchange, size_t index) const;
   // getDelegationStatus [pubkey]: the account's delegation as the snapshot has it.
   CallAnswer AnswerDelegationStatus(const Exchange& exchange, size_t index) const;
+  // getDelegationStatus [pubkey, {"slot": S}] and getDelegationHistory [pubkey, {fromSlot,
+  // toSlot, limit}]: read from the history on the context's history thread, answered back on
+  // this worker through `done` (router_history.cc).
+  void AnswerFromHistory(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
   // getBlockhashForAccounts (kLatestBlockhash): getLatestBlockhash of the decision's target,
   // answered as the result's value.
   Task<CallAnswer> ForwardLatestBlockhash(std::shared_ptr<Exchange> exchange, size_t index);
@@ -238,6 +243,13 @@ class Router : public RequestHandler {
   // Targets that answered a whole upstream batch with an HTTP error, until when their calls go
   // one by one without trying a batch first.
   absl::flat_hash_map<std::string, absl::Duration> batches_refused_until_;
+  // Where a history read's answer is posted back: this worker's io_context while this router
+  // lives (cleared by the destructor, so a late read finds no worker to post to).
+  struct HistoryReturn {
+    absl::Mutex mu;
+    boost::asio::io_context* io_context ABSL_GUARDED_BY(mu) = nullptr;
+  };
+  std::shared_ptr<HistoryReturn> history_return_;
 };
 
 // One HTTP request in flight: its calls, the snapshot they are routed against, the decision
