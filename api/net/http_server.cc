@@ -18,6 +18,7 @@
 #include <deque>
 
 #include "absl/strings/ascii.h"
+#include "api/net/internal/http_server_worker.h"
 #include "api/net/internal/http_wire.h"
 #include "common/clock.h"
 #include "common/cpu.h"
@@ -59,18 +60,6 @@ ConnectionSlot& ConnectionSlot::operator=(ConnectionSlot&& other) noexcept {
 ConnectionSlot::~ConnectionSlot() {
   if (server_ != nullptr) server_->ReleaseUpgraded();
 }
-
-struct HttpServer::Worker {
-  asio::io_context io_context{1};
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
-  std::unique_ptr<RequestHandler> handler;
-  // Touched only on this worker's thread once it runs.
-  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;  // one per listener
-  std::vector<std::weak_ptr<Session>> sessions;
-  std::vector<std::weak_ptr<TlsHandshake>> handshakes;  // TLS connections not yet handed on
-  std::vector<std::weak_ptr<UpgradedConnection>> upgraded;
-  std::thread thread;
-};
 
 namespace {
 
@@ -778,145 +767,12 @@ void HttpServer::StartSession(Worker& worker, tcp::socket socket) {
   }
 }
 
-// The TLS handshake of one connection of a TLS listener, under the header timeout: the first
-// bytes tell a TLS ClientHello from plain HTTP (answered 400), then the handshake, then the
-// connection goes to its HTTP session or to the upgrade handler. Lives on the accepting
-// worker's thread. An HTTP connection is admitted (counted) before its handshake.
-class HttpServer::TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
- public:
-  TlsHandshake(HttpServer* server, size_t worker, bool upgrade, tcp::socket socket,
-               std::shared_ptr<asio::ssl::context> context)
-      : server_(server),
-        worker_(worker),
-        upgrade_(upgrade),
-        context_(std::move(context)),
-        stream_(std::move(socket), *context_) {}
-
-  void Start() {
-    beast::get_lowest_layer(stream_).expires_after(ToChrono(server_->options_.header_timeout));
-    beast::async_detect_ssl(
-        stream_.next_layer(), buffer_,
-        [self = shared_from_this()](error_code ec, bool is_tls) { self->OnDetected(ec, is_tls); });
-  }
-
-  // The server stops: the handshake is cut.
-  void Close() {
-    if (done_) return;
-    error_code ignored;
-    beast::get_lowest_layer(stream_).socket().close(ignored);
-  }
-
- private:
-  void OnDetected(error_code ec, bool is_tls) {
-    if (ec) return Fail();
-    if (!is_tls) return RefusePlain();
-    stream_.async_handshake(asio::ssl::stream_base::server, buffer_.data(),
-                            [self = shared_from_this()](error_code ec, size_t used) {
-                              if (ec) return self->Fail();
-                              self->buffer_.consume(used);
-                              self->Done();
-                            });
-  }
-
-  void Done() {
-    done_ = true;
-    beast::get_lowest_layer(stream_).expires_never();
-    server_->metrics_->tls_handshakes.Increment();
-    auto connection = std::make_unique<TlsConnection>(std::move(context_), std::move(stream_));
-    if (server_->stopping_) {
-      if (!upgrade_) Release();
-      return;
-    }
-    if (upgrade_) {
-      server_->Upgrade(worker_, std::move(connection), std::nullopt);
-    } else {
-      server_->StartTlsSession(*server_->workers_[worker_], std::move(connection));
-    }
-  }
-
-  // Not TLS at all: a plain HTTP request on a TLS port gets a 400 that says so, in plain text.
-  void RefusePlain() {
-    server_->metrics_->tls_plain_refused.Increment();
-    HttpResponse answer = server_->workers_[worker_]->handler->LocalAnswer(
-        400, "this port speaks TLS only: use https:// or wss://");
-    answer.status = 400;
-    WriteHead(answer, 11, false, server_->cors_, std::nullopt, /*vary=*/false, head_);
-    body_ = std::move(answer.body);
-    const std::array<asio::const_buffer, 2> buffers = {asio::buffer(head_), asio::buffer(body_)};
-    asio::async_write(stream_.next_layer(), buffers,
-                      [self = shared_from_this()](error_code, size_t) {
-                        error_code ignored;
-                        beast::get_lowest_layer(self->stream_)
-                            .socket()
-                            .shutdown(tcp::socket::shutdown_send, ignored);
-                        self->Finish();
-                      });
-  }
-
-  void Fail() {
-    server_->metrics_->tls_handshake_failures.Increment();
-    Finish();
-  }
-
-  void Finish() {
-    done_ = true;
-    error_code ignored;
-    beast::get_lowest_layer(stream_).socket().close(ignored);
-    if (!upgrade_) Release();
-  }
-
-  // An admitted HTTP connection that never became a session.
-  void Release() {
-    server_->metrics_->connections_open.Add(-1);
-    server_->OnSessionClosed();
-  }
-
-  HttpServer* const server_;
-  const size_t worker_;
-  const bool upgrade_;
-  std::shared_ptr<asio::ssl::context> context_;  // before stream_, which it must outlive
-  TlsStream stream_;
-  beast::flat_buffer buffer_;
-  std::string head_;
-  std::string body_;
-  bool done_ = false;
-};
-
-void HttpServer::StartTls(size_t worker, size_t listener, tcp::socket socket) {
-  const bool upgrade = listeners_[listener].upgrade;
-  if (!upgrade) {
-    if (!AdmitHttp()) {
-      metrics_->connections_rejected.Increment();
-      error_code ignored;
-      socket.close(ignored);
-      return;
-    }
-    metrics_->connections_accepted.Increment();
-    metrics_->connections_open.Add(1);
-  }
-  error_code ignored;
-  socket.set_option(tcp::no_delay(true), ignored);
-  auto handshake =
-      std::make_shared<TlsHandshake>(this, worker, upgrade, std::move(socket), tls_->Current());
-  Worker& w = *workers_[worker];
-  std::erase_if(w.handshakes, [](const auto& weak) { return weak.expired(); });
-  w.handshakes.push_back(handshake);
-  handshake->Start();
-}
-
 void HttpServer::StartTlsSession(Worker& worker, std::unique_ptr<TlsConnection> connection) {
   auto session = std::make_shared<StreamSession<TlsStream>>(
       std::move(connection), worker.io_context, options_, worker.handler.get(), metrics_, this);
   std::erase_if(worker.sessions, [](const auto& weak) { return weak.expired(); });
   worker.sessions.push_back(session);
   session->Start();
-}
-
-absl::Status HttpServer::ReloadTls() {
-  if (!tls_) return absl::OkStatus();
-  absl::Status status = tls_->Reload();
-  (status.ok() ? metrics_->tls_reloads : metrics_->tls_reload_failures).Increment();
-  return status;
 }
 
 template <typename Connection>
@@ -951,6 +807,10 @@ void HttpServer::Upgrade(size_t worker, Connection connection, std::optional<Htt
   w.upgraded.push_back(std::move(upgraded));
 }
 
+// The TLS handshake (http_server_tls.cc) hands its connections over with this one.
+template void HttpServer::Upgrade(size_t worker, std::unique_ptr<TlsConnection> connection,
+                                  std::optional<HttpRequest> request);
+
 void HttpServer::OnSessionClosed() {
   absl::MutexLock lock(&mu_);
   --live_sessions_;
@@ -979,9 +839,7 @@ void HttpServer::Stop() {
     asio::post(worker->io_context, [w = worker.get()] {
       error_code ignored;
       for (auto& acceptor : w->acceptors) acceptor->close(ignored);
-      for (auto& weak : w->handshakes) {
-        if (auto handshake = weak.lock()) handshake->Close();
-      }
+      CloseHandshakes(*w);
       for (auto& weak : w->sessions) {
         if (auto session = weak.lock()) session->Drain();
       }

@@ -253,6 +253,8 @@ class HttpServer {
   // A connection of a TLS listener: its handshake, then its session or the upgrade handler.
   void StartTls(size_t worker, size_t listener, boost::asio::ip::tcp::socket socket);
   void StartTlsSession(Worker& worker, std::unique_ptr<TlsConnection> connection);
+  // The server stops: the TLS handshakes of `worker` still under way are cut. On its thread.
+  static void CloseHandshakes(Worker& worker);
   // Hands `connection` (a tcp::socket or a TlsConnection) to the upgrade handler on worker
   // `worker`, if the limit admits it.
   template <typename Connection>

@@ -52,9 +52,8 @@ PubsubLink& PubsubLinks::LinkFor(const std::string& target) {
   auto it = links_.find(target);
   if (it != links_.end()) return *it->second;
   auto link = std::make_unique<PubsubLink>();
-  link->upstream =
-      std::make_shared<PubsubUpstream>(io_, target, *router_->EndpointsOf(target),
-                                       router_->options().upstream, router_->tls(), this);
+  link->upstream = std::make_shared<PubsubUpstream>(
+      io_, target, router_->EndpointsOf(target), router_->options().upstream, router_->tls(), this);
   link_of_[link->upstream.get()] = link.get();
   return *links_.emplace(target, std::move(link)).first->second;
 }

@@ -70,11 +70,17 @@ absl::StatusOr<std::unique_ptr<PubsubRouter>> PubsubRouter::Create(
   return router;
 }
 
-const std::vector<WsEndpoint>* PubsubRouter::EndpointsOf(std::string_view target) const {
+std::vector<WsEndpoint> PubsubRouter::EndpointsOf(std::string_view target) const {
   for (const auto& [name, endpoints] : endpoints_) {
-    if (name == target) return &endpoints;
+    if (name == target) return endpoints;
   }
-  return nullptr;
+  const std::string url = context_->ers()->DiscoveredUrl(target);
+  if (url.empty()) return {};
+  absl::StatusOr<std::string> ws = PubsubUrlFor(url);
+  if (!ws.ok()) return {};
+  absl::StatusOr<WsEndpoint> endpoint = ParseWsUrl(*ws);
+  if (!endpoint.ok() || (endpoint->tls && tls_ == nullptr)) return {};
+  return {*std::move(endpoint)};
 }
 
 void PubsubRouter::Start() {

@@ -139,7 +139,9 @@ class PubsubRouter {
   RouterContext* context() const { return context_; }
   PubsubMetrics* metrics() const { return metrics_; }
   boost::asio::ssl::context* tls() const { return tls_; }
-  const std::vector<WsEndpoint>* EndpointsOf(std::string_view target) const;
+  // The WebSocket endpoints of `target`: a configured upstream's, or those of an ER discovered
+  // from the registry (its RPC address as a ws(s) URL). Empty: no such target.
+  std::vector<WsEndpoint> EndpointsOf(std::string_view target) const;
 
  private:
   PubsubRouter(PubsubRouterOptions options, RouterContext* context, PubsubMetrics* metrics,

@@ -20,7 +20,6 @@ PubsubShard::PubsubShard(size_t index, PubsubRouter* router)
       router_(router),
       io_(router->thread(index)),
       context_(router->context()),
-      routing_(router->context()->options().routing),
       metrics_(router->metrics()),
       options_(router->options()),
       registry_(router->thread_count()),
@@ -86,17 +85,20 @@ void PubsubShard::Subscribe(std::shared_ptr<PubsubClient> client, SubscribeReque
 }
 
 absl::StatusOr<std::vector<std::string>> PubsubShard::TargetsFor(const SubscribeRequest& request) {
+  // The ERs as the directory knows them now: configured and discovered from the registry.
+  const std::shared_ptr<const ErTable> ers = context_->ers()->Current();
+  const RoutingTable& routing = ers->routing;
   std::vector<std::string> targets;
   switch (request.method->routing) {
     case PubsubRouting::kAccount: {
       absl::StatusOr<std::string> target =
-          TargetForAccount(*request.params.account, *CurrentSnapshot(), routing_);
+          TargetForAccount(*request.params.account, *CurrentSnapshot(), routing);
       if (!target.ok()) return target.status();
       targets.push_back(*target);
       break;
     }
     case PubsubRouting::kPassThrough:
-      targets.push_back(routing_.base);
+      targets.push_back(routing.base);
       break;
     case PubsubRouting::kSignature:
       if (std::optional<std::string> remembered =
@@ -104,8 +106,8 @@ absl::StatusOr<std::vector<std::string>> PubsubShard::TargetsFor(const Subscribe
         targets.push_back(*remembered);
       } else {
         metrics_->signature_fanouts.Increment();
-        targets.push_back(routing_.base);
-        for (const std::string& er : routing_.er_targets) {
+        targets.push_back(routing.base);
+        for (const std::string& er : routing.er_targets) {
           if (std::find(targets.begin(), targets.end(), er) == targets.end()) {
             targets.push_back(er);
           }
@@ -114,7 +116,7 @@ absl::StatusOr<std::vector<std::string>> PubsubShard::TargetsFor(const Subscribe
       break;
   }
   for (const std::string& target : targets) {
-    if (router_->EndpointsOf(target) == nullptr) {
+    if (router_->EndpointsOf(target).empty()) {
       return MakeRpcStatus(RpcErrorKind::kInternal,
                            fmt::format("no pubsub endpoint for upstream {}", target));
     }
@@ -220,7 +222,8 @@ void PubsubShard::OnSnapshot(std::shared_ptr<const Snapshot> snapshot) {
 
 void PubsubShard::Follow(PubsubSubscription& sub, const Snapshot& snapshot) {
   if (!sub.active) return;
-  absl::StatusOr<std::string> target = TargetForAccount(*sub.params.account, snapshot, routing_);
+  absl::StatusOr<std::string> target =
+      TargetForAccount(*sub.params.account, snapshot, context_->ers()->Current()->routing);
   if (!target.ok()) {
     Fail(sub, target.status());
     return;

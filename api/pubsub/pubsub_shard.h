@@ -98,7 +98,6 @@ class PubsubShard : public PubsubLinks::Owner,
   PubsubRouter* const router_;
   boost::asio::io_context& io_;
   RouterContext* const context_;
-  const RoutingTable& routing_;
   PubsubMetrics* const metrics_;
   const PubsubRouterOptions& options_;
   PubsubRegistry registry_;

@@ -31,12 +31,14 @@ std::string ErStatusJson(const ErTable& table) {
         R"({}{{"identity":"{}","target":{},"fqdn":{},"status":"{}","configured":{},)"
         R"("registered":{},"pinned":{},"chosen":{},"closest":{},"reachable":{},)"
         R"("latency_ewma_ms":{:.3f},"last_ms":{:.3f},"measured":{},"failures":{},"probes":{},)"
-        R"("probe_failures":{},"load_average":{}}})",
+        R"("probe_failures":{},"answered_as":{},"load_average":{}}})",
         i == 0 ? "" : ",", er.route.identity.ToBase58(), JsonQuote(er.route.target),
         JsonQuote(er.route.fqdn), ErStatusName(er.status), er.configured, er.registered,
         er.route.pinned, static_cast<int>(i) == table.chosen, static_cast<int>(i) == table.closest,
         er.latency.reachable, er.latency.ewma_ms, er.latency.last_ms, er.latency.measured,
-        er.latency.failures, er.latency.probes, er.latency.probe_failures, er.load_average);
+        er.latency.failures, er.latency.probes, er.latency.probe_failures,
+        er.latency.answered_as ? JsonQuote(er.latency.answered_as->ToBase58()) : "null",
+        er.load_average);
   }
   out += "]";
   return out;
@@ -108,6 +110,7 @@ void ErDirectory::ReportProbe(const Pubkey& identity, std::optional<absl::Durati
     latency.measured = true;
     latency.failures = 0;
     latency.reachable = true;
+    latency.answered_as.reset();
     if (metrics.probes_ok != nullptr) metrics.probes_ok->Increment();
   } else {
     ++latency.probe_failures;
@@ -118,6 +121,22 @@ void ErDirectory::ReportProbe(const Pubkey& identity, std::optional<absl::Durati
   if (metrics.ewma_us != nullptr) {
     metrics.ewma_us->Set(static_cast<int64_t>(latency.ewma_ms * 1000));
     metrics.reachable->Set(latency.reachable ? 1 : 0);
+  }
+  Publish();
+}
+
+void ErDirectory::ReportWrongIdentity(const Pubkey& identity, const Pubkey& answered) {
+  absl::MutexLock lock(&mu_);
+  ErLatency& latency = latency_[identity];
+  ++latency.probes;
+  ++latency.probe_failures;
+  ++latency.failures;
+  latency.reachable = false;
+  latency.answered_as = answered;
+  PerErMetrics& metrics = MetricsOf(identity);
+  if (metrics.probes_wrong_identity != nullptr) {
+    metrics.probes_wrong_identity->Increment();
+    metrics.reachable->Set(0);
   }
   Publish();
 }
@@ -142,10 +161,14 @@ ErDirectory::PerErMetrics& ErDirectory::MetricsOf(const Pubkey& identity) {
     ok.emplace_back("outcome", "ok");
     MetricLabels failed = labels;
     failed.emplace_back("outcome", "failed");
+    MetricLabels wrong = labels;
+    wrong.emplace_back("outcome", "wrong_identity");
     metrics.probes_ok =
         &registry_->AddCounter("switchyard_er_probes_total", "getIdentity probes of the ER", ok);
     metrics.probes_failed = &registry_->AddCounter("switchyard_er_probes_total",
                                                    "getIdentity probes of the ER", failed);
+    metrics.probes_wrong_identity =
+        &registry_->AddCounter("switchyard_er_probes_total", "getIdentity probes of the ER", wrong);
     metrics.reachable->Set(1);
   }
   return metrics;
@@ -159,6 +182,7 @@ void ErDirectory::Publish() {
   routing.er_by_identity.clear();
   routing.er_targets.clear();
   routing.offline_ers.clear();
+  routing.misaddressed_ers.clear();
 
   auto add = [&](ErEntry entry) {
     auto latency = latency_.find(entry.route.identity);
@@ -212,6 +236,10 @@ void ErDirectory::Publish() {
       continue;
     }
     er.status == ErStatus::kActive ? ++active : ++draining;
+    if (er.latency.answered_as) {
+      routing.misaddressed_ers[er.route.identity] = *er.latency.answered_as;
+      continue;
+    }
     routing.er_by_identity[er.route.identity] = er.route.target;
     if (std::find(routing.er_targets.begin(), routing.er_targets.end(), er.route.target) ==
         routing.er_targets.end()) {

@@ -42,6 +42,9 @@ struct ErLatency {
   double last_ms = 0;     // the last answer's round trip
   int failures = 0;       // failed probes in a row
   bool reachable = true;  // false after `failures_unreachable` failures in a row
+  // The last probe was answered by another validator: its endpoint serves someone else, so
+  // its accounts are refused instead of sent there. Cleared by an answer with its identity.
+  std::optional<Pubkey> answered_as;
   uint64_t probes = 0;
   uint64_t probe_failures = 0;
 };
@@ -111,6 +114,8 @@ class ErDirectory {
   void RemoveRecord(const Pubkey& identity);
   // A probe of `identity` answered after `round_trip`, or failed (nullopt).
   void ReportProbe(const Pubkey& identity, std::optional<absl::Duration> round_trip);
+  // A probe of `identity` was answered by the validator `answered`: unreachable at once.
+  void ReportWrongIdentity(const Pubkey& identity, const Pubkey& answered);
 
   // The endpoint of a discovered ER's target (empty: not a discovered target).
   std::string DiscoveredUrl(std::string_view target) const;
@@ -126,6 +131,7 @@ class ErDirectory {
     Gauge* reachable = nullptr;
     Counter* probes_ok = nullptr;
     Counter* probes_failed = nullptr;
+    Counter* probes_wrong_identity = nullptr;
   };
   void Publish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PerErMetrics& MetricsOf(const Pubkey& identity) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

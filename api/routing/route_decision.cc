@@ -285,6 +285,12 @@ absl::StatusOr<std::string> TargetForValidator(const Pubkey& account, const Pubk
   }
   auto it = table.er_by_identity.find(validator);
   if (it == table.er_by_identity.end()) {
+    if (auto wrong = table.misaddressed_ers.find(validator);
+        wrong != table.misaddressed_ers.end()) {
+      return RouterError(fmt::format(
+          "account {} is delegated to ER node {}, whose endpoint answers as validator {}",
+          account.ToBase58(), validator.ToBase58(), wrong->second.ToBase58()));
+    }
     if (table.offline_ers.contains(validator)) {
       return RouterError(fmt::format("account {} is delegated to ER node {}, which is offline",
                                      account.ToBase58(), validator.ToBase58()));

@@ -31,7 +31,8 @@ struct OwnerVerification {
 };
 
 // The targets the router knows and how methods map onto them. The configured part is built
-// once from the config; the ER part (er_by_identity, er_targets, offline_ers, and default_er
+// once from the config; the ER part (er_by_identity, er_targets, offline_ers,
+// misaddressed_ers, and default_er
 // when the config pins none) is filled by the ErDirectory into each ErTable it publishes.
 // Immutable once published, so any thread may read it.
 struct RoutingTable {
@@ -45,6 +46,9 @@ struct RoutingTable {
   // ERs whose record says Offline: identity → target. Their accounts get an error naming the
   // ER instead of a route.
   absl::flat_hash_map<Pubkey, std::string> offline_ers;
+  // ERs whose endpoint answers the probe with another validator's identity: identity → the
+  // identity it answered. Their accounts get an error naming both.
+  absl::flat_hash_map<Pubkey, Pubkey> misaddressed_ers;
   // Overrides for base-layer and unknown methods (for example "getAsset*" → "indexer").
   std::vector<MethodRule> method_rules;
   // Unknown methods without a rule: false answers -32601, true forwards them to base.

@@ -12,6 +12,19 @@ namespace asio = boost::asio;
 
 namespace {
 constexpr std::string_view kProbeBody = R"({"jsonrpc":"2.0","id":1,"method":"getIdentity"})";
+
+// The identity a getIdentity answer names (`{"result":{"identity":"..."}}`); nullopt for an
+// error or an answer without one.
+std::optional<Pubkey> AnsweredIdentity(std::string_view body) {
+  absl::StatusOr<std::string> result = JsonMember(body, "result");
+  if (!result.ok()) return std::nullopt;
+  absl::StatusOr<std::string> identity = JsonMember(*result, "identity");
+  if (!identity.ok() || identity->size() < 2 || identity->front() != '"') return std::nullopt;
+  absl::StatusOr<Pubkey> key =
+      Pubkey::FromBase58(std::string_view(*identity).substr(1, identity->size() - 2));
+  if (!key.ok()) return std::nullopt;
+  return *key;
+}
 }  // namespace
 
 ErProber::ErProber(ErProbeOptions options, RouterContext* router, MetricsRegistry* registry)
@@ -87,8 +100,15 @@ void ErProber::Round() {
                        std::optional<absl::Duration> round_trip;
                        if (response.ok()) {
                          answer_bytes_.Increment(response->body.size());
-                         if (response->status == 200 && JsonMember(response->body, "result").ok()) {
-                           round_trip = absl::FromChrono(std::chrono::steady_clock::now() - sent);
+                         if (response->status == 200) {
+                           std::optional<Pubkey> answered = AnsweredIdentity(response->body);
+                           if (answered && *answered != identity) {
+                             router_->ers()->ReportWrongIdentity(identity, *answered);
+                             return;
+                           }
+                           if (answered) {
+                             round_trip = absl::FromChrono(std::chrono::steady_clock::now() - sent);
+                           }
                          }
                        }
                        router_->ers()->ReportProbe(identity, round_trip);

@@ -30,8 +30,10 @@ struct ErProbeOptions {
 // to each ER of the directory that is not Offline, on a thread and io_context of its own with
 // pools of its own (never the request path's); each round trip, or a failure (no answer
 // within `timeout`, an HTTP error, a JSON-RPC error), goes to ErDirectory::ReportProbe, which
-// keeps the EWMA and the reachability. A probe still out when the next round comes is not
-// sent again. Owned by the app; Start() and Stop() from one control thread.
+// keeps the EWMA and the reachability. An answer naming another validator's identity goes to
+// ReportWrongIdentity: that endpoint serves someone else, so the ER is unreachable and its
+// accounts are refused until it answers as itself. A probe still out when the next round comes
+// is not sent again. Owned by the app; Start() and Stop() from one control thread.
 class ErProber {
  public:
   ErProber(ErProbeOptions options, RouterContext* router, MetricsRegistry* registry);

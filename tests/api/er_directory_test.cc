@@ -171,6 +171,41 @@ TEST_F(ErDirectoryTest, ThreeFailuresInARowMakeAnErUnreachableAndTheClosestSwitc
   EXPECT_EQ(chosen(), kActive);
 }
 
+TEST_F(ErDirectoryTest,
+       AProbeAnsweredByAnotherValidatorRefusesTheErsAccountsUntilItAnswersAsItself) {
+  ErDirectory directory = Make();
+  directory.UpsertRecord(Record(kActive, ErStatus::kActive, "http://127.0.0.1:7000"));
+  directory.ReportProbe(kActive, absl::Milliseconds(1));
+  directory.ReportProbe(kConfigured, absl::Milliseconds(80));
+  ASSERT_EQ(directory.Current()->ers[directory.Current()->chosen].route.identity, kActive);
+
+  directory.ReportWrongIdentity(kActive, kDraining);
+  std::shared_ptr<const ErTable> table = directory.Current();
+  EXPECT_FALSE(table->Find(kActive)->latency.reachable);
+  EXPECT_FALSE(table->routing.er_by_identity.contains(kActive));
+  ASSERT_TRUE(table->routing.misaddressed_ers.contains(kActive));
+  EXPECT_EQ(table->routing.misaddressed_ers.at(kActive), kDraining);
+  EXPECT_EQ(table->ers[table->chosen].route.identity, kConfigured);
+  absl::StatusOr<std::string> target = TargetForValidator(kAccount, kActive, table->routing);
+  ASSERT_FALSE(target.ok());
+  EXPECT_NE(target.status().message().find("answers as validator " + kDraining.ToBase58()),
+            std::string::npos)
+      << target.status();
+  EXPECT_NE(ErStatusJson(*table).find("\"answered_as\":\"" + kDraining.ToBase58() + "\""),
+            std::string::npos);
+  EXPECT_NE(registry_.RenderPrometheus().find(
+                fmt::format(R"(switchyard_er_probes_total{{er="{}",outcome="wrong_identity"}} 1)",
+                            kActive.ToBase58())),
+            std::string::npos)
+      << registry_.RenderPrometheus();
+
+  directory.ReportProbe(kActive, absl::Milliseconds(1));
+  table = directory.Current();
+  EXPECT_TRUE(table->routing.misaddressed_ers.empty());
+  EXPECT_EQ(*TargetForValidator(kAccount, kActive, table->routing),
+            ErDirectory::DiscoveredTarget(kActive));
+}
+
 TEST_F(ErDirectoryTest, ADefaultErInTheConfigPinsAnyErWhateverTheLatency) {
   ErDirectory directory = Make("er1");
   directory.UpsertRecord(Record(kActive, ErStatus::kActive, "http://127.0.0.1:7000"));

@@ -33,6 +33,7 @@ using testing::MakeKeypair;
 using testing::Request;
 using testing::RunCommand;
 using testing::WaitFor;
+using testing::WsClient;
 
 constexpr auto kDeadline = 20s;  // for any condition: generous on a loaded 2-core machine
 constexpr std::string_view kAnyEr = "11111111111111111111111111111111";
@@ -120,7 +121,7 @@ class ErDiscoveryTest : public testing::ProcessTest {
   }
 
   // The delegations, through serve's log: account 0 to A, 1 to B, 2 to any ER, 3 to C.
-  void StartServe(const std::string& extra_config) {
+  void StartServe(const std::string& extra_config, bool pubsub = false) {
     const Pubkey validators[kAccounts] = {er_a_, er_b_, Pubkey(), er_c_};
     std::string events;
     for (int i = 0; i < kAccounts; ++i) {
@@ -140,13 +141,13 @@ class ErDiscoveryTest : public testing::ProcessTest {
         WriteFile("serve.toml",
                   fmt::format("[api]\nlisten = \"127.0.0.1:0\"\nthreads = 2\n"
                               "[admin]\nlisten = \"127.0.0.1:0\"\nready_max_lag_slots = 100000000\n"
-                              "[pubsub]\nenabled = false\n"
+                              "[pubsub]\nenabled = {}\n"
                               "[router]\nverify_owner = false\nupstream_timeout_ms = 2000\n"
                               "[cache]\nenabled = false\ncoalesce = false\n"
                               "[upstreams.base]\nendpoints = [{{url = \"http://127.0.0.1:{}\"}}]\n"
                               "[registry]\nenabled = true\nresync_interval_ms = 300\n"
                               "[er_probe]\ninterval_ms = 100\ntimeout_ms = 1000\n{}",
-                              base_port_, extra_config));
+                              pubsub, base_port_, extra_config));
     const std::string ready = dir_.Sub("serve.ready");
     ASSERT_GT(Start({SWITCHYARD_BINARY, "serve", "--config", config, "--data-dir", data_dir,
                      "--ready-file", ready}),
@@ -154,6 +155,7 @@ class ErDiscoveryTest : public testing::ProcessTest {
     const std::string ports = WaitForReadyFile(ready);
     api_port_ = static_cast<uint16_t>(JsonInt(ports, "api"));
     admin_port_ = static_cast<uint16_t>(JsonInt(ports, "admin"));
+    if (pubsub) pubsub_port_ = static_cast<uint16_t>(JsonInt(ports, "pubsub"));
     ASSERT_GT(api_port_, 0) << ports;
     ASSERT_TRUE(WaitFor(
         [&] {
@@ -193,6 +195,7 @@ class ErDiscoveryTest : public testing::ProcessTest {
   uint16_t base_port_ = 0;
   uint16_t api_port_ = 0;
   uint16_t admin_port_ = 0;
+  uint16_t pubsub_port_ = 0;
   std::unique_ptr<HttpClient> router_;
   std::unique_ptr<HttpClient> registry_;
 };
@@ -272,6 +275,54 @@ TEST_F(ErDiscoveryTest, RegisteredMidRunRoutesDrainingKeepsItsAccountsOfflineFai
   EXPECT_EQ(status->body.find(er_b_.ToBase58()), std::string::npos) << status->body;
 }
 
+// Lamports in an accountNotification, or -1.
+int64_t NotifiedLamports(const std::optional<std::string>& message) {
+  if (!message || message->find("accountNotification") == std::string::npos) return -1;
+  return JsonInt(*message, "lamports");
+}
+
+TEST_F(ErDiscoveryTest, AnAccountOnADiscoveredErIsSubscribedOnThatErsPubsub) {
+  base_port_ = StartBase({});
+  ASSERT_GT(base_port_, 0);
+  const uint16_t port_a = StartEr("er_a", er_a_, 1000);
+  ASSERT_GT(port_a, 0);
+  registry_ = std::make_unique<HttpClient>(base_port_, "/registry");
+  // Only the registry knows A: its pubsub endpoint is its address's, port + 1.
+  Registry(Register(er_a_, "register", "active", fmt::format("http://127.0.0.1:{}", port_a)));
+  ASSERT_NO_FATAL_FAILURE(StartServe("", /*pubsub=*/true));
+  ASSERT_GT(pubsub_port_, 0);
+  ASSERT_TRUE(WaitFor([&] { return Balance(0).number == 1000; }, kDeadline)) << Balance(0).raw;
+
+  WsClient client(pubsub_port_);
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.Send(fmt::format(
+      R"({{"jsonrpc":"2.0","id":7,"method":"accountSubscribe","params":["{}",{{"encoding":"base64"}}]}})",
+      accounts_[0].ToBase58())));
+  std::optional<std::string> answer = client.ReadAnswer();
+  ASSERT_TRUE(answer.has_value()) << client.error().message();
+  EXPECT_NE(answer->find(R"("id":7)"), std::string::npos) << *answer;
+  EXPECT_NE(answer->find(R"("result":)"), std::string::npos) << *answer;
+  // The baseline is A's state of the account (the base layer has none of it)...
+  std::optional<std::string> baseline = client.Read();
+  EXPECT_EQ(NotifiedLamports(baseline), 1000) << baseline.value_or(client.error().message());
+  // ...and a change on A reaches the subscriber through A's own pubsub.
+  HttpClient er_a(port_a);
+  localnet::testing::HttpAnswer airdrop;
+  ASSERT_FALSE(
+      er_a.Exchange(Request("requestAirdrop", fmt::format(R"(["{}",5])", accounts_[0].ToBase58())),
+                    5s, &airdrop));
+  ASSERT_EQ(airdrop.status, 200u) << airdrop.body;
+  std::optional<std::string> changed = client.Read();
+  EXPECT_EQ(NotifiedLamports(changed), 1005) << changed.value_or(client.error().message());
+  EXPECT_GE(
+      testing::MetricValue(
+          Metrics(),
+          fmt::format(R"(switchyard_pubsub_upstream_subscriptions{{method="account",target="{}"}})",
+                      "er-" + er_a_.ToBase58())),
+      1)
+      << Metrics();
+}
+
 TEST_F(ErDiscoveryTest, RecordsOfAnUnknownVersionOrMalformedAreCountedAndSkipped) {
   base_port_ = StartBase({});
   ASSERT_GT(base_port_, 0);
@@ -313,11 +364,29 @@ TEST_F(ErDiscoveryTest, AnyErGoesToTheClosestReachableErAndSwitchesWhenItIsUnrea
   registry_ = std::make_unique<HttpClient>(base_port_, "/registry");
   Registry(Register(er_a_, "register", "active", proxy_a->url()));
   Registry(Register(er_b_, "register", "active", proxy_b->url()));
+  // C's record names B's address (a moved host): B answers C's probes as itself.
+  Registry(Register(er_c_, "register", "active", fmt::format("http://127.0.0.1:{}", port_b)));
   ASSERT_NO_FATAL_FAILURE(StartServe(""));
 
   ASSERT_TRUE(WaitFor([&] { return Call("getIdentity").identity == er_b_.ToBase58(); }, kDeadline))
       << Call("getIdentity").raw;
   EXPECT_EQ(Balance(2).number, 2002);
+  // C is never chosen although it is as near as B, and its account is refused, not read on B.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return testing::MetricValue(
+                   Metrics(),
+                   fmt::format(R"(switchyard_er_probes_total{{er="{}",outcome="wrong_identity"}})",
+                               er_c_.ToBase58())) >= 1;
+      },
+      kDeadline))
+      << Metrics();
+  const RpcResult misaddressed = Balance(3);
+  EXPECT_EQ(misaddressed.code, -32604) << misaddressed.raw;
+  EXPECT_NE(misaddressed.message.find("answers as validator " + er_b_.ToBase58()),
+            std::string::npos)
+      << misaddressed.raw;
+  EXPECT_EQ(Call("getRoutes").raw.find(er_c_.ToBase58()), std::string::npos);
   const RpcResult routes = Call("getRoutes");
   EXPECT_LT(routes.raw.find(er_b_.ToBase58()), routes.raw.find(er_a_.ToBase58())) << routes.raw;
 

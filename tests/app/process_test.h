@@ -15,6 +15,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -147,6 +148,74 @@ class HttpClient {
   boost::asio::ip::tcp::socket socket_;
   boost::beast::flat_buffer buffer_;
   bool connected_ = false;
+};
+
+// A plain WebSocket client with blocking calls; reads give up after `timeout`.
+class WsClient {
+ public:
+  explicit WsClient(uint16_t port, int rcvbuf = 0,
+                    std::chrono::seconds timeout = std::chrono::seconds(10))
+      : ws_(io_), timeout_(timeout) {
+    boost::system::error_code ec;
+    boost::asio::ip::tcp::socket& socket = ws_.next_layer();
+    socket.open(boost::asio::ip::tcp::v4(), ec);
+    if (rcvbuf > 0) socket.set_option(boost::asio::socket_base::receive_buffer_size(rcvbuf), ec);
+    socket.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port),
+                   ec);
+    if (ec) return;
+    ws_.handshake("127.0.0.1", "/", ec);
+    connected_ = !ec;
+  }
+  bool connected() const { return connected_; }
+  boost::beast::websocket::stream<boost::asio::ip::tcp::socket>& ws() { return ws_; }
+
+  bool Send(std::string_view text, bool binary = false) {
+    boost::system::error_code ec;
+    ws_.binary(binary);
+    ws_.write(boost::asio::buffer(text.data(), text.size()), ec);
+    return !ec;
+  }
+  // The next message, or nullopt with the error in `error()` (timed_out after the timeout,
+  // which closes the connection).
+  std::optional<std::string> Read() {
+    boost::beast::flat_buffer buffer;
+    bool done = false;
+    ws_.async_read(buffer, [&](boost::system::error_code ec, size_t) {
+      error_ = ec;
+      done = true;
+    });
+    io_.restart();
+    io_.run_for(timeout_);
+    if (!done) {
+      boost::system::error_code ignored;
+      ws_.next_layer().close(ignored);
+      io_.restart();
+      io_.run();
+      error_ = boost::asio::error::timed_out;
+    }
+    if (error_) return std::nullopt;
+    return boost::beast::buffers_to_string(buffer.data());
+  }
+  // The next message that is not a notification.
+  std::optional<std::string> ReadAnswer() {
+    for (;;) {
+      std::optional<std::string> message = Read();
+      if (!message || message->find("\"method\"") == std::string::npos) return message;
+    }
+  }
+  boost::system::error_code error() const { return error_; }
+  // Unblocks a read in another thread.
+  void Shutdown() {
+    boost::system::error_code ignored;
+    ws_.next_layer().shutdown(boost::asio::ip::tcp::socket::shutdown_both, ignored);
+  }
+
+ private:
+  boost::asio::io_context io_;
+  boost::beast::websocket::stream<boost::asio::ip::tcp::socket> ws_;
+  std::chrono::seconds timeout_;
+  bool connected_ = false;
+  boost::system::error_code error_;
 };
 
 // Starts processes for a test and SIGKILLs every one still running at its end.
