@@ -8,6 +8,7 @@
 
 #include "fmt/format.h"
 #include "simdjson.h"
+#include "solana/delegation.h"
 #include "tests/app/process_test.h"
 #include "tests/localnet/test_clients.h"
 #include "tests/support/fault_proxy.h"
@@ -91,7 +92,11 @@ class ErDiscoveryTest : public testing::ProcessTest {
 
   // The base localnet, with the ER records of `genesis` at genesis.
   uint16_t StartBase(const std::vector<std::pair<Pubkey, std::string>>& genesis) {
-    std::vector<std::string> args = {"--slot-ms", "20"};
+    std::vector<std::string> args = {
+        "--slot-ms", "20",
+        "--fund",    fmt::format("{}=1000000000", payer_.pubkey.ToBase58()),
+        "--fund",    fmt::format("{}=7000", receiver_.pubkey.ToBase58()),
+        "--fund",    fmt::format("{}=1000000000", funder_.pubkey.ToBase58())};
     for (const auto& [identity, addr] : genesis) {
       args.push_back("--registry-er");
       args.push_back(fmt::format("{}={}", identity.ToBase58(), addr));
@@ -120,7 +125,8 @@ class ErDiscoveryTest : public testing::ProcessTest {
     return proxy.ok() ? *std::move(proxy) : nullptr;
   }
 
-  // The delegations, through serve's log: account 0 to A, 1 to B, 2 to any ER, 3 to C.
+  // The delegations, through serve's log: account 0 to A, 1 to B, 2 to any ER, 3 to C, and
+  // the payer to A.
   void StartServe(const std::string& extra_config, bool pubsub = false) {
     const Pubkey validators[kAccounts] = {er_a_, er_b_, Pubkey(), er_c_};
     std::string events;
@@ -131,6 +137,11 @@ class ErDiscoveryTest : public testing::ProcessTest {
           "\n",
           accounts_[i].ToBase58(), validators[i].ToBase58(), kAnyEr);
     }
+    events +=
+        fmt::format(R"({{"kind":"delegated","account":"{}","validator":"{}","owner":"{}","slot":5,)"
+                    R"("lamports":1}})"
+                    "\n",
+                    payer_.pubkey.ToBase58(), er_a_.ToBase58(), kAnyEr);
     events += R"({"kind":"slot_sealed","slot":10})"
               "\n";
     const std::string data_dir = dir_.Sub("data");
@@ -191,6 +202,10 @@ class ErDiscoveryTest : public testing::ProcessTest {
   }
 
   Pubkey er_a_, er_b_, er_c_;
+  // Funded on the base layer: the payer of transactions on an ER, and of its delegation.
+  const testing::Keypair payer_ = MakeKeypair(60);
+  const testing::Keypair funder_ = MakeKeypair(61);
+  const testing::Keypair receiver_ = MakeKeypair(62);
   std::vector<Pubkey> accounts_;
   uint16_t base_port_ = 0;
   uint16_t api_port_ = 0;
@@ -275,6 +290,17 @@ TEST_F(ErDiscoveryTest, RegisteredMidRunRoutesDrainingKeepsItsAccountsOfflineFai
   EXPECT_EQ(status->body.find(er_b_.ToBase58()), std::string::npos) << status->body;
 }
 
+Hash LatestBlockhash(HttpClient& client) {
+  const std::optional<std::string> body = client.Post(Request("getLatestBlockhash", "[]"));
+  simdjson::dom::parser parser;
+  std::string_view text;
+  if (!body || parser.parse(*body)["result"]["value"]["blockhash"].get_string().get(text) !=
+                   simdjson::SUCCESS) {
+    return Hash();
+  }
+  return Hash::FromBase58(text).value_or(Hash());
+}
+
 // Lamports in an accountNotification, or -1.
 int64_t NotifiedLamports(const std::optional<std::string>& message) {
   if (!message || message->find("accountNotification") == std::string::npos) return -1;
@@ -291,36 +317,64 @@ TEST_F(ErDiscoveryTest, AnAccountOnADiscoveredErIsSubscribedOnThatErsPubsub) {
   Registry(Register(er_a_, "register", "active", fmt::format("http://127.0.0.1:{}", port_a)));
   ASSERT_NO_FATAL_FAILURE(StartServe("", /*pubsub=*/true));
   ASSERT_GT(pubsub_port_, 0);
-  ASSERT_TRUE(WaitFor([&] { return Balance(0).number == 1000; }, kDeadline)) << Balance(0).raw;
+
+  // The payer and a receiver delegated to A on the base layer: A clones them on first use
+  // (so only once both delegations are there) and takes the payer's fees.
+  HttpClient base(base_port_);
+  HttpClient er_a(port_a);
+  for (const Pubkey& account : {payer_.pubkey, receiver_.pubkey}) {
+    const std::optional<std::string> sent = base.Post(Request(
+        "sendTransaction",
+        fmt::format(R"(["{}",{{"encoding":"base64"}}])",
+                    testing::DelegateTransaction(funder_, account, er_a_, LatestBlockhash(base)))));
+    ASSERT_TRUE(sent && sent->find(R"("result":")") != std::string::npos) << sent.value_or("");
+  }
+  for (const Pubkey& account : {payer_.pubkey, receiver_.pubkey}) {
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          return base.Post(Request("getAccountInfo", fmt::format(R"(["{}"])", account.ToBase58())))
+                     .value_or("")
+                     .find(kDelegationProgramId) != std::string::npos;
+        },
+        kDeadline));
+  }
 
   WsClient client(pubsub_port_);
   ASSERT_TRUE(client.connected());
   ASSERT_TRUE(client.Send(fmt::format(
       R"({{"jsonrpc":"2.0","id":7,"method":"accountSubscribe","params":["{}",{{"encoding":"base64"}}]}})",
-      accounts_[0].ToBase58())));
+      payer_.pubkey.ToBase58())));
   std::optional<std::string> answer = client.ReadAnswer();
   ASSERT_TRUE(answer.has_value()) << client.error().message();
   EXPECT_NE(answer->find(R"("id":7)"), std::string::npos) << *answer;
   EXPECT_NE(answer->find(R"("result":)"), std::string::npos) << *answer;
-  // The baseline is A's state of the account (the base layer has none of it)...
-  std::optional<std::string> baseline = client.Read();
-  EXPECT_EQ(NotifiedLamports(baseline), 1000) << baseline.value_or(client.error().message());
-  // ...and a change on A reaches the subscriber through A's own pubsub.
-  HttpClient er_a(port_a);
-  localnet::testing::HttpAnswer airdrop;
-  ASSERT_FALSE(
-      er_a.Exchange(Request("requestAirdrop", fmt::format(R"(["{}",5])", accounts_[0].ToBase58())),
-                    5s, &airdrop));
-  ASSERT_EQ(airdrop.status, 200u) << airdrop.body;
-  std::optional<std::string> changed = client.Read();
-  EXPECT_EQ(NotifiedLamports(changed), 1005) << changed.value_or(client.error().message());
-  EXPECT_GE(
-      testing::MetricValue(
-          Metrics(),
-          fmt::format(R"(switchyard_pubsub_upstream_subscriptions{{method="account",target="{}"}})",
-                      "er-" + er_a_.ToBase58())),
-      1)
-      << Metrics();
+
+  // The subscription is answered once A's pubsub has taken it: a transfer on A changes the
+  // payer there, and the subscriber sees A's balance, not the base layer's.
+  std::string transfer_answer;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string transfer =
+            testing::TransferTransaction(payer_, receiver_.pubkey, 5, LatestBlockhash(er_a));
+        transfer_answer =
+            er_a.Post(Request("sendTransaction",
+                              fmt::format(R"(["{}",{{"encoding":"base64"}}])", transfer)))
+                .value_or("");
+        return transfer_answer.find(R"("result":")") != std::string::npos;
+      },
+      kDeadline))
+      << transfer_answer;
+  const int64_t notified = NotifiedLamports(client.Read());
+  const std::string on_a =
+      er_a.Post(Request("getBalance", fmt::format(R"(["{}"])", payer_.pubkey.ToBase58())))
+          .value_or("");
+  const std::string on_base =
+      base.Post(Request("getBalance", fmt::format(R"(["{}"])", payer_.pubkey.ToBase58())))
+          .value_or("");
+  EXPECT_GT(notified, 0) << client.error().message();
+  EXPECT_EQ(notified, JsonInt(on_a, "value")) << on_a;
+  EXPECT_NE(notified, JsonInt(on_base, "value")) << on_base;
+  EXPECT_EQ(testing::MetricValue(Metrics(), "switchyard_pubsub_upstream_failures_total"), 0);
 }
 
 TEST_F(ErDiscoveryTest, RecordsOfAnUnknownVersionOrMalformedAreCountedAndSkipped) {

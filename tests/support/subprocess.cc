@@ -33,7 +33,7 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_path,
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     dup2(out, 1);
     dup2(err, 2);
     auto args = ToArgv(argv);
@@ -77,7 +77,9 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
 }
 
 pid_t StartProcess(const std::vector<std::string>& argv) {
-  return Spawn(argv, "/dev/null", "/dev/null");
+  // SWITCHYARD_TEST_CHILD_LOG=FILE appends every started child's stderr to FILE (debugging).
+  const char* log = std::getenv("SWITCHYARD_TEST_CHILD_LOG");
+  return Spawn(argv, "/dev/null", log != nullptr && *log != '\0' ? log : "/dev/null");
 }
 
 }  // namespace switchyard::testing
