@@ -164,6 +164,9 @@ class ServeProcess {
         &admin_metrics_);
     admin_->SetCache(router_->cache());
     admin_->SetErStatus([ers = router_->ers()] { return ErStatusJson(*ers->Current()); });
+    admin_->SetWriteHealth([fold = fold_runner_.get(), watcher = watcher_.get()] {
+      return WriteHealth{fold->error(), watcher != nullptr ? watcher->append_error() : ""};
+    });
     admin_->Start();
     admin_server_ = std::make_unique<HttpServer>(AdminServerOptions(), admin_->HandlerFactory(),
                                                  &admin_http_metrics_);

@@ -314,7 +314,7 @@ absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
       FromRocksDb(wb.Put(meta_cf_, kPositionKey, EncodePosition(batch.position)), "batch put"));
   rocksdb::WriteOptions write;
   write.sync = sync_commits_;
-  return FromRocksDb(db_->Write(write, &wb), "committing a fold batch");
+  return database_->Write(write, &wb, "committing a fold batch to the state store");
 }
 
 absl::StatusOr<FoldPosition> RocksDbStateStore::Position() {
