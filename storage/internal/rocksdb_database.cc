@@ -15,10 +15,13 @@
 namespace switchyard::storage_internal {
 namespace {
 
-// RocksDB's info log through spdlog, warnings and errors only, instead of a LOG file in the
-// database's directory. That file shares the database's disk, and RocksDB's file logger trips
-// an assertion of its own when it writes again after a write of it failed, which a full disk
-// makes happen: the process would abort where it should report the error and wait.
+// RocksDB's info log through spdlog at debug level (its warnings and errors only), instead
+// of a LOG file in the database's directory. That file shares the database's disk, and
+// RocksDB's file logger trips an assertion of its own when it writes again after a write of it
+// failed, which a full disk makes happen: the process would abort where it should report the
+// error and wait. Debug level, since RocksDB reports routine events as errors (a directory
+// that does not exist yet) and the commands print their results on the same output; the
+// errors that matter reach the caller as Status.
 class SpdlogInfoLog final : public rocksdb::Logger {
  public:
   explicit SpdlogInfoLog(std::string what)
@@ -33,11 +36,7 @@ class SpdlogInfoLog final : public rocksdb::Logger {
     std::vsnprintf(line, sizeof(line), format, ap);
     std::string_view text(line);
     while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
-    if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL) {
-      spdlog::error("rocksdb ({}): {}", what_, text);
-    } else {
-      spdlog::warn("rocksdb ({}): {}", what_, text);
-    }
+    spdlog::debug("rocksdb ({}): {}", what_, text);
   }
 
  private:

@@ -84,8 +84,12 @@ class DiskFullTest : public testing::ProcessTest {
                                   "[ingest]\nbase_url = \"{}\"\nreconcile_interval_ms = 200\n",
                                   url, url));
     const std::string ready_file = dir_.Sub("serve.ready");
-    const pid_t serve = Start({SWITCHYARD_BINARY, "serve", "--config", config, "--data-dir", data,
-                               "--ready-file", ready_file});
+    // Through a shell that execs serve (same pid) with its log in a file the test reads.
+    const std::string serve_log = dir_.Sub("serve.log");
+    const pid_t serve =
+        Start({"/bin/sh", "-c",
+               fmt::format("exec {} serve --config {} --data-dir {} --ready-file {} > {} 2>&1",
+                           SWITCHYARD_BINARY, config, data, ready_file, serve_log)});
     const std::string ports = WaitForReadyFile(ready_file);
     const auto admin = static_cast<uint16_t>(JsonInt(ports, "admin"));
     const auto api = static_cast<uint16_t>(JsonInt(ports, "api"));
@@ -115,6 +119,20 @@ class DiskFullTest : public testing::ProcessTest {
         << ready_body;
     EXPECT_NE(ready_body.find(full_dir), std::string::npos) << ready_body;
     EXPECT_NE(ready_body.find("No space left on device"), std::string::npos) << ready_body;
+    // The log says it once, naming the directory.
+    const std::string logged = on_tmpfs == "state"
+                                   ? "fold stopped, serving the last snapshot and retrying"
+                                   : "ingest stopped appending to the event log";
+    std::string log_text;
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          log_text = testing::ReadFile(serve_log).value_or("");
+          const size_t at = log_text.find(logged);
+          return at != std::string::npos && log_text.find(full_dir, at) != std::string::npos &&
+                 log_text.find('\n', at) != std::string::npos;
+        },
+        5s))
+        << log_text;
     auto status = HttpGet(admin, "/status");
     ASSERT_TRUE(status.has_value());
     const std::string error_field = on_tmpfs == "state" ? "fold_error" : "log_error";
