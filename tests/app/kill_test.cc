@@ -122,18 +122,40 @@ TEST_F(KillTest, SigkillUnderLoadServesAgainWithinASecondWithTheSameDigest) {
   const uint16_t base = StartLocalnet(
       "base", {"--slot-ms", "50", "--fund", fmt::format("{}={}", funded.ToBase58(), kFunds)});
   ASSERT_GT(base, 0);
-  const uint16_t api = FreePort();
-  const std::string config =
-      WriteFile("serve.toml",
-                fmt::format("[api]\nlisten = \"127.0.0.1:{}\"\n"
-                            "[admin]\nlisten = \"127.0.0.1:0\"\n"
-                            "[upstreams.base]\nendpoints = [{{url = \"http://127.0.0.1:{}\"}}]\n",
-                            api, base));
   const std::string ready_file = dir_.Sub("serve.ready");
+  const std::string config = dir_.Sub("serve.toml");
   const std::vector<std::string> serve_argv = {
       SWITCHYARD_BINARY, "serve", "--config",     config,
       "--data-dir",      data,    "--ready-file", ready_file};
-  pid_t serve = Start(serve_argv);
+  // The API keeps its port across the restart, so the test picks one; another test may take
+  // it first, and then serve exits (the port is in use) and another is tried.
+  uint16_t api = 0;
+  pid_t serve = -1;
+  for (int attempt = 0; attempt < 5 && serve < 0; ++attempt) {
+    api = FreePort();
+    std::ofstream(config) << fmt::format(
+        "[api]\nlisten = \"127.0.0.1:{}\"\n"
+        "[admin]\nlisten = \"127.0.0.1:0\"\n"
+        "[upstreams.base]\nendpoints = [{{url = \"http://127.0.0.1:{}\"}}]\n",
+        api, base);
+    const pid_t started = Start(serve_argv);
+    ASSERT_GT(started, 0);
+    int wait_status = 0;
+    bool exited = false;
+    WaitFor(
+        [&] {
+          exited = waitpid(started, &wait_status, WNOHANG) == started;
+          auto text = testing::ReadFile(ready_file);
+          return exited || (text && text->find('}') != std::string::npos);
+        },
+        60s);
+    if (exited) {
+      std::erase(processes_, started);
+    } else {
+      serve = started;
+    }
+  }
+  ASSERT_GT(serve, 0) << "serve did not start on any of five ports";
   uint16_t admin = static_cast<uint16_t>(JsonInt(WaitForReadyFile(ready_file), "admin"));
   ASSERT_GT(admin, 0);
   auto status = HttpGet(admin, "/status");
