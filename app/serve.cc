@@ -88,6 +88,7 @@ class ServeProcess {
     if (config_.log_url.rfind("kafka://", 0) == 0) {
       kafka_metrics_ = std::make_unique<KafkaLogMetrics>(registry_);
     }
+    const absl::Time started = absl::Now();
     // No listener is up while the log cannot be opened: nothing claims readiness meanwhile.
     ASSIGN_OR_RETURN(log_, OpenEventLogRetrying(config_, /*create_if_missing=*/true,
                                                 kafka_metrics_.get(), stop_signals_));
@@ -95,10 +96,19 @@ class ServeProcess {
     RocksDbStateStoreOptions store_options;
     store_options.sync_commits = config_.sync;
     store_options.block_cache_bytes = config_.block_cache_mb << 20;
+    const absl::Time log_opened = absl::Now();
     ASSIGN_OR_RETURN(store_, RocksDbStateStore::Open(config_.StateDir(), store_options));
+    const absl::Time store_opened = absl::Now();
     fold_runner_ = std::make_unique<FoldRunner>(config_.fold, reader_.get(), store_.get(),
                                                 &snapshots_, &clock_, &fold_metrics_);
     RETURN_IF_ERROR(fold_runner_->Init());
+    spdlog::info(
+        "start-up: log opened in {:.0f} ms, state store in {:.0f} ms, {} accounts loaded in "
+        "{:.0f} ms",
+        absl::ToDoubleMilliseconds(log_opened - started),
+        absl::ToDoubleMilliseconds(store_opened - log_opened),
+        fold_runner_->fold().accounts().size(),
+        absl::ToDoubleMilliseconds(absl::Now() - store_opened));
     if (!config_.ingest.endpoints.empty()) {
       // The watcher writes the same log the fold reads, from where the log leaves off.
       ASSIGN_OR_RETURN(IngestResume resume, ResumeIngest(*fold_runner_, *store_, *log_));
@@ -164,6 +174,9 @@ class ServeProcess {
         &admin_metrics_);
     admin_->SetCache(router_->cache());
     admin_->SetErStatus([ers = router_->ers()] { return ErStatusJson(*ers->Current()); });
+    admin_->SetWriteHealth([fold = fold_runner_.get(), watcher = watcher_.get()] {
+      return WriteHealth{fold->error(), watcher != nullptr ? watcher->append_error() : ""};
+    });
     admin_->Start();
     admin_server_ = std::make_unique<HttpServer>(AdminServerOptions(), admin_->HandlerFactory(),
                                                  &admin_http_metrics_);

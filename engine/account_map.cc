@@ -115,7 +115,7 @@ AccountMap::Table& AccountMap::MutableTable(size_t shard) {
   return *root.table;
 }
 
-void AccountMap::Upsert(const Pubkey& key, const AccountState& state) {
+AccountMap::Cell AccountMap::MakeCell(const Pubkey& key, const AccountState& state) {
   Cell cell;
   cell.key = key;
   cell.validator_id = Intern(state.validator);
@@ -125,6 +125,51 @@ void AccountMap::Upsert(const Pubkey& key, const AccountState& state) {
   cell.commit_frequency_ms = state.commit_frequency_ms;
   cell.last_event_slot = state.last_event_slot;
   cell.flags = kOccupied | (state.delegated ? kDelegated : 0);
+  return cell;
+}
+
+AccountMap::Builder::Builder(size_t expected_accounts) : shards_(map_.roots_.size()) {
+  if (expected_accounts == 0) return;
+  // A little over the mean, so that few shard lists grow.
+  const size_t per_shard = expected_accounts / shards_.size() * 9 / 8 + 8;
+  for (std::vector<Cell>& shard : shards_) shard.reserve(per_shard);
+}
+
+void AccountMap::Builder::Add(const Pubkey& key, const AccountState& state) {
+  shards_[HashOf(key) >> (64 - kShardBits)].push_back(map_.MakeCell(key, state));
+}
+
+AccountMap AccountMap::Builder::Build() && {
+  for (size_t shard = 0; shard < shards_.size(); ++shard) {
+    std::vector<Cell>& cells = shards_[shard];
+    if (cells.empty()) continue;
+    // A load of at most 3/4, as Upsert keeps it.
+    map_.Rehash(shard, std::max(kMinCapacity, (cells.size() * 4 + 2) / 3 + 1));
+    Table& table = *map_.roots_[shard].table;
+    const size_t capacity = table.cells.size();
+    for (const Cell& cell : cells) {
+      for (size_t i = Home(HashOf(cell.key), capacity);;) {
+        Cell& slot = table.cells[i];
+        if (!slot.occupied()) {
+          slot = cell;
+          ++table.size;
+          ++map_.size_;
+          break;
+        }
+        if (slot.key == cell.key) {
+          slot = cell;
+          break;
+        }
+        if (++i == capacity) i = 0;
+      }
+    }
+    std::vector<Cell>().swap(cells);
+  }
+  return std::move(map_);
+}
+
+void AccountMap::Upsert(const Pubkey& key, const AccountState& state) {
+  const Cell cell = MakeCell(key, state);
 
   const size_t hash = HashOf(key);
   const size_t shard = hash >> (64 - kShardBits);

@@ -17,6 +17,9 @@ FoldMetrics::FoldMetrics(MetricsRegistry& r)
       commits(r.AddCounter("switchyard_fold_commits_total", "Fold batches committed")),
       errors(
           r.AddCounter("switchyard_fold_errors_total", "Fold steps that failed and were retried")),
+      commit_errors(
+          r.AddCounter("switchyard_fold_commit_errors_total",
+                       "Fold batches the state store failed to write (a full disk, an I/O error)")),
       applied_slot(r.AddGauge("switchyard_fold_applied_slot", "The applied slot")),
       in_limbo(r.AddGauge("switchyard_fold_in_limbo",
                           "1 between a StreamGap and the next Resynced, else 0")),
@@ -85,7 +88,10 @@ absl::Status FoldRunner::CommitAndPublish(bool caught_up) {
     FoldBatch batch = fold_->TakeBatch();
     uncommitted_records_ = 0;
     const absl::Duration start = clock_->Monotonic();
-    RETURN_IF_ERROR(store_->Commit(batch));
+    if (absl::Status s = store_->Commit(batch); !s.ok()) {
+      if (metrics_ != nullptr) metrics_->commit_errors.Increment();
+      return s;
+    }
     if (metrics_ != nullptr) {
       const FoldCounters& now = batch.position.counters;
       metrics_->commits.Increment();
@@ -146,15 +152,41 @@ absl::Status FoldRunner::RunUntilCaughtUp() {
 void FoldRunner::Start() {
   stopping_ = false;
   thread_ = std::thread([this] {
+    uint64_t failed_steps = 0;
     while (!stopping_.load()) {
       absl::StatusOr<size_t> read = Step(options_.poll_timeout);
-      if (!read.ok()) {
-        if (metrics_ != nullptr) metrics_->errors.Increment();
-        spdlog::warn("fold step failed, retrying: {}", read.status().ToString());
-        absl::SleepFor(options_.error_backoff);
+      if (read.ok()) {
+        if (failed_steps > 0) {
+          spdlog::info("fold resumed after {} failed steps, at applied slot {}", failed_steps,
+                       fold_->position().applied_slot);
+          absl::MutexLock lock(&error_mu_);
+          error_.clear();
+        }
+        failed_steps = 0;
+        continue;
       }
+      if (metrics_ != nullptr) metrics_->errors.Increment();
+      const std::string message = read.status().ToString();
+      bool changed = false;
+      {
+        absl::MutexLock lock(&error_mu_);
+        changed = error_ != message;
+        error_ = message;
+      }
+      // Once per distinct error, not once per retry: a full disk fails every step.
+      if (changed) {
+        spdlog::error("fold stopped, serving the last snapshot and retrying every {}: {}",
+                      absl::FormatDuration(options_.error_backoff), message);
+      }
+      ++failed_steps;
+      absl::SleepFor(options_.error_backoff);
     }
   });
+}
+
+std::string FoldRunner::error() const {
+  absl::MutexLock lock(&error_mu_);
+  return error_;
 }
 
 void FoldRunner::Stop() {

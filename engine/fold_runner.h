@@ -4,10 +4,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/metrics.h"
@@ -37,6 +40,7 @@ struct FoldMetrics {
   Counter& quarantined;
   Counter& commits;
   Counter& errors;
+  Counter& commit_errors;
   Gauge& applied_slot;
   Gauge& in_limbo;
   Histogram& commit_seconds;
@@ -61,9 +65,13 @@ class FoldRunner {
   // stop slot, until every partition has sealed it.
   absl::Status RunUntilCaughtUp();
 
-  // Runs Step in a thread until Stop(); errors are logged, counted and retried.
+  // Runs Step in a thread until Stop(); errors are logged, counted and retried. While steps
+  // fail (a full disk under the state store), the last published snapshot stays in place.
   void Start();
   void Stop();
+  // Why the last step of Start()'s thread failed; empty once a step succeeds again. Any
+  // thread.
+  std::string error() const;
 
   const Fold& fold() const { return *fold_; }
 
@@ -86,6 +94,8 @@ class FoldRunner {
   absl::Duration last_publish_ = absl::ZeroDuration();
   std::atomic<bool> stopping_{false};
   std::thread thread_;
+  mutable absl::Mutex error_mu_;
+  std::string error_ ABSL_GUARDED_BY(error_mu_);
 };
 
 }  // namespace switchyard

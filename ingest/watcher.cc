@@ -104,6 +104,10 @@ WatcherMetrics::WatcherMetrics(MetricsRegistry& r)
       stale_connections(r.AddCounter(
           "switchyard_ingest_stale_connections_total",
           "Base-layer reads sent again at once because a kept connection had been closed")),
+      log_append_errors(r.AddCounter(
+          "switchyard_ingest_log_append_errors_total",
+          "Appends to the event log that failed (a full disk, an I/O error) and were kept for "
+          "the next")),
       last_sealed_slot(r.AddGauge("switchyard_ingest_last_sealed_slot", "Last slot sealed")),
       active_endpoint(r.AddGauge("switchyard_ingest_active_endpoint",
                                  "Index in [ingest] endpoints of the base-layer endpoint in use")),
@@ -748,13 +752,41 @@ absl::Status BaseLayerWatcher::Flush(const std::vector<Event>& markers) {
   if (unflushed_.empty()) return absl::OkStatus();
   // On failure nothing is forgotten: the same records go out with the next flush (the log
   // may hold some of them twice; the fold ignores the repeats that are stale).
-  RETURN_IF_ERROR(log_->Append(unflushed_));
+  if (absl::Status s = log_->Append(unflushed_); !s.ok()) {
+    if (metrics_ != nullptr) metrics_->log_append_errors.Increment();
+    bool first = false;
+    {
+      absl::MutexLock lock(&append_error_mu_);
+      first = append_error_.empty();
+      append_error_ = std::string(s.message());
+    }
+    // Once per outage: the session ends and every reconnect fails the same way meanwhile.
+    if (first) {
+      spdlog::error(
+          "ingest stopped appending to the event log, keeping {} records for the next "
+          "append: {}",
+          unflushed_.size(), std::string(s.message()));
+    }
+    return s;
+  }
+  {
+    absl::MutexLock lock(&append_error_mu_);
+    if (!append_error_.empty()) {
+      spdlog::info("ingest appends to the event log again ({} records)", unflushed_.size());
+      append_error_.clear();
+    }
+  }
   unflushed_.clear();
   for (auto& [account, state] : unflushed_view_) view_[account] = state;
   unflushed_view_.clear();
   if (metrics_ != nullptr) metrics_->events_written.Increment(unflushed_events_);
   unflushed_events_ = 0;
   return absl::OkStatus();
+}
+
+std::string BaseLayerWatcher::append_error() const {
+  absl::MutexLock lock(&append_error_mu_);
+  return append_error_;
 }
 
 absl::Status BaseLayerWatcher::WriteMarker(const Event& marker) { return Flush({marker}); }

@@ -89,6 +89,7 @@ struct WatcherMetrics {
   Counter& notifications;
   Counter& read_retries;
   Counter& stale_connections;
+  Counter& log_append_errors;
   Gauge& last_sealed_slot;
   Gauge& active_endpoint;  // index in WatcherOptions::endpoints
   Counter& failovers_dead;
@@ -138,6 +139,9 @@ class BaseLayerWatcher {
   Slot last_resync_slot() const { return last_resync_.load(); }
   // The index in WatcherOptions::endpoints of the endpoint in use.
   size_t active_endpoint() const { return active_.load(); }
+  // Why the last append to the log failed (a full disk under the embedded log); empty once
+  // an append succeeds again. Any thread.
+  std::string append_error() const;
 
  private:
   // Why a session ended, for the failover decision.
@@ -226,6 +230,9 @@ class BaseLayerWatcher {
   std::optional<FailoverPlan> planned_ ABSL_GUARDED_BY(probe_mu_);
   size_t planned_for_ ABSL_GUARDED_BY(probe_mu_) = 0;
   std::atomic<bool> plan_pending_{false};  // planned_ is set: the stream's loop looks no further
+
+  mutable absl::Mutex append_error_mu_;
+  std::string append_error_ ABSL_GUARDED_BY(append_error_mu_);
 
   std::atomic<Slot> last_sealed_{0};
   std::atomic<Slot> last_resync_{0};

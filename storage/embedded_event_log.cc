@@ -131,7 +131,7 @@ absl::Status EmbeddedEventLog::Append(std::span<const OutgoingRecord> records) {
   }
   rocksdb::WriteOptions write;
   write.sync = sync_appends_;
-  RETURN_IF_ERROR(FromRocksDb(database_->db()->Write(write, &batch), "appending to the event log"));
+  RETURN_IF_ERROR(database_->Write(write, &batch, "appending to the event log"));
   end_ = next;
   return absl::OkStatus();
 }

@@ -7,10 +7,15 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <deque>
 #include <limits>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/endian.h"
 #include "common/status.h"
 #include "engine/event_codec.h"
@@ -314,7 +319,7 @@ absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
       FromRocksDb(wb.Put(meta_cf_, kPositionKey, EncodePosition(batch.position)), "batch put"));
   rocksdb::WriteOptions write;
   write.sync = sync_commits_;
-  return FromRocksDb(db_->Write(write, &wb), "committing a fold batch");
+  return database_->Write(write, &wb, "committing a fold batch to the state store");
 }
 
 absl::StatusOr<FoldPosition> RocksDbStateStore::Position() {
@@ -328,31 +333,65 @@ absl::StatusOr<FoldPosition> RocksDbStateStore::Position() {
 absl::StatusOr<LoadedState> RocksDbStateStore::Load() {
   LoadedState loaded;
   ASSIGN_OR_RETURN(loaded.position, Position());
-  rocksdb::ReadOptions read;
-  read.fill_cache = false;
-  read.readahead_size = 4 << 20;
   uint64_t estimated = 0;
-  if (db_->GetIntProperty(state_cf_, "rocksdb.estimate-num-keys", &estimated)) {
-    loaded.accounts.Reserve(estimated);
-  }
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, state_cf_));
-  std::vector<std::pair<Pubkey, AccountState>> chunk;
-  chunk.reserve(1024);
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    const rocksdb::Slice key = it->key();
-    std::optional<AccountState> state =
-        DecodeAccountState(std::string_view(it->value().data(), it->value().size()));
-    if (key.size() != Pubkey::kSize || !state) {
-      return absl::DataLossError(absl::StrCat("malformed state row of ", key.size(), " bytes"));
+  if (!db_->GetIntProperty(state_cf_, "rocksdb.estimate-num-keys", &estimated)) estimated = 0;
+  // Start-up time is serve's time to its first answer: the scan (read, decompress, decode)
+  // runs on a thread of its own, handing chunks of rows to this one, which builds the map.
+  constexpr size_t kChunkRows = 8192;
+  constexpr size_t kMaxChunks = 8;  // the queue's bound
+  using Chunk = std::vector<std::pair<Pubkey, AccountState>>;
+  absl::Mutex mu;
+  std::deque<Chunk> queue;  // guarded by mu
+  bool done = false;        // guarded by mu
+  absl::Status scanned;     // written by the scanner before done
+  std::thread scanner([&] {
+    rocksdb::ReadOptions read;
+    read.fill_cache = false;
+    read.readahead_size = 4 << 20;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, state_cf_));
+    Chunk chunk;
+    chunk.reserve(kChunkRows);
+    auto hand_over = [&] {
+      absl::MutexLock lock(&mu);
+      auto room = [&] { return queue.size() < kMaxChunks; };
+      mu.Await(absl::Condition(&room));
+      queue.push_back(std::move(chunk));
+      chunk = Chunk();
+      chunk.reserve(kChunkRows);
+    };
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      const rocksdb::Slice key = it->key();
+      std::optional<AccountState> state =
+          DecodeAccountState(std::string_view(it->value().data(), it->value().size()));
+      if (key.size() != Pubkey::kSize || !state) {
+        scanned =
+            absl::DataLossError(absl::StrCat("malformed state row of ", key.size(), " bytes"));
+        break;
+      }
+      chunk.emplace_back(Pubkey::FromBytes(AsBytes(key.data())), *state);
+      if (chunk.size() == kChunkRows) hand_over();
     }
-    chunk.emplace_back(Pubkey::FromBytes(AsBytes(key.data())), *state);
-    if (chunk.size() == chunk.capacity()) {
-      loaded.accounts.UpsertMany(chunk);
-      chunk.clear();
+    if (scanned.ok()) scanned = FromRocksDb(it->status(), "loading the state");
+    if (scanned.ok() && !chunk.empty()) hand_over();
+    absl::MutexLock lock(&mu);
+    done = true;
+  });
+  AccountMap::Builder accounts(estimated);
+  for (;;) {
+    Chunk chunk;
+    {
+      absl::MutexLock lock(&mu);
+      auto ready = [&] { return !queue.empty() || done; };
+      mu.Await(absl::Condition(&ready));
+      if (queue.empty()) break;  // done, and everything handed over is built
+      chunk = std::move(queue.front());
+      queue.pop_front();
     }
+    for (const auto& [key, state] : chunk) accounts.Add(key, state);
   }
-  RETURN_IF_ERROR(FromRocksDb(it->status(), "loading the state"));
-  loaded.accounts.UpsertMany(chunk);
+  scanner.join();
+  RETURN_IF_ERROR(scanned);
+  loaded.accounts = std::move(accounts).Build();
   return loaded;
 }
 

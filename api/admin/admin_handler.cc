@@ -293,8 +293,14 @@ Readiness AdminContext::CheckReady() const {
     r.limbo_since = snapshot->limbo_since();
   }
   r.base_slot = upstreams_->LastSlot(options_.base_target);
+  const WriteHealth writes = write_health_ ? write_health_() : WriteHealth();
   if (!r.applied_slot) {
     r.reason = "the state is not loaded yet";
+  } else if (!writes.fold_error.empty()) {
+    r.reason = fmt::format("the fold is stopped at applied slot {}: {}", *r.applied_slot,
+                           writes.fold_error);
+  } else if (!writes.log_error.empty()) {
+    r.reason = fmt::format("ingest cannot append to the event log: {}", writes.log_error);
   } else if (!r.base_slot) {
     r.reason = "the base layer's slot is not known yet";
   } else if (*r.base_slot > *r.applied_slot &&
@@ -328,6 +334,10 @@ std::string AdminContext::StatusJson() const {
         "\"delegated_accounts\":null,";
   }
   out += fmt::format("\"base_slot\":{},", OptionalSlot(readiness.base_slot));
+  const WriteHealth writes = write_health_ ? write_health_() : WriteHealth();
+  out += fmt::format("\"fold_error\":{},\"log_error\":{},",
+                     writes.fold_error.empty() ? "null" : JsonQuote(writes.fold_error),
+                     writes.log_error.empty() ? "null" : JsonQuote(writes.log_error));
   {
     absl::MutexLock lock(&mu_);
     out += "\"log\":{\"partitions\":[";

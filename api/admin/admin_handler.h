@@ -150,6 +150,13 @@ struct Readiness {
   std::optional<Slot> limbo_since;
 };
 
+// Why the parts that write cannot (a full disk, an I/O error), as the app reports them; an
+// empty string when that part writes. A value type.
+struct WriteHealth {
+  std::string fold_error;  // the fold cannot commit to the state store
+  std::string log_error;   // ingest cannot append to the event log
+};
+
 // What the admin endpoints share: /health, /ready, /status and /metrics. Owned by the app;
 // it must outlive the HttpServer that serves HandlerFactory(). The snapshot holder, the
 // registry, the monitor and the metrics must outlive it. Start() and Stop() from one control
@@ -174,6 +181,9 @@ class AdminContext {
   // The `ers` member of /status (raw JSON: the ERs with their status and probe latency), from
   // the app; called on the admin worker, must not block.
   void SetErStatus(std::function<std::string()> ers) { ers_ = std::move(ers); }
+  // Where /ready and /status read whether the fold and ingest can write: either one failing
+  // makes /ready answer 503 with the error. Called on the admin worker, must not block.
+  void SetWriteHealth(std::function<WriteHealth()> health) { write_health_ = std::move(health); }
 
   // For an HttpServer of its own, on a loopback port.
   RequestHandlerFactory HandlerFactory();
@@ -187,6 +197,7 @@ class AdminContext {
   AdminMetrics* metrics_;
   const ResponseCache* cache_ = nullptr;
   std::function<std::string()> ers_;
+  std::function<WriteHealth()> write_health_;
   mutable absl::Mutex mu_;
   std::vector<PartitionStatus> partitions_ ABSL_GUARDED_BY(mu_);
   std::string partitions_error_ ABSL_GUARDED_BY(mu_);

@@ -1,13 +1,49 @@
 #include "storage/internal/rocksdb_database.h"
 
+#include <rocksdb/env.h>
+
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "spdlog/spdlog.h"
 #include "storage/internal/rocksdb_status.h"
 
 namespace switchyard::storage_internal {
+namespace {
+
+// RocksDB's info log through spdlog at debug level (its warnings and errors only), instead
+// of a LOG file in the database's directory. That file shares the database's disk, and
+// RocksDB's file logger trips an assertion of its own when it writes again after a write of it
+// failed, which a full disk makes happen: the process would abort where it should report the
+// error and wait. Debug level, since RocksDB reports routine events as errors (a directory
+// that does not exist yet) and the commands print their results on the same output; the
+// errors that matter reach the caller as Status.
+class SpdlogInfoLog final : public rocksdb::Logger {
+ public:
+  explicit SpdlogInfoLog(std::string what)
+      : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL), what_(std::move(what)) {}
+
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level < GetInfoLogLevel()) return;
+    char line[1024];
+    std::vsnprintf(line, sizeof(line), format, ap);
+    std::string_view text(line);
+    while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+    spdlog::debug("rocksdb ({}): {}", what_, text);
+  }
+
+ private:
+  std::string what_;
+};
+
+}  // namespace
 
 rocksdb::DBOptions Database::DefaultOptions(bool create_if_missing) {
   rocksdb::DBOptions options;
@@ -17,6 +53,10 @@ rocksdb::DBOptions Database::DefaultOptions(bool create_if_missing) {
   // Restart speed: keep recovered write-ahead-log data in the memtable instead of flushing it
   // during Open; a clean close flushes.
   options.avoid_flush_during_recovery = true;
+  // No preallocation (fallocate) of write-ahead-log and table files: a write-ahead log would
+  // take 1.1 memtables of disk at once (of memory on tmpfs), and a full disk would show only
+  // once the preallocated block is used up. Without it, the write that needs the space fails.
+  options.allow_fallocate = false;
   return options;
 }
 
@@ -27,12 +67,17 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   }
+  rocksdb::DBOptions with_log = options;
+  if (with_log.info_log == nullptr) {
+    with_log.info_log =
+        std::make_shared<SpdlogInfoLog>(absl::StrCat(std::string(what), " at ", path));
+  }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  RETURN_IF_ERROR(FromRocksDb(rocksdb::DB::Open(options, path, families, &handles, &raw),
+  RETURN_IF_ERROR(FromRocksDb(rocksdb::DB::Open(with_log, path, families, &handles, &raw),
                               absl::StrCat("opening ", std::string(what), " at ", path)));
   return std::unique_ptr<Database>(
-      new Database(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), false));
+      new Database(std::unique_ptr<rocksdb::DB>(raw), std::move(handles), false, path));
 }
 
 absl::StatusOr<std::unique_ptr<Database>> Database::OpenSecondary(
@@ -67,10 +112,27 @@ absl::StatusOr<std::unique_ptr<Database>> Database::OpenSecondary(
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles(families.size(), nullptr);
   for (size_t i = 0; i < opened.size(); ++i) handles[index_of[i]] = opened[i];
-  auto database = std::unique_ptr<Database>(new Database(std::move(db), std::move(handles), true));
+  auto database =
+      std::unique_ptr<Database>(new Database(std::move(db), std::move(handles), true, path));
   RETURN_IF_ERROR(FromRocksDb(caught_up, absl::StrCat("catching up with the primary of ",
                                                       std::string(what), " at ", path)));
   return database;
+}
+
+absl::Status Database::Write(const rocksdb::WriteOptions& options, rocksdb::WriteBatch* batch,
+                             std::string_view what) {
+  const std::string context = absl::StrCat(std::string(what), " at ", path_);
+  if (write_failed_.load()) {
+    // Busy: RocksDB's own recovery (it polls the free space) is under way; the write below
+    // then fails with the background error and is tried again later.
+    const rocksdb::Status resumed = db_->Resume();
+    if (!resumed.ok() && !resumed.IsBusy()) {
+      return FromRocksDb(resumed, absl::StrCat(context, ": resuming after a failed write"));
+    }
+  }
+  const rocksdb::Status s = db_->Write(options, batch);
+  write_failed_.store(!s.ok());
+  return FromRocksDb(s, context);
 }
 
 Database::~Database() {

@@ -2,7 +2,9 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,17 +36,30 @@ class Database {
   ~Database();
 
   rocksdb::DB* db() const { return db_.get(); }
+  const std::string& path() const { return path_; }
+
+  // Writes `batch`; `what` names the write in errors ("committing a fold batch"), which also
+  // name the database's path. A failed write (a full disk, an I/O error) may leave RocksDB in
+  // its background-error mode, where it refuses every write: the next Write first asks it to
+  // resume (DB::Resume), so that writing starts again by itself once the cause is gone.
+  absl::Status Write(const rocksdb::WriteOptions& options, rocksdb::WriteBatch* batch,
+                     std::string_view what);
   // The handle of the i-th family given to Open.
   rocksdb::ColumnFamilyHandle* family(size_t i) const { return handles_[i]; }
 
  private:
   Database(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles,
-           bool secondary)
-      : db_(std::move(db)), handles_(std::move(handles)), secondary_(secondary) {}
+           bool secondary, std::string path)
+      : db_(std::move(db)),
+        handles_(std::move(handles)),
+        secondary_(secondary),
+        path_(std::move(path)) {}
 
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   bool secondary_ = false;
+  std::string path_;
+  std::atomic<bool> write_failed_{false};  // the last Write failed: resume before the next
 };
 
 }  // namespace switchyard::storage_internal
