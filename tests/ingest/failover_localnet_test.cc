@@ -17,6 +17,7 @@
 #include "storage/rocksdb_state_store.h"
 #include "tests/support/fault_proxy.h"
 #include "tests/support/localnet_process.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -33,8 +34,9 @@ Fault WithMode(FaultMode mode) {
   return fault;
 }
 
+// Waits up to `limit` (scaled under a sanitizer, where the localnet's slots come slower).
 bool WaitFor(const std::function<bool()>& condition, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+  const auto deadline = std::chrono::steady_clock::now() + limit * testing::kTimeScale;
   while (!condition()) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -16,6 +16,7 @@
 #include "storage/embedded_event_log.h"
 #include "storage/rocksdb_state_store.h"
 #include "tests/support/localnet_process.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -42,13 +43,14 @@ TEST(IngestRestartTest, SigkilledIngestResumesWithoutRewritingAndConverges) {
   constexpr int kKills = 6;
   for (int i = 0; i < kKills; ++i) {
     const pid_t pid = testing::StartProcess(ingest);
-    std::this_thread::sleep_for(std::chrono::milliseconds(150 + rng() % 350));
+    // Each run gets far enough to write something, more time under a sanitizer.
+    std::this_thread::sleep_for(std::chrono::milliseconds(150 + rng() % 350) * testing::kTimeScale);
     ASSERT_EQ(kill(pid, SIGKILL), 0);
     EXPECT_EQ(testing::WaitProcess(pid), 128 + SIGKILL);
   }
   // The last run sees the scenario end and reconciles after it; then stops cleanly.
   const pid_t last = testing::StartProcess(ingest);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500) * testing::kTimeScale);
   ASSERT_EQ(kill(last, SIGTERM), 0);
   EXPECT_EQ(testing::WaitProcess(last), 0);
   kill(localnet, SIGTERM);

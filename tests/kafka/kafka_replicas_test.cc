@@ -13,6 +13,7 @@
 #include "storage/rocksdb_state_store.h"
 #include "tests/kafka/kafka_stack.h"
 #include "tests/support/localnet_process.h"
+#include "tests/support/sanitizer.h"
 
 namespace switchyard {
 namespace {
@@ -294,8 +295,11 @@ TEST_F(KafkaReplicasTest, ALateReplicaCatchesUpFromOffsetZero) {
   ASSERT_TRUE(RunUntilApplied({a}, kStop + 20, 90s));
   const Replica late = stack_->StartReplica("replica-late");
   ASSERT_NE(late.admin_port, 0) << stack_->LogOf("replica-late");
-  // Caught up, and then following along with the other.
-  ASSERT_TRUE(RunUntilApplied({a, late}, AppliedSlot(a) + 30, 60s)) << "the late replica lags";
+  // Caught up, and then following along with the other, long enough for /status to be sampled
+  // at ten slots or more (the sampling is slower under a sanitizer).
+  ASSERT_TRUE(RunUntilApplied({a, late}, AppliedSlot(a) + 30 * testing::kTimeScale,
+                              60s * testing::kTimeScale))
+      << "the late replica lags";
   StopAndVerify(ingest, {a, late}, /*history_is_exact=*/true);
 }
 
