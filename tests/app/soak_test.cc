@@ -123,8 +123,8 @@ std::vector<Call> CallMix(const std::vector<std::string>& keys) {
   for (size_t i = 0; i < keys.size(); ++i) {
     const std::string& key = keys[i];
     calls.push_back({R"({"jsonrpc":"2.0","id":1,"method":"getSlot","params":[]})"});
-    calls.push_back({fmt::format(R"({{"jsonrpc":"2.0","id":2,"method":"getBalance","params":["{}"]}})",
-                                 key)});
+    calls.push_back(
+        {fmt::format(R"({{"jsonrpc":"2.0","id":2,"method":"getBalance","params":["{}"]}})", key)});
     calls.push_back({fmt::format(
         R"({{"jsonrpc":"2.0","id":3,"method":"getAccountInfo","params":["{}",{{"encoding":"base64"}}]}})",
         i % 2 == 0 ? key : std::string(kSystemProgram))});
@@ -211,13 +211,22 @@ TEST_F(SoakTest, ServeUnderChurnAndLoadStaysFlat) {
   const int64_t stop_slot = (soak_s - 10) * 1000 / kSlotMs;
   const std::string truth = dir_.Sub("truth.jsonl");
   std::vector<std::string> keys;
-  std::vector<std::string> localnet_args = {
-      "--slot-ms",          std::to_string(kSlotMs),   "--seed",
-      "7",                  "--accounts",              "40",
-      "--delegate-rate",    "0.2",                     "--undelegate-rate",
-      "0.15",               "--scenario-er-count",     "2",
-      "--ground-truth",     truth,                     "--scenario-stop-slot",
-      std::to_string(stop_slot)};
+  std::vector<std::string> localnet_args = {"--slot-ms",
+                                            std::to_string(kSlotMs),
+                                            "--seed",
+                                            "7",
+                                            "--accounts",
+                                            "40",
+                                            "--delegate-rate",
+                                            "0.2",
+                                            "--undelegate-rate",
+                                            "0.15",
+                                            "--scenario-er-count",
+                                            "2",
+                                            "--ground-truth",
+                                            truth,
+                                            "--scenario-stop-slot",
+                                            std::to_string(stop_slot)};
   for (int i = 0; i < kFundedKeys; ++i) {
     keys.push_back(MakeKeypair(static_cast<uint8_t>(0x60 + i)).pubkey.ToBase58());
     localnet_args.push_back("--fund");
@@ -298,10 +307,11 @@ TEST_F(SoakTest, ServeUnderChurnAndLoadStaysFlat) {
         bool ok = client.connected();
         if (ok) {
           ok = client.Send(
-              slots ? R"({"jsonrpc":"2.0","id":1,"method":"slotSubscribe"})"
-                    : fmt::format(
-                          R"({{"jsonrpc":"2.0","id":1,"method":"accountSubscribe","params":["{}",{{"encoding":"base64"}}]}})",
-                          kClock));
+              slots
+                  ? R"({"jsonrpc":"2.0","id":1,"method":"slotSubscribe"})"
+                  : fmt::format(
+                        R"({{"jsonrpc":"2.0","id":1,"method":"accountSubscribe","params":["{}",{{"encoding":"base64"}}]}})",
+                        kClock));
         }
         std::optional<std::string> answer;
         if (ok) answer = client.ReadAnswer();
@@ -310,8 +320,10 @@ TEST_F(SoakTest, ServeUnderChurnAndLoadStaysFlat) {
         const std::string_view notification = slots ? "slotNotification" : "accountNotification";
         for (int n = 0; ok && n < 2;) {
           std::optional<std::string> message = client.Read();
-          if (!message) ok = false;
-          else if (message->find(notification) != std::string::npos) ++n;
+          if (!message)
+            ok = false;
+          else if (message->find(notification) != std::string::npos)
+            ++n;
         }
         if (ok) {
           ok = client.Send(fmt::format(R"({{"jsonrpc":"2.0","id":2,"method":"{}","params":[{}]}})",
@@ -410,11 +422,13 @@ TEST_F(SoakTest, ServeUnderChurnAndLoadStaysFlat) {
   }
   ASSERT_FALSE(p99_by_minute.empty());
   std::string p99_text;
-  for (int64_t p99 : p99_by_minute) p99_text += fmt::format("{}{}", p99_text.empty() ? "" : " ", p99);
+  for (int64_t p99 : p99_by_minute)
+    p99_text += fmt::format("{}{}", p99_text.empty() ? "" : " ", p99);
   RecordProperty("p99_us_by_minute", p99_text);
   const int64_t p99_bound = std::max<int64_t>(2 * p99_by_minute[0], 2000);
   for (size_t m = 1; m < p99_by_minute.size(); ++m) {
-    EXPECT_LE(p99_by_minute[m], p99_bound) << "minute " << m << "; p99 by minute (us): " << p99_text;
+    EXPECT_LE(p99_by_minute[m], p99_bound)
+        << "minute " << m << "; p99 by minute (us): " << p99_text;
   }
 
   // The scenario has stopped; once ingest has applied its last slot and one reconciliation
