@@ -735,21 +735,27 @@ void HttpServer::OnAccepted(size_t worker, size_t listener, tcp::socket socket) 
     Upgrade(worker, std::move(socket), std::nullopt);
     return;
   }
-  if (!AdmitHttp()) {
-    metrics_->connections_rejected.Increment();
-    error_code ignored;
-    socket.close(ignored);
-    return;
-  }
-  metrics_->connections_accepted.Increment();
-  metrics_->connections_open.Add(1);
+  if (!AdmitHttp(socket)) return;
   StartSession(*workers_[worker], std::move(socket));
 }
 
-bool HttpServer::AdmitHttp() {
-  absl::MutexLock lock(&mu_);
-  if (live_sessions_ >= options_.max_connections) return false;
-  ++live_sessions_;
+bool HttpServer::AdmitHttp(tcp::socket& socket) {
+  bool admitted = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (live_sessions_ < options_.max_connections) {
+      ++live_sessions_;
+      admitted = true;
+    }
+  }
+  if (!admitted) {
+    metrics_->connections_rejected.Increment();
+    error_code ignored;
+    socket.close(ignored);
+    return false;
+  }
+  metrics_->connections_accepted.Increment();
+  metrics_->connections_open.Add(1);
   return true;
 }
 

@@ -259,7 +259,9 @@ class HttpServer {
   // `worker`, if the limit admits it.
   template <typename Connection>
   void Upgrade(size_t worker, Connection connection, std::optional<HttpRequest> request);
-  bool AdmitHttp();
+  // Counts an HTTP connection in under max_connections, or closes `socket` and counts it
+  // rejected (false).
+  bool AdmitHttp(boost::asio::ip::tcp::socket& socket);
   void OnSessionClosed();
   void ReleaseUpgraded();
 

@@ -123,16 +123,7 @@ class HttpServer::TlsHandshake : public std::enable_shared_from_this<TlsHandshak
 
 void HttpServer::StartTls(size_t worker, size_t listener, tcp::socket socket) {
   const bool upgrade = listeners_[listener].upgrade;
-  if (!upgrade) {
-    if (!AdmitHttp()) {
-      metrics_->connections_rejected.Increment();
-      error_code ignored;
-      socket.close(ignored);
-      return;
-    }
-    metrics_->connections_accepted.Increment();
-    metrics_->connections_open.Add(1);
-  }
+  if (!upgrade && !AdmitHttp(socket)) return;
   error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   auto handshake =

@@ -26,6 +26,7 @@
 #include "storage/embedded_event_log.h"
 #include "tests/app/process_test.h"
 #include "tests/support/event_generator.h"
+#include "tests/support/free_port.h"
 #include "tests/support/subprocess.h"
 
 namespace switchyard {
@@ -33,6 +34,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using testing::FreePort;
 using testing::HttpGet;
 using testing::JsonInt;
 using testing::Request;
@@ -45,19 +47,6 @@ constexpr size_t kAccountsPerSlot = 10'000;
 size_t AccountCount() {
   const char* env = std::getenv("SWITCHYARD_KILL_ACCOUNTS");
   return env != nullptr ? std::strtoull(env, nullptr, 10) : 50'000;
-}
-
-// A port nothing listens on now, for a listener that must keep its port across restarts.
-uint16_t FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 std::string StatusDigest(const std::string& status) {

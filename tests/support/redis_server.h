@@ -18,21 +18,10 @@
 #include "absl/strings/str_cat.h"
 #include "fmt/format.h"
 #include "hiredis/hiredis.h"
+#include "tests/support/free_port.h"
 #include "tests/support/subprocess.h"
 
 namespace switchyard::testing {
-
-inline int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // A redis-server of the test's own, on a port of its own, without persistence.
 class RedisServer {
