@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <iostream>
 #include <mutex>
 #include <random>
 #include <string>
@@ -259,10 +258,6 @@ TEST_F(KillTest, SigkillUnderLoadServesAgainWithinASecondWithTheSameDigest) {
   RecordProperty("accounts", std::to_string(accounts));
   RecordProperty("kill_to_first_correct_answer_ms", fmt::format("{:.1f}", kill_to_answer_ms));
   RecordProperty("start_to_first_correct_answer_ms", fmt::format("{:.1f}", start_to_answer_ms));
-  std::cout << fmt::format(
-      "accounts={} kill_to_first_correct_answer_ms={:.1f} "
-      "start_to_first_correct_answer_ms={:.1f}\n",
-      accounts, kill_to_answer_ms, start_to_answer_ms);
   EXPECT_LT(kill_to_answer_ms, 1000.0);
 
   // Every answer was correct, and the only failures fell while serve was down.

@@ -10,14 +10,9 @@
 
 #include "solana/delegation.h"
 #include "solana/er_record.h"
+#include "tests/fuzz/fuzz_check.h"
 
-namespace {
-
-void Check(bool condition) {
-  if (!condition) __builtin_trap();
-}
-
-}  // namespace
+using switchyard::fuzz::Check;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace switchyard;

@@ -18,14 +18,13 @@
 #include "api/routing/route_decision.h"
 #include "common/gzip.h"
 #include "tests/api/test_support.h"
+#include "tests/fuzz/fuzz_check.h"
+
+using switchyard::fuzz::Check;
 
 namespace {
 
 using namespace switchyard;
-
-void Check(bool condition) {
-  if (!condition) __builtin_trap();
-}
 
 struct World {
   World() {

@@ -12,14 +12,9 @@
 #include "api/jsonrpc/jsonrpc.h"
 #include "api/jsonrpc/pubsub_json.h"
 #include "api/jsonrpc/rpc_merge.h"
+#include "tests/fuzz/fuzz_check.h"
 
-namespace {
-
-void Check(bool condition) {
-  if (!condition) __builtin_trap();
-}
-
-}  // namespace
+using switchyard::fuzz::Check;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace switchyard;

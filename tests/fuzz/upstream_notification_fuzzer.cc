@@ -9,12 +9,11 @@
 
 #include "api/jsonrpc/pubsub_json.h"
 #include "simdjson.h"
+#include "tests/fuzz/fuzz_check.h"
+
+using switchyard::fuzz::Check;
 
 namespace {
-
-void Check(bool condition) {
-  if (!condition) __builtin_trap();
-}
 
 std::string_view Slice(std::string_view text, size_t offset, size_t size) {
   Check(offset <= text.size() && size <= text.size() - offset);
