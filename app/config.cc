@@ -470,6 +470,25 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
   RETURN_IF_ERROR(
       router_table.ReadSize("upstream_max_waiting", &router.upstream.max_waiting_per_endpoint));
   RETURN_IF_ERROR(router_table.ReadBool("verify_tls", &router.upstream.verify_tls));
+  std::string pipeline = router.upstream.pipeline == UpstreamOptions::Pipeline::kOff  ? "off"
+                         : router.upstream.pipeline == UpstreamOptions::Pipeline::kOn ? "on"
+                                                                                      : "auto";
+  RETURN_IF_ERROR(router_table.ReadString("upstream_pipeline", &pipeline));
+  if (pipeline == "off") {
+    router.upstream.pipeline = UpstreamOptions::Pipeline::kOff;
+  } else if (pipeline == "auto") {
+    router.upstream.pipeline = UpstreamOptions::Pipeline::kAuto;
+  } else if (pipeline == "on") {
+    router.upstream.pipeline = UpstreamOptions::Pipeline::kOn;
+  } else {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: 'router.upstream_pipeline' must be \"auto\", \"on\" or \"off\", not \"{}\"", file,
+        pipeline));
+  }
+  RETURN_IF_ERROR(
+      router_table.ReadSize("upstream_pipeline_depth", &router.upstream.pipeline_depth));
+  RETURN_IF_ERROR(router_table.ReadSize("upstream_pipeline_connections",
+                                        &router.upstream.pipeline_connections));
   RETURN_IF_ERROR(router_table.CheckNoUnknownKeys());
 
   // [upstream_health]: how endpoints are judged, chosen, retried and hedged.

@@ -195,7 +195,8 @@ def cache_delta(before, after):
 def metrics_delta(before, after):
     keep = ("requests_total", "errors_total", "failures_total", "retries_total",
             "reroutes_total", "calls_total", "split_accounts_total", "batches_total",
-            "fallbacks_total", "hits_total", "misses_total", "coalesced_total")
+            "fallbacks_total", "hits_total", "misses_total", "coalesced_total",
+            "pipelined_total", "probes_total", "breaks_total", "moves_total", "hedges_total")
     return {k: after[k] - before.get(k, 0) for k in after
             if k.endswith(keep) or any(s + "{" in k for s in keep)
             if after[k] - before.get(k, 0) != 0}

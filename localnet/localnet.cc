@@ -54,6 +54,7 @@ ServerLimits Localnet::Limits() {
   limits.request_timeout = options_.request_timeout;
   limits.ws_ping_interval = options_.ws_ping_interval;
   limits.faults = faults_->enabled() ? faults_.get() : nullptr;
+  limits.no_pipelining = options_.faults.no_pipelining;
   limits.gzip_min_bytes = options_.gzip_min_bytes;
   limits.gzip_counters = &gzip_counters_;
   limits.registry = registry_.get();

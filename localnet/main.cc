@@ -104,6 +104,9 @@ int main(int argc, char** argv) {
   app.add_option("--fault-delay-rate", options.faults.delay_rate,
                  "Fault: delay the answer of this fraction of HTTP requests by --fault-delay-ms");
   app.add_option("--fault-delay-ms", fault_delay_ms, "Fault: the delay of a delayed answer");
+  app.add_flag("--fault-no-pipelining", options.faults.no_pipelining,
+               "Fault: answer a request that came with the next one already sent with "
+               "Connection: close, and close (no HTTP pipelining)");
   app.add_option("--slot-lag", options.faults.slot_lag,
                  "Fault: HTTP answers report slots (getSlot, context slots) this far behind");
   app.add_option("--transaction-history-slots", options.max_transaction_history_slots,

@@ -49,6 +49,10 @@ struct FaultOptions {
   // Fraction of requests answered normally after `delay`.
   double delay_rate = 0.0;
   absl::Duration delay = absl::Milliseconds(0);
+  // HTTP without pipelining: a request read while the next one is already buffered is answered
+  // with Connection: close and the connection closed, the next one unanswered (as servers that
+  // do not pipeline do).
+  bool no_pipelining = false;
   // HTTP answers report the slot (getSlot, every context slot, minContextSlot checks, block
   // height and epoch info) this many slots behind the bank's.
   uint64_t slot_lag = 0;

@@ -77,6 +77,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     http::request<http::string_body>& req = parser_->get();
     keep_alive_ = req.keep_alive();
+    // Another request came with this one: a server without pipelining answers this one and
+    // closes.
+    if (limits_.no_pipelining && buffer_.size() > 0) keep_alive_ = false;
     version_ = req.version();
     if (limits_.gzip_min_bytes > 0) {
       const beast::string_view accept = req[http::field::accept_encoding];

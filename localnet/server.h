@@ -55,6 +55,8 @@ struct ServerLimits {
   absl::Duration ws_ping_interval = absl::Seconds(15);
   // Faults of HTTP requests; null: none. Outlives the listener.
   HttpFaultInjector* faults = nullptr;
+  // FaultOptions::no_pipelining.
+  bool no_pipelining = false;
   // See LocalnetOptions::gzip_min_bytes; the counters outlive the listener.
   size_t gzip_min_bytes = 0;
   GzipCounters* gzip_counters = nullptr;

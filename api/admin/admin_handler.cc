@@ -371,12 +371,13 @@ std::string AdminContext::StatusJson() const {
             "\"latency_ewma_ms\":{:.3f},\"hedge_delay_ms\":{:.3f},\"in_flight\":{},"
             "\"requests\":{},\"failures\":{},\"state_changes\":{},\"retries\":{},"
             "\"hedges\":{},\"hedge_wins\":{},\"budget_exhausted\":{},\"last_error\":{},"
-            "\"ejected_reason\":{}}}",
+            "\"ejected_reason\":{},\"pipelining\":\"{}\",\"pipeline_fallbacks\":{}}}",
             j == 0 ? "" : ",", JsonQuote(e.url), EndpointStateName(e.state),
             CircuitStateName(e.circuit), OptionalSlot(e.slot), e.lag, e.latency_ewma_ms, e.p95_ms,
             e.in_flight, e.requests, e.failures, e.state_changes, e.retries, e.hedges, e.hedge_wins,
             e.budget_exhausted, e.last_error.empty() ? "null" : JsonQuote(e.last_error),
-            e.ejected_reason.empty() ? "null" : JsonQuote(e.ejected_reason));
+            e.ejected_reason.empty() ? "null" : JsonQuote(e.ejected_reason),
+            PipelineStatusName(e.pipeline), e.pipeline_fallbacks);
       }
       out += "]";
     }

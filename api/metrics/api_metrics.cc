@@ -88,6 +88,26 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
           "switchyard_api_upstream_stale_retries_total",
           "Reads sent again at once on a new connection: a kept-alive one had been closed by the "
           "upstream while idle (not counted as failures)")),
+      upstream_pipelined(r.AddCounter(
+          "switchyard_api_upstream_pipelined_total",
+          "Upstream requests queued behind another on the same connection (HTTP pipelining)")),
+      upstream_pipeline_probes(
+          r.AddCounter("switchyard_api_upstream_pipeline_probes_total",
+                       "Endpoints asked whether they pipeline: two requests sent together")),
+      upstream_pipeline_fallbacks(r.AddCounter(
+          "switchyard_api_upstream_pipeline_fallbacks_total",
+          "Probes that found an endpoint not pipelining: it takes one exchange per connection")),
+      upstream_pipeline_breaks(r.AddCounter(
+          "switchyard_api_upstream_pipeline_breaks_total",
+          "Requests cut because the upstream closed a connection after answering one ahead of "
+          "them (the endpoint is asked again)")),
+      upstream_pipeline_moves(r.AddCounter(
+          "switchyard_api_upstream_pipeline_moves_total",
+          "Requests sent again at once on another connection because of another request on "
+          "theirs: it failed, timed out or was slow ahead of them (not counted as failures)")),
+      upstream_pipeline_hedges(
+          r.AddCounter("switchyard_api_upstream_pipeline_hedges_total",
+                       "Reads written behind a slow answer and also sent on another connection")),
       upstream_gzip_answers(r.AddCounter("switchyard_api_upstream_gzip_answers_total",
                                          "Upstream answers that came gzip-compressed")),
       upstream_gzip_inflated(

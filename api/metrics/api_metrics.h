@@ -74,18 +74,24 @@ struct ApiMetrics {
   Counter& upstream_requests;
   Counter& upstream_failures;  // connection errors and timeouts
   Counter& upstream_retries;
-  Counter& upstream_stale_retries;      // reads sent again at once: a kept connection was closed
-  Counter& upstream_gzip_answers;       // upstream answers that came gzip-compressed
-  Counter& upstream_gzip_inflated;      // ... that the router inflated
-  Counter& upstream_gzip_bad;           // ... that did not inflate (a failed attempt)
-  Counter& upstream_batches;            // JSON-RPC batches the router sent to an upstream
-  Counter& upstream_batch_calls;        // ... the calls in them
-  Counter& upstream_batch_fallbacks;    // ... calls sent again alone: the answer lacked them
-  Counter& gate_waits;                  // calls that waited for the applied slot
-  Counter& gate_rejections;             // answered 412
-  Counter& owner_reroutes;              // owner verification re-asked another target (all reads)
-  Counter& limbo_transaction_checks;    // transactions routed by records read from base
-  Counter& limbo_transaction_reroutes;  // ... that went elsewhere than the state said
+  Counter& upstream_stale_retries;       // reads sent again at once: a kept connection was closed
+  Counter& upstream_pipelined;           // requests queued behind another on a connection
+  Counter& upstream_pipeline_probes;     // endpoints asked whether they pipeline
+  Counter& upstream_pipeline_fallbacks;  // ... found not to: one exchange per connection
+  Counter& upstream_pipeline_breaks;     // requests cut: the upstream closed after one ahead
+  Counter& upstream_pipeline_moves;      // requests sent again because of one ahead of them
+  Counter& upstream_pipeline_hedges;     // reads behind a slow answer, also sent elsewhere
+  Counter& upstream_gzip_answers;        // upstream answers that came gzip-compressed
+  Counter& upstream_gzip_inflated;       // ... that the router inflated
+  Counter& upstream_gzip_bad;            // ... that did not inflate (a failed attempt)
+  Counter& upstream_batches;             // JSON-RPC batches the router sent to an upstream
+  Counter& upstream_batch_calls;         // ... the calls in them
+  Counter& upstream_batch_fallbacks;     // ... calls sent again alone: the answer lacked them
+  Counter& gate_waits;                   // calls that waited for the applied slot
+  Counter& gate_rejections;              // answered 412
+  Counter& owner_reroutes;               // owner verification re-asked another target (all reads)
+  Counter& limbo_transaction_checks;     // transactions routed by records read from base
+  Counter& limbo_transaction_reroutes;   // ... that went elsewhere than the state said
   Counter& lookup_table_fetches;
   Histogram& rpc_latency_seconds;
   // switchyard_api_owner_reroutes_by_method_total{method, to}: [read][0 = er, 1 = base].

@@ -39,9 +39,12 @@ struct UpstreamPool::Endpoint {
   std::string gzip_head;  // ... with Accept-Encoding: gzip
   uint32_t weight = 1;
   int64_t current_weight = 0;
-  size_t open = 0;
+  // Every open connection, and those of them with nothing in flight (most recent last).
+  std::vector<std::shared_ptr<Connection>> connections;
   std::vector<std::shared_ptr<Connection>> idle;
-  std::vector<std::weak_ptr<Connection>> all;  // to cut off in-flight ones at Shutdown
+  PipelineState pipeline = PipelineState::kOff;
+  SteadyClock::time_point probe_after;  // when an unsupported endpoint is asked again
+  std::string probe_request;            // GET /health, sent twice together
   // Attempts waiting for a connection, oldest first, with the time they started waiting.
   std::deque<std::pair<std::shared_ptr<Attempt>, std::chrono::steady_clock::time_point>> waiting;
 };
@@ -54,6 +57,14 @@ constexpr auto kCheckIdleAfter = std::chrono::milliseconds(250);
 constexpr auto kHedgeTick = std::chrono::milliseconds(1);
 // A 429 or 503 without Retry-After keeps requests off the endpoint this long.
 constexpr auto kDefaultRetryAfter = std::chrono::seconds(1);
+// An endpoint found not to pipeline is asked again after this long.
+constexpr auto kProbeAgainAfter = std::chrono::seconds(60);
+// The probe's time to answer both of its requests.
+constexpr auto kProbeTimeout = std::chrono::seconds(2);
+// The sweep's tick while requests are queued behind others.
+constexpr auto kPipelineTick = std::chrono::milliseconds(2);
+// Without health, the oldest exchange on a connection is slow after this long.
+constexpr auto kSlowAfterWithoutHealth = std::chrono::milliseconds(50);
 // Node errors are looked for only in answers this small: an error answer is short, and a large
 // answer is never scanned.
 constexpr size_t kNodeErrorScanLimit = 2048;
@@ -121,7 +132,12 @@ struct UpstreamPool::Request {
   std::optional<absl::StatusOr<UpstreamResponse>> fallback;
   // Attempts in flight, to cancel the ones still running when one answers: at most two run
   // at once (the first and its hedge; a retry starts only when none runs).
-  std::array<std::weak_ptr<Connection>, 2> live;
+  struct Live {
+    std::weak_ptr<Connection> connection;
+    uint64_t ticket = 0;
+  };
+  std::array<Live, 2> live;
+  uint32_t moves = 0;  // times it went again because of another request on its connection
 };
 
 // One attempt of a request, on one endpoint.
@@ -153,9 +169,23 @@ UpstreamPool::UpstreamPool(asio::io_context& io_context, std::string name,
     endpoint->head = upstream_internal::RequestHeadOf(endpoint->url);
     endpoint->gzip_head = upstream_internal::RequestHeadOf(endpoint->url, /*accept_gzip=*/true);
     endpoint->weight = std::max<uint32_t>(1, endpoints[i].weight);
+    switch (options_.pipeline) {
+      case UpstreamOptions::Pipeline::kOff:
+        endpoint->pipeline = PipelineState::kOff;
+        break;
+      case UpstreamOptions::Pipeline::kAuto:
+        endpoint->pipeline = PipelineState::kUnknown;
+        break;
+      case UpstreamOptions::Pipeline::kOn:
+        endpoint->pipeline = PipelineState::kOn;
+        break;
+    }
+    endpoint->probe_request =
+        fmt::format("GET /health HTTP/1.1\r\nHost: {}\r\n\r\n", endpoint->url.HostHeader());
     endpoints_.push_back(std::move(endpoint));
   }
   if (health_ != nullptr && health_->size() != endpoints_.size()) health_ = nullptr;
+  for (size_t i = 0; i < endpoints_.size(); ++i) SetPipelineState(i, endpoints_[i]->pipeline);
   random_ ^= reinterpret_cast<uintptr_t>(this);
 }
 
@@ -181,10 +211,9 @@ void UpstreamPool::Shutdown() {
       }
     }
     endpoint->idle.clear();
-    for (auto& weak : endpoint->all) {
-      if (auto connection = weak.lock()) connection->Close();
-    }
-    endpoint->all.clear();
+    const std::vector<std::shared_ptr<Connection>> open = endpoint->connections;
+    for (const auto& connection : open) connection->Close();
+    endpoint->connections.clear();
   }
 }
 
@@ -345,7 +374,8 @@ bool UpstreamPool::Launch(const std::shared_ptr<Request>& request) {
 }
 
 void UpstreamPool::StartOn(std::shared_ptr<Attempt> attempt) {
-  Endpoint& endpoint = *endpoints_[attempt->index];
+  const size_t index = attempt->index;
+  Endpoint& endpoint = *endpoints_[index];
   std::shared_ptr<Connection> connection;
   const auto now = SteadyClock::now();
   while (!endpoint.idle.empty() && !connection) {
@@ -353,13 +383,18 @@ void UpstreamPool::StartOn(std::shared_ptr<Attempt> attempt) {
     endpoint.idle.pop_back();
     if (now - connection->idle_since() > ToChrono(options_.max_idle_time) ||
         !connection->Usable(now, kCheckIdleAfter)) {
-      connection->Close();
+      connection->Close();  // the listener drops it from the open ones
       connection.reset();
-      --endpoint.open;
     }
   }
+  const size_t open = endpoint.connections.size();
+  if (!connection &&
+      open >= std::min(options_.pipeline_connections, options_.max_connections_per_endpoint) &&
+      Pipelining(index, now)) {
+    connection = PipelineOn(index, now);
+  }
   if (!connection) {
-    if (endpoint.open >= options_.max_connections_per_endpoint) {
+    if (endpoint.connections.size() >= options_.max_connections_per_endpoint) {
       if (endpoint.waiting.size() < options_.max_waiting_per_endpoint) {
         endpoint.waiting.emplace_back(std::move(attempt), now);
         return;
@@ -371,22 +406,157 @@ void UpstreamPool::StartOn(std::shared_ptr<Attempt> attempt) {
                    ExchangeOutcome::kIoError, /*unsent=*/true);
       return;
     }
-    connection =
-        std::make_shared<Connection>(io_context_, endpoint.url, endpoint.head, endpoint.gzip_head,
-                                     tls_, options_.max_response_bytes, options_.verify_tls);
-    ++endpoint.open;
-    if (endpoint.all.size() > 2 * endpoint.open + 16) {
-      std::erase_if(endpoint.all, [](const auto& weak) { return weak.expired(); });
-    }
-    endpoint.all.push_back(connection);
+    connection = Open(index, options_.pipeline == UpstreamOptions::Pipeline::kOff
+                                 ? 1
+                                 : std::max<size_t>(1, options_.pipeline_depth));
   }
   ExchangeOn(std::move(connection), std::move(attempt));
+}
+
+std::shared_ptr<UpstreamPool::Connection> UpstreamPool::Open(size_t index, size_t depth) {
+  Endpoint& endpoint = *endpoints_[index];
+  auto connection = std::make_shared<Connection>(
+      io_context_, endpoint.url, endpoint.head, endpoint.gzip_head, tls_,
+      options_.max_response_bytes, options_.verify_tls, depth,
+      [this, index](const std::shared_ptr<Connection>& connection, bool closed) {
+        OnConnectionEvent(index, connection, closed);
+      });
+  endpoint.connections.push_back(connection);
+  return connection;
+}
+
+void UpstreamPool::OnConnectionEvent(size_t index, const std::shared_ptr<Connection>& connection,
+                                     bool closed) {
+  Endpoint& endpoint = *endpoints_[index];
+  if (!closed) {
+    if (!shut_down_) ServeWaiter(index, connection);
+    return;
+  }
+  auto drop = [&](std::vector<std::shared_ptr<Connection>>& list) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (list[i] == connection) {
+        list[i] = std::move(list.back());
+        list.pop_back();
+        return;
+      }
+    }
+  };
+  drop(endpoint.connections);
+  drop(endpoint.idle);
+  if (!shut_down_) ServeWaiter(index, nullptr);
+}
+
+bool UpstreamPool::Pipelining(size_t index, SteadyClock::time_point now) {
+  Endpoint& endpoint = *endpoints_[index];
+  switch (endpoint.pipeline) {
+    case PipelineState::kOn:
+      return true;
+    case PipelineState::kUnsupported:
+      if (now < endpoint.probe_after) return false;
+      [[fallthrough]];
+    case PipelineState::kUnknown:
+      if (endpoint.connections.size() < options_.max_connections_per_endpoint) {
+        ProbePipelining(index);
+      }
+      return false;
+    case PipelineState::kOff:
+    case PipelineState::kProbing:
+      return false;
+  }
+  return false;
+}
+
+SteadyClock::duration UpstreamPool::SlowAfter(size_t index) const {
+  if (health_ == nullptr) return kSlowAfterWithoutHealth;
+  const auto delay = health_->endpoint(index).hedge_delay();
+  return delay > SteadyClock::duration::zero() ? delay : kSlowAfterWithoutHealth;
+}
+
+std::shared_ptr<UpstreamPool::Connection> UpstreamPool::PipelineOn(size_t index,
+                                                                   SteadyClock::time_point now) {
+  Endpoint& endpoint = *endpoints_[index];
+  const auto slow_since = now - SlowAfter(index);
+  Connection* best = nullptr;
+  size_t best_at = 0;
+  for (size_t i = 0; i < endpoint.connections.size(); ++i) {
+    Connection* c = endpoint.connections[i].get();
+    if (!c->open() || c->full() || c->head_since() < slow_since) continue;
+    if (best == nullptr || (c->writing() && !best->writing()) ||
+        (c->writing() == best->writing() && c->depth() < best->depth())) {
+      best = c;
+      best_at = i;
+    }
+  }
+  if (best == nullptr) return nullptr;
+  return endpoint.connections[best_at];
+}
+
+void UpstreamPool::SetPipelineState(size_t index, PipelineState state) {
+  endpoints_[index]->pipeline = state;
+  if (health_ == nullptr) return;
+  PipelineStatus status = PipelineStatus::kOff;
+  switch (state) {
+    case PipelineState::kOff:
+      status = PipelineStatus::kOff;
+      break;
+    case PipelineState::kUnknown:
+    case PipelineState::kProbing:
+      status = PipelineStatus::kUnknown;
+      break;
+    case PipelineState::kOn:
+      status = PipelineStatus::kOn;
+      break;
+    case PipelineState::kUnsupported:
+      status = PipelineStatus::kUnsupported;
+      break;
+  }
+  health_->endpoint(index).SetPipeline(status);
+}
+
+void UpstreamPool::ProbePipelining(size_t index) {
+  Endpoint& endpoint = *endpoints_[index];
+  SetPipelineState(index, PipelineState::kProbing);
+  metrics_->upstream_pipeline_probes.Increment();
+  std::shared_ptr<Connection> connection = Open(index, 2);
+  const auto deadline = SteadyClock::now() + std::min<SteadyClock::duration>(
+                                                 kProbeTimeout, ToChrono(options_.request_timeout));
+  struct Probe {
+    size_t answers = 0;
+    bool failed = false;
+  };
+  auto probe = std::make_shared<Probe>();
+  auto done = [this, index, probe, weak = std::weak_ptr<Connection>(connection)](
+                  error_code ec, UpstreamResponse, Connection::End) {
+    if (shut_down_ || probe->failed) return;
+    Endpoint& endpoint = *endpoints_[index];
+    if (ec) {
+      probe->failed = true;
+    } else if (++probe->answers < 2) {
+      return;
+    }
+    std::shared_ptr<Connection> connection = weak.lock();
+    const bool pipelines = !probe->failed && connection && connection->open();
+    if (endpoint.pipeline != PipelineState::kProbing) return;
+    if (pipelines) {
+      SetPipelineState(index, PipelineState::kOn);
+      return;
+    }
+    metrics_->upstream_pipeline_fallbacks.Increment();
+    if (health_ != nullptr) health_->endpoint(index).CountPipelineFallback();
+    endpoint.probe_after = SteadyClock::now() + kProbeAgainAfter;
+    SetPipelineState(index, PipelineState::kUnsupported);
+  };
+  ArmSweep();
+  // Both are queued before the connection is up, so they leave in one write.
+  connection->ExchangeRaw(endpoint.probe_request, deadline, done);
+  connection->ExchangeRaw(endpoint.probe_request, deadline, std::move(done));
 }
 
 void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
                               std::shared_ptr<Attempt> attempt) {
   metrics_->upstream_requests.Increment();
   target_metrics_.requests->Increment();
+  if (connection->busy()) metrics_->upstream_pipelined.Increment();
   Request& request = *attempt->request;
   const auto now = SteadyClock::now();
   attempt->started = now;
@@ -401,29 +571,52 @@ void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
       if (delay > SteadyClock::duration::zero()) ScheduleHedge(attempt->request, now + delay);
     }
   }
+  Request::Live* live = nullptr;
   for (auto& slot : request.live) {
-    std::shared_ptr<Connection> held = slot.lock();
-    if (!held || !held->busy()) {
-      slot = connection;
+    std::shared_ptr<Connection> held = slot.connection.lock();
+    if (!held || !held->open()) {
+      live = &slot;
       break;
     }
   }
   Connection* raw = connection.get();
   ArmSweep();
-  raw->Exchange(
+  Attempt* tag = attempt.get();
+  const uint64_t ticket = raw->Exchange(
       request.body, std::min(now + ToChrono(options_.request_timeout), request.deadline),
       request.options.accept_gzip,
-      [this, attempt, connection = std::move(connection)](error_code ec, UpstreamResponse response,
-                                                          Connection::End end) mutable {
+      [this, attempt, weak = std::weak_ptr<Connection>(connection)](
+          error_code ec, UpstreamResponse response, Connection::End end) mutable {
         const size_t index = attempt->index;
-        Endpoint& endpoint = *endpoints_[index];
         Request& request = *attempt->request;
-        // The connection is this attempt's no more: it may serve another request at once.
+        // The connection is this attempt's no more.
         for (auto& slot : request.live) {
-          if (slot.lock() == connection) slot.reset();
+          if (!slot.connection.owner_before(weak) && !weak.owner_before(slot.connection)) {
+            slot = Request::Live();
+          }
         }
         if (ec) {
-          --endpoint.open;
+          if (end.pipeline_broken) {
+            metrics_->upstream_pipeline_breaks.Increment();
+            Endpoint& endpoint = *endpoints_[index];
+            // Asked again before more requests are queued behind others on it (configured on
+            // too: the endpoint showed it does not pipeline).
+            if (endpoint.pipeline == PipelineState::kOn) {
+              SetPipelineState(index, PipelineState::kUnknown);
+            }
+          }
+          // Cut because of another request on its connection: it goes again at once, when
+          // nothing of it left or it is a read; it is no failure of the endpoint.
+          const bool cut = end.behind || end.pipeline_broken;
+          if (cut && !request.finished && !shut_down_ && request.moves < 4 &&
+              (end.unsent || request.options.policy == RetryPolicy::kSafe)) {
+            ++request.moves;
+            metrics_->upstream_pipeline_moves.Increment();
+            if (attempt->began) health_->endpoint(index).Abandon();
+            attempt->began = false;
+            StartOn(std::move(attempt));
+            return;
+          }
           // A read that met a connection closed while idle goes again at once on a new
           // connection to the same endpoint, once; it is no failure of the endpoint. A write
           // (sendTransaction, requestAirdrop) is never sent twice.
@@ -434,25 +627,17 @@ void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
             if (attempt->began) health_->endpoint(index).Abandon();
             attempt->began = false;
             StartOn(std::move(attempt));
-            ServeWaiter(index, nullptr);
             return;
           }
-          ServeWaiter(index, nullptr);
           const bool timed_out = ec == beast::error::timeout;
+          std::string why = ec.message();
+          if (cut) why = "the connection ended while the request was queued behind another";
           OnAttemptEnd(
               std::move(attempt),
-              timed_out
-                  ? absl::DeadlineExceededError(fmt::format("upstream {} timed out", name_))
-                  : absl::UnavailableError(fmt::format("upstream {}: {}", name_, ec.message())),
+              timed_out ? absl::DeadlineExceededError(fmt::format("upstream {} timed out", name_))
+                        : absl::UnavailableError(fmt::format("upstream {}: {}", name_, why)),
               timed_out ? ExchangeOutcome::kTimeout : ExchangeOutcome::kIoError, end.unsent);
           return;
-        }
-        if (end.keep_alive && !shut_down_) {
-          ServeWaiter(index, std::move(connection));
-        } else {
-          connection->Close();
-          --endpoint.open;
-          ServeWaiter(index, nullptr);
         }
         if (response.gzip) {
           metrics_->upstream_gzip_answers.Increment();
@@ -465,7 +650,9 @@ void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
         if (response.status < 200 || response.status > 299) target_metrics_.errors->Increment();
         const ExchangeOutcome outcome = OutcomeOf(response);
         OnAttemptEnd(std::move(attempt), std::move(response), outcome, false);
-      });
+      },
+      attempt, tag);
+  if (live != nullptr) *live = Request::Live{connection, ticket};
 }
 
 absl::Status UpstreamPool::Decode(const SendOptions& options, UpstreamResponse& response) {
@@ -575,10 +762,11 @@ void UpstreamPool::OnAttemptEnd(std::shared_ptr<Attempt> attempt,
 void UpstreamPool::Finish(const std::shared_ptr<Request>& request,
                           absl::StatusOr<UpstreamResponse> result) {
   request->finished = true;
-  for (auto& weak : request->live) {
-    // Attempts still running lost: their connections are closed (they end as lost hedges).
-    if (auto connection = weak.lock(); connection && connection->busy()) connection->Close();
-    weak.reset();
+  for (auto& live : request->live) {
+    // Attempts still running lost (they end as lost hedges): alone on its connection, the
+    // connection is closed; pipelined, its answer is dropped when it comes.
+    if (auto connection = live.connection.lock()) connection->Cancel(live.ticket);
+    live = Request::Live();
   }
   if (health_ != nullptr) {
     for (; request->budget > 0; --request->budget) health_->EndRetry();
@@ -592,7 +780,12 @@ void UpstreamPool::Finish(const std::shared_ptr<Request>& request,
 void UpstreamPool::ServeWaiter(size_t index, std::shared_ptr<Connection> connection) {
   Endpoint& endpoint = *endpoints_[index];
   const auto now = SteadyClock::now();
-  while (!endpoint.waiting.empty() && !shut_down_) {
+  // A connection with exchanges in flight takes a waiter only when it pipelines.
+  const bool takes =
+      !connection || (connection->open() && !connection->full() &&
+                      (!connection->busy() || (connection->head_since() >= now - SlowAfter(index) &&
+                                               Pipelining(index, now))));
+  while (takes && !endpoint.waiting.empty() && !shut_down_) {
     auto [attempt, since] = std::move(endpoint.waiting.front());
     endpoint.waiting.pop_front();
     if (attempt->request->finished) {
@@ -614,21 +807,21 @@ void UpstreamPool::ServeWaiter(size_t index, std::shared_ptr<Connection> connect
     }
     return;
   }
-  if (!connection) return;
+  if (!connection || connection->busy() || !connection->open()) return;
   if (!shut_down_ && endpoint.idle.size() < options_.max_idle_per_endpoint) {
     endpoint.idle.push_back(std::move(connection));
   } else {
     connection->Close();
-    --endpoint.open;
   }
 }
 
 void UpstreamPool::ArmSweep() {
   if (sweep_armed_ || shut_down_) return;
   sweep_armed_ = true;
-  const auto tick = std::clamp<SteadyClock::duration>(ToChrono(options_.request_timeout) / 20,
-                                                      std::chrono::milliseconds(1),
-                                                      std::chrono::milliseconds(100));
+  auto tick = std::clamp<SteadyClock::duration>(ToChrono(options_.request_timeout) / 20,
+                                                std::chrono::milliseconds(1),
+                                                std::chrono::milliseconds(100));
+  if (pipelined_behind_) tick = std::min<SteadyClock::duration>(tick, kPipelineTick);
   sweep_timer_->timer.expires_after(tick);
   sweep_timer_->timer.async_wait([state = sweep_timer_](error_code ec) {
     UpstreamPool* pool = state->pool;
@@ -641,21 +834,66 @@ void UpstreamPool::ArmSweep() {
 void UpstreamPool::Sweep() {
   const auto now = SteadyClock::now();
   bool busy = false;
-  std::vector<std::shared_ptr<Connection>> expired;
-  for (auto& endpoint : endpoints_) {
-    for (auto& weak : endpoint->all) {
-      std::shared_ptr<Connection> connection = weak.lock();
-      if (!connection || !connection->busy()) continue;
-      if (connection->Expired(now)) {
-        expired.push_back(std::move(connection));
-      } else {
-        busy = true;
+  bool behind = false;
+  std::vector<std::pair<size_t, std::shared_ptr<Connection>>> due;
+  for (size_t index = 0; index < endpoints_.size(); ++index) {
+    const auto slow_since = now - SlowAfter(index);
+    for (const auto& connection : endpoints_[index]->connections) {
+      if (!connection->busy()) continue;
+      busy = true;
+      if (connection->depth() > 1) behind = true;
+      if (connection->NextDeadline() <= now ||
+          (connection->depth() > 1 && connection->head_since() < slow_since)) {
+        due.emplace_back(index, connection);
       }
     }
   }
+  pipelined_behind_ = behind;
   // Each callback may start exchanges (retries, waiters) and so re-arm the sweep itself.
-  for (auto& connection : expired) connection->TimeOut();
+  for (auto& [index, connection] : due) {
+    connection->Expire(now);
+    if (connection->open()) RescueFollowers(index, connection, now);
+  }
   if (busy) ArmSweep();
+}
+
+void UpstreamPool::RescueFollowers(size_t index, const std::shared_ptr<Connection>& connection,
+                                   SteadyClock::time_point now) {
+  std::vector<void*> written;
+  std::vector<void*> unwritten;
+  connection->FollowersOfSlowHead(now - SlowAfter(index), &written, &unwritten);
+  std::vector<std::shared_ptr<Request>> requests;
+  for (void* tag : unwritten) {
+    // Not sent yet: it leaves this connection for another (its callback starts it again).
+    Attempt* attempt = static_cast<Attempt*>(tag);
+    for (const auto& live : attempt->request->live) {
+      if (live.connection.lock() == connection) {
+        connection->Cancel(live.ticket, /*move=*/true);
+        break;
+      }
+    }
+  }
+  for (void* tag : written) requests.push_back(static_cast<Attempt*>(tag)->request);
+  for (const std::shared_ptr<Request>& request : requests) {
+    // A read already sent waits behind a slow answer: it is hedged on another connection.
+    if (request->finished || request->outstanding != 1 || request->attempts != 1 ||
+        request->options.policy != RetryPolicy::kSafe || !request->options.hedge ||
+        now >= request->deadline || shut_down_) {
+      continue;
+    }
+    if (health_ != nullptr) {
+      if (!health_->TryBeginRetry(index)) continue;
+      ++request->budget;
+    }
+    request->tried = 0;  // the same endpoint may take it, on another connection
+    if (Launch(request)) {
+      metrics_->upstream_pipeline_hedges.Increment();
+      if (health_ != nullptr) health_->CountHedge(index);
+    } else if (health_ != nullptr) {
+      --request->budget;
+      health_->EndRetry();
+    }
+  }
 }
 
 void UpstreamPool::ScheduleHedge(const std::shared_ptr<Request>& request,

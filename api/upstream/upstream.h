@@ -1,6 +1,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -48,6 +49,17 @@ struct UpstreamOptions {
   // endpoint and worker (beyond, they fail at once); a wait counts against the timeout.
   size_t max_waiting_per_endpoint = 4096;
   absl::Duration max_idle_time = absl::Seconds(20);
+  // HTTP/1.1 pipelining (docs/architecture.md §11): with kAuto an endpoint is asked, the first
+  // time a request would be pipelined to it and again after a connection broke with requests
+  // pipelined, whether it answers two requests sent together in order; kOn takes that as
+  // known, kOff never pipelines. A pipelining endpoint keeps up to pipeline_connections
+  // connections per worker before a request is queued behind others on one of them (at most
+  // pipeline_depth on a connection, never behind an answer slower than the endpoint's hedge
+  // delay); beyond, new connections up to max_connections_per_endpoint.
+  enum class Pipeline : uint8_t { kOff, kAuto, kOn };
+  Pipeline pipeline = Pipeline::kAuto;
+  size_t pipeline_depth = 16;
+  size_t pipeline_connections = 4;
   size_t max_response_bytes = 64 << 20;
   bool verify_tls = true;
 };
@@ -86,6 +98,8 @@ class UpstreamPool {
   struct Attempt;
   struct SweepTimer;
   struct HedgeTimer;
+  // An endpoint's pipelining as this pool knows it.
+  enum class PipelineState : uint8_t { kOff, kUnknown, kProbing, kOn, kUnsupported };
   struct Choice {
     size_t index = SIZE_MAX;  // SIZE_MAX: none
     bool trial = false;       // a half-open circuit's trial request
@@ -102,9 +116,33 @@ class UpstreamPool {
   // endpoint's wait queue.
   void StartOn(std::shared_ptr<Attempt> attempt);
   void ExchangeOn(std::shared_ptr<Connection> connection, std::shared_ptr<Attempt> attempt);
-  // A connection of endpoint `index` is free (`connection`) or was closed (null): the first
-  // waiter still within its time gets it, or a new connection in its place.
+  using SteadyClock = std::chrono::steady_clock;
+  // A connection of endpoint `index` can take another exchange (`connection`) or was closed
+  // (null): the first waiter still within its time gets it, or a new connection in its place;
+  // a connection left with nothing in flight goes back to the idle list.
   void ServeWaiter(size_t index, std::shared_ptr<Connection> connection);
+  // A new connection to endpoint `index`, counted open and reporting to the pool.
+  std::shared_ptr<Connection> Open(size_t index, size_t depth);
+  // The connection's listener: it closed, or it may take another exchange.
+  void OnConnectionEvent(size_t index, const std::shared_ptr<Connection>& connection, bool closed);
+  // Whether requests may be queued behind others on endpoint `index`'s connections; starts the
+  // probe when that is not known yet.
+  bool Pipelining(size_t index, SteadyClock::time_point now);
+  // The open connection of endpoint `index` a request is best queued on: one being written
+  // (the request leaves with the others), else the least deep; never a full one or one whose
+  // oldest exchange is slower than the endpoint's hedge delay. Null when none.
+  std::shared_ptr<Connection> PipelineOn(size_t index, SteadyClock::time_point now);
+  // Sends two requests together on a new connection of endpoint `index`: both answered in
+  // order on a connection left open means the endpoint pipelines.
+  void ProbePipelining(size_t index);
+  void SetPipelineState(size_t index, PipelineState state);
+  // How long the oldest exchange on a connection of endpoint `index` may wait before the
+  // requests behind it go elsewhere.
+  SteadyClock::duration SlowAfter(size_t index) const;
+  // Sweep's part for pipelined connections whose oldest exchange is slow: the requests not
+  // written yet move to another connection, the reads written behind it are hedged.
+  void RescueFollowers(size_t index, const std::shared_ptr<Connection>& connection,
+                       SteadyClock::time_point now);
   // The attempt ended with `result` (an answer, or why there is none) and `outcome`: the
   // request is answered, or tried again elsewhere, or waits for its other attempt.
   void OnAttemptEnd(std::shared_ptr<Attempt> attempt, absl::StatusOr<UpstreamResponse> result,
@@ -136,6 +174,7 @@ class UpstreamPool {
   TargetHealth* health_;
   std::shared_ptr<SweepTimer> sweep_timer_;
   bool sweep_armed_ = false;
+  bool pipelined_behind_ = false;  // the last sweep saw requests queued behind others
   std::shared_ptr<HedgeTimer> hedge_timer_;
   // Pending hedges, earliest first (a min-heap on the time).
   std::vector<std::pair<HealthClock::time_point, std::weak_ptr<Request>>> hedges_;

@@ -2,6 +2,7 @@
 
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
@@ -61,16 +62,31 @@ size_t ResponseReader::on_chunk_body_impl(std::uint64_t, string_view text, error
   return text.size();
 }
 
+namespace {
+// The request buffers of one gathered write, viewed without copying them.
+struct BufferView {
+  using value_type = asio::const_buffer;
+  using const_iterator = const asio::const_buffer*;
+  const asio::const_buffer* first;
+  const asio::const_buffer* last;
+  const_iterator begin() const { return first; }
+  const_iterator end() const { return last; }
+};
+const std::string kNoBody;
+}  // namespace
+
 UpstreamConnection::UpstreamConnection(asio::io_context& io_context, const Url& url,
                                        const std::string& head, const std::string& gzip_head,
                                        ssl::context* tls, size_t max_response_bytes,
-                                       bool verify_tls)
+                                       bool verify_tls, size_t max_depth, Listener listener)
     : url_(url),
       head_(head),
       gzip_head_(gzip_head),
       resolver_(io_context.get_executor()),
       max_response_bytes_(max_response_bytes),
-      verify_tls_(verify_tls) {
+      verify_tls_(verify_tls),
+      listener_(std::move(listener)),
+      ring_(std::max<size_t>(1, max_depth)) {
   if (url.tls && tls != nullptr) {
     tls_stream_.emplace(io_context.get_executor(), *tls);
   } else {
@@ -78,33 +94,78 @@ UpstreamConnection::UpstreamConnection(asio::io_context& io_context, const Url& 
   }
 }
 
+Clock::time_point UpstreamConnection::head_since() const {
+  return size_ == 0 ? Clock::time_point::max() : At(0).since;
+}
+
 bool UpstreamConnection::Usable(Clock::time_point now, Clock::duration check_after) {
-  if (!connected_) return false;
+  if (!connected_ || closed_ || busy()) return false;
   if (now - idle_since_ < check_after) return true;
   return IdleSocketIsOpen(Lowest().native_handle());
 }
 
-void UpstreamConnection::Exchange(const std::string& body, Clock::time_point deadline,
-                                  bool accept_gzip, Callback done) {
-  done_ = std::move(done);
-  request_head_ = accept_gzip ? &gzip_head_ : &head_;
-  body_ = &body;
-  deadline_ = deadline;
-  reused_ = connected_;
-  got_some_ = false;
-  timed_out_ = false;
-  writing_ = false;
-  const auto [end, ec] = std::to_chars(length_, length_ + sizeof(length_) - 4, body.size());
-  std::memcpy(end, "\r\n\r\n", 4);
-  length_size_ = static_cast<size_t>(end - length_) + 4;
-  if (connected_) {
-    Write();
-  } else {
-    Connect();
+uint64_t UpstreamConnection::Exchange(const std::string& body, Clock::time_point deadline,
+                                      bool accept_gzip, Callback done, std::shared_ptr<void> keep,
+                                      void* tag) {
+  return Push(accept_gzip ? &gzip_head_ : &head_, &body, /*with_length=*/true, deadline,
+              std::move(done), std::move(keep), tag);
+}
+
+uint64_t UpstreamConnection::ExchangeRaw(const std::string& request, Clock::time_point deadline,
+                                         Callback done) {
+  return Push(&request, &kNoBody, /*with_length=*/false, deadline, std::move(done), nullptr,
+              nullptr);
+}
+
+uint64_t UpstreamConnection::Push(const std::string* head, const std::string* body,
+                                  bool with_length, Clock::time_point deadline, Callback done,
+                                  std::shared_ptr<void> keep, void* tag) {
+  Slot& slot = ring_[(first_ + size_) % ring_.size()];
+  slot.head = head;
+  slot.body = body;
+  slot.length_size = 0;
+  if (with_length) {
+    const auto [end, ec] =
+        std::to_chars(slot.length, slot.length + sizeof(slot.length) - 4, body->size());
+    std::memcpy(end, "\r\n\r\n", 4);
+    slot.length_size = static_cast<uint8_t>(end - slot.length + 4);
   }
+  slot.state = State::kQueued;
+  slot.cancelled = false;
+  slot.reused = answered_ > 0;
+  slot.since = Clock::now();
+  slot.deadline = deadline;
+  slot.ticket = next_ticket_++;
+  slot.tag = tag;
+  slot.done = std::move(done);
+  slot.keep = std::move(keep);
+  ++size_;
+  const uint64_t ticket = slot.ticket;
+  if (!connected_) {
+    if (!connecting_) Connect();
+  } else if (!writing_) {
+    Write();
+  }
+  return ticket;
+}
+
+UpstreamConnection::Slot UpstreamConnection::PopFront() {
+  Slot& front = At(0);
+  Slot slot = std::move(front);
+  front.done = nullptr;
+  front.keep.reset();
+  first_ = (first_ + 1) % ring_.size();
+  --size_;
+  if (writing_ && slot.state == State::kWriting && slot.keep) write_keep_.push_back(slot.keep);
+  return slot;
+}
+
+void UpstreamConnection::DropUnsentFront() {
+  while (size_ > 0 && At(0).cancelled && At(0).state == State::kQueued) PopFront();
 }
 
 void UpstreamConnection::Connect() {
+  connecting_ = true;
   error_code literal;
   const asio::ip::address address = asio::ip::make_address(url_.host, literal);
   uint32_t port = 0;
@@ -117,49 +178,84 @@ void UpstreamConnection::Connect() {
   resolver_.async_resolve(
       url_.host, url_.port,
       [self = shared_from_this()](error_code ec, tcp::resolver::results_type results) {
-        if (ec) return self->Finish(ec);
+        if (self->closed_) return;
+        if (ec) return self->OnConnected(ec);
         asio::async_connect(self->Lowest(), results,
                             [self](error_code ec, const tcp::endpoint&) { self->OnConnected(ec); });
       });
 }
 
 void UpstreamConnection::OnConnected(error_code ec) {
-  if (ec) return Finish(ec);
+  if (closed_) return;
+  if (ec) return Fail(ec, false, false);
   Lowest().set_option(tcp::no_delay(true), ec);
   if (!tls_stream_) {
+    connecting_ = false;
     connected_ = true;
     return Write();
   }
   if (!SSL_set_tlsext_host_name(tls_stream_->native_handle(), url_.host.c_str())) {
-    return Finish(asio::error::invalid_argument);
+    return Fail(asio::error::invalid_argument, false, false);
   }
   if (verify_tls_) tls_stream_->set_verify_callback(ssl::host_name_verification(url_.host));
   tls_stream_->async_handshake(ssl::stream_base::client,
                                [self = shared_from_this()](error_code ec) {
-                                 if (ec) return self->Finish(ec);
+                                 if (self->closed_) return;
+                                 if (ec) return self->Fail(ec, false, false);
+                                 self->connecting_ = false;
                                  self->connected_ = true;
                                  self->Write();
                                });
 }
 
 void UpstreamConnection::Write() {
+  if (writing_ || closed_ || !connected_ || write_error_) return;
+  write_buffers_.clear();
+  write_lengths_.resize(ring_.size());  // within its capacity: never moves during a write
+  size_t lengths = 0;
+  for (size_t i = 0; i < size_; ++i) {
+    Slot& slot = At(i);
+    if (slot.state != State::kQueued || slot.cancelled) continue;
+    slot.state = State::kWriting;
+    write_buffers_.push_back(asio::buffer(*slot.head));
+    if (slot.length_size > 0) {
+      char* length = write_lengths_[lengths++].data();
+      std::memcpy(length, slot.length, slot.length_size);
+      write_buffers_.push_back(asio::buffer(length, slot.length_size));
+    }
+    if (!slot.body->empty()) write_buffers_.push_back(asio::buffer(*slot.body));
+  }
+  if (write_buffers_.empty()) return;
   writing_ = true;
-  const std::array<asio::const_buffer, 3> buffers = {
-      asio::buffer(*request_head_), asio::buffer(length_, length_size_), asio::buffer(*body_)};
+  const BufferView view{write_buffers_.data(), write_buffers_.data() + write_buffers_.size()};
   WithStream([&](auto& stream) {
-    asio::async_write(stream, buffers, [self = shared_from_this()](error_code ec, size_t) {
-      if (ec) return self->Finish(ec);
-      self->response_ = UpstreamResponse();
-      self->reader_.emplace(&self->response_);
-      self->reader_->eager(true);
-      self->reader_->body_limit(self->max_response_bytes_);
-      self->reader_->header_limit(64 * 1024);
-      self->ReadSome();
-    });
+    asio::async_write(stream, view,
+                      [self = shared_from_this()](error_code ec, size_t) { self->OnWritten(ec); });
   });
 }
 
+void UpstreamConnection::OnWritten(error_code ec) {
+  writing_ = false;
+  write_keep_.clear();
+  if (closed_) return;
+  if (ec) {
+    // The peer may have closed after answering a request ahead: the read in flight reads that
+    // answer and the end, and ends the connection as that tells.
+    if (reading_) {
+      write_error_ = ec;
+      return;
+    }
+    return Fail(ec, false, false);
+  }
+  for (size_t i = 0; i < size_; ++i) {
+    if (At(i).state == State::kWriting) At(i).state = State::kWritten;
+  }
+  if (!reading_) ReadSome();
+  Write();  // what was queued while this write was in flight
+}
+
 void UpstreamConnection::ReadSome() {
+  reading_ = true;
   const auto space = buffer_.prepare(beast::read_size(buffer_, 64 * 1024));
   WithStream([&](auto& stream) {
     stream.async_read_some(
@@ -168,67 +264,174 @@ void UpstreamConnection::ReadSome() {
 }
 
 void UpstreamConnection::OnRead(error_code ec, size_t n) {
+  reading_ = false;
+  if (closed_) return;
   if (ec == asio::error::eof || ec == ssl::error::stream_truncated) {
     // An answer whose end is the end of the connection (no length, no chunks).
-    if (got_some_ && reader_->got_some()) {
+    if (got_some_ && reader_ && reader_->got_some()) {
       error_code eof;
       reader_->put_eof(eof);
-      if (!eof && reader_->is_done()) {
-        connected_ = false;
-        return Complete();
-      }
+      if (!eof && reader_->is_done()) return Complete(/*peer_closed=*/true);
     }
-    return Finish(ec);
+    return Fail(ec, false, /*broken=*/written_behind_answer_);
   }
-  if (ec) return Finish(ec);
+  if (ec) return Fail(ec, false, false);
   buffer_.commit(n);
-  got_some_ = got_some_ || n > 0;
-  while (buffer_.size() > 0 && !reader_->is_done()) {
+  while (!closed_) {
+    DropUnsentFront();
+    if (size_ == 0 || At(0).state == State::kQueued) {
+      // Bytes no request asked for: the connection cannot be trusted with another.
+      if (buffer_.size() > 0) return Fail(http::error::unexpected_body, false, false);
+      break;
+    }
+    if (buffer_.size() == 0) break;
+    if (!reader_) {
+      response_ = UpstreamResponse();
+      reader_.emplace(&response_);
+      reader_->eager(true);
+      reader_->body_limit(max_response_bytes_);
+      reader_->header_limit(64 * 1024);
+    }
+    got_some_ = true;
     error_code parse;
     const size_t used = reader_->put(buffer_.data(), parse);
     buffer_.consume(used);
     if (parse == http::error::need_more) break;
-    if (parse) return Finish(parse);
+    if (parse) return Fail(parse, false, false);
+    if (reader_->is_done()) Complete(/*peer_closed=*/false);
   }
-  if (reader_->is_done()) return Complete();
-  ReadSome();
+  if (closed_) return;
+  DropUnsentFront();
+  if (size_ > 0 && At(0).state != State::kQueued && !reading_) return ReadSome();
+  if (write_error_) Fail(write_error_, false, false);
 }
 
-void UpstreamConnection::Complete() {
+void UpstreamConnection::Complete(bool peer_closed) {
   response_.status = reader_->status();
-  const bool keep_alive = connected_ && reader_->keep_alive();
+  // (The answer may come before the write's completion runs: the write's lengths are its own
+  // copies and PopFront keeps the body alive until it ends.)
+  const bool keep_alive = !peer_closed && reader_->keep_alive();
   reader_.reset();
-  body_ = nullptr;
+  got_some_ = false;
+  ++answered_;
   idle_since_ = Clock::now();
-  Callback done = std::move(done_);
-  done_ = nullptr;
-  done(error_code(), std::move(response_), End{keep_alive, false, false});
+  Slot slot = PopFront();
+  DropUnsentFront();
+  written_behind_answer_ = size_ > 0 && At(0).state != State::kQueued;
+  const std::shared_ptr<UpstreamConnection> self = shared_from_this();
+  if (keep_alive) {
+    listener_(self, /*closed=*/false);
+  } else {
+    Fail(asio::error::eof, false, /*broken=*/written_behind_answer_);
+  }
+  if (!slot.cancelled) slot.done(error_code(), std::move(response_), End{});
 }
 
-void UpstreamConnection::TimeOut() {
-  if (!busy()) return;
-  timed_out_ = true;
-  Close();  // the operation in flight ends with operation_aborted; Finish reports the timeout
+void UpstreamConnection::Cancel(uint64_t ticket, bool move) {
+  for (size_t i = 0; i < size_; ++i) {
+    Slot& slot = At(i);
+    if (slot.ticket != ticket) continue;
+    if (slot.cancelled) return;
+    if (size_ == 1 && !move) return Close();
+    if (move && slot.state != State::kQueued) return;
+    slot.cancelled = true;
+    Callback done = std::move(slot.done);
+    slot.done = nullptr;
+    End end;
+    end.unsent = slot.state == State::kQueued;
+    end.behind = move;
+    if (end.unsent) slot.keep.reset();  // never written: nothing reads its body
+    const std::shared_ptr<UpstreamConnection> self = shared_from_this();
+    DropUnsentFront();
+    done(asio::error::operation_aborted, UpstreamResponse(), end);
+    return;
+  }
 }
 
-void UpstreamConnection::Close() {
+Clock::time_point UpstreamConnection::NextDeadline() const {
+  if (size_ == 0) return Clock::time_point::max();
+  Clock::time_point next = At(0).deadline;
+  for (size_t i = 1; i < size_; ++i) {
+    if (!At(i).cancelled) next = std::min(next, At(i).deadline);
+  }
+  return next;
+}
+
+void UpstreamConnection::Expire(Clock::time_point now) {
+  if (size_ == 0) return;
+  if (At(0).deadline <= now) return Fail(beast::error::timeout, /*timed_out=*/true, false);
+  // A later exchange past its deadline times out alone; its answer is read and dropped.
+  std::vector<uint64_t> expired;
+  for (size_t i = 1; i < size_; ++i) {
+    if (!At(i).cancelled && At(i).deadline <= now) expired.push_back(At(i).ticket);
+  }
+  const std::shared_ptr<UpstreamConnection> self = shared_from_this();
+  for (uint64_t ticket : expired) {
+    for (size_t i = 0; i < size_ && !closed_; ++i) {
+      Slot& slot = At(i);
+      if (slot.ticket != ticket || slot.cancelled) continue;
+      slot.cancelled = true;
+      Callback done = std::move(slot.done);
+      slot.done = nullptr;
+      End end;
+      end.unsent = slot.state == State::kQueued;
+      done(beast::error::timeout, UpstreamResponse(), end);
+      break;
+    }
+  }
+}
+
+void UpstreamConnection::FollowersOfSlowHead(Clock::time_point slow_since,
+                                             std::vector<void*>* written,
+                                             std::vector<void*>* unwritten) const {
+  if (size_ < 2 || At(0).since >= slow_since) return;
+  for (size_t i = 1; i < size_; ++i) {
+    const Slot& slot = At(i);
+    if (slot.cancelled || slot.tag == nullptr) continue;
+    (slot.state == State::kQueued ? unwritten : written)->push_back(slot.tag);
+  }
+}
+
+void UpstreamConnection::CloseSocket() {
   error_code ignored;
   resolver_.cancel();
   Lowest().close(ignored);
   connected_ = false;
+  connecting_ = false;
 }
 
-void UpstreamConnection::Finish(error_code ec) {
-  if (!done_) return;
-  if (timed_out_) ec = beast::error::timeout;
-  const bool stale = reused_ && !timed_out_ && !got_some_;
-  Close();
+void UpstreamConnection::Close() { Fail(asio::error::operation_aborted, false, false); }
+
+void UpstreamConnection::Fail(error_code ec, bool timed_out, bool broken) {
+  if (closed_) return;
+  closed_ = true;
+  const bool got_some = got_some_;
+  CloseSocket();
   reader_.reset();
   buffer_.clear();
-  body_ = nullptr;
-  Callback done = std::move(done_);
-  done_ = nullptr;
-  done(ec, UpstreamResponse(), End{false, stale, !writing_});
+  std::vector<Slot> slots;
+  slots.reserve(size_);
+  while (size_ > 0) slots.push_back(PopFront());
+  const std::shared_ptr<UpstreamConnection> self = shared_from_this();
+  listener_(self, /*closed=*/true);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    Slot& slot = slots[i];
+    if (slot.cancelled) continue;
+    End end;
+    end.unsent = slot.state == State::kQueued;
+    end.pipeline_broken = broken;
+    error_code error = ec;
+    if (i == 0) {
+      if (timed_out) error = beast::error::timeout;
+      // It was sent on a connection that had answered before (idle since, or pipelined
+      // behind an answer): the peer closed it.
+      end.stale = (slot.reused || answered_ > 0) && !timed_out && !got_some && !broken &&
+                  ec != asio::error::operation_aborted;
+    } else {
+      end.behind = true;
+    }
+    slot.done(error, UpstreamResponse(), end);
+  }
 }
 
 }  // namespace switchyard::upstream_internal

@@ -448,12 +448,28 @@ void EndpointHealth::CloseCircuitLocked() {
   consecutive_failures_ = 0;
 }
 
+std::string_view PipelineStatusName(PipelineStatus status) {
+  switch (status) {
+    case PipelineStatus::kOff:
+      return "off";
+    case PipelineStatus::kUnknown:
+      return "unknown";
+    case PipelineStatus::kOn:
+      return "on";
+    case PipelineStatus::kUnsupported:
+      return "unsupported";
+  }
+  return "off";
+}
+
 EndpointStatus EndpointHealth::Status() const {
   EndpointStatus s;
   s.url = url_;
   s.in_flight = in_flight();
   s.latency_ewma_ms = latency_us() / 1000;
   s.p95_ms = static_cast<double>(hedge_delay_ns_.load(std::memory_order_relaxed)) / 1e6;
+  s.pipeline = pipeline_.load(std::memory_order_relaxed);
+  s.pipeline_fallbacks = pipeline_fallbacks_.load(std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   s.state = state_;
   s.circuit = circuit_;

@@ -102,6 +102,15 @@ struct UpstreamHealthOptions {
 // InvalidArgument naming the upstream_health key that is out of range.
 absl::Status ValidateHealthOptions(const UpstreamHealthOptions& options);
 
+// Whether an endpoint takes pipelined requests, as the pools found (UpstreamOptions::pipeline).
+enum class PipelineStatus : uint8_t {
+  kOff,          // pipelining is off
+  kUnknown,      // not asked yet, or being asked
+  kOn,           // it answers requests sent together, in order
+  kUnsupported,  // it does not: one exchange per connection
+};
+std::string_view PipelineStatusName(PipelineStatus status);
+
 // One endpoint as /status shows it. A value type.
 struct EndpointStatus {
   std::string url;
@@ -121,6 +130,8 @@ struct EndpointStatus {
   uint64_t hedges = 0;            // its slow reads also sent to another endpoint
   uint64_t hedge_wins = 0;        // hedges it answered first
   uint64_t budget_exhausted = 0;  // retries and hedges of its reads the budget refused
+  PipelineStatus pipeline = PipelineStatus::kOff;
+  uint64_t pipeline_fallbacks = 0;  // probes that found it not pipelining
 };
 
 struct TargetStatus {
@@ -177,6 +188,10 @@ class EndpointHealth {
   const std::string& url() const { return url_; }
   size_t index() const { return index_; }
 
+  // What a pool found of its pipelining (the last word of any worker's pool).
+  void SetPipeline(PipelineStatus status) { pipeline_.store(status, std::memory_order_relaxed); }
+  void CountPipelineFallback() { pipeline_fallbacks_.fetch_add(1, std::memory_order_relaxed); }
+
   EndpointStatus Status() const;
 
  private:
@@ -225,6 +240,8 @@ class EndpointHealth {
   std::atomic<EndpointState> state_{EndpointState::kHealthy};
   std::atomic<CircuitState> circuit_{CircuitState::kClosed};
   std::atomic<int64_t> avoid_until_ns_{0};  // HealthClock ticks since its epoch
+  std::atomic<PipelineStatus> pipeline_{PipelineStatus::kOff};
+  std::atomic<uint64_t> pipeline_fallbacks_{0};
 
   mutable absl::Mutex mu_;
   uint32_t consecutive_failures_ ABSL_GUARDED_BY(mu_) = 0;

@@ -39,6 +39,12 @@ class FakeUpstream::Connection : public std::enable_shared_from_this<Connection>
       http::async_read(self->socket_, self->buffer_, self->request_,
                        [self](beast::error_code ec2, size_t) {
                          if (ec2) return;
+                         if (self->request_.method() == http::verb::get) {
+                           // GET /health, as a validator answers it (not recorded).
+                           self->owner_->CountHealthCheck();
+                           self->Write(200, "ok", {});
+                           return;
+                         }
                          if (self->answered_ > 0 && self->owner_->drop_reused()) {
                            self->owner_->Record(self->request_.body());
                            self->Close();
@@ -190,6 +196,16 @@ size_t FakeUpstream::received_count() const {
 size_t FakeUpstream::max_outstanding() const {
   absl::MutexLock lock(&mu_);
   return max_outstanding_;
+}
+
+void FakeUpstream::CountHealthCheck() {
+  absl::MutexLock lock(&mu_);
+  ++health_checks_;
+}
+
+size_t FakeUpstream::health_checks() const {
+  absl::MutexLock lock(&mu_);
+  return health_checks_;
 }
 
 size_t FakeUpstream::connections_accepted() const {

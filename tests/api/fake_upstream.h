@@ -55,6 +55,9 @@ class FakeUpstream {
   size_t received_count() const;
   size_t max_outstanding() const;
   size_t connections_accepted() const;
+  // GET requests answered (the router's pipelining probe asks GET /health); not recorded.
+  size_t health_checks() const;
+  void CountHealthCheck();
   // Waits until at least `n` requests arrived; false at the deadline.
   bool WaitForRequests(size_t n, absl::Duration timeout = absl::Seconds(10)) const;
 
@@ -88,6 +91,7 @@ class FakeUpstream {
   size_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   size_t max_outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   size_t connections_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t health_checks_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration idle_close_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   bool drop_reused_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::weak_ptr<Connection>> all_;     // io thread only
