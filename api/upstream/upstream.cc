@@ -381,6 +381,10 @@ void UpstreamPool::StartOn(std::shared_ptr<Attempt> attempt) {
   while (!endpoint.idle.empty() && !connection) {
     connection = std::move(endpoint.idle.back());
     endpoint.idle.pop_back();
+    if (connection->busy()) {  // in use again (a waiter took it): not idle any more
+      connection.reset();
+      continue;
+    }
     if (now - connection->idle_since() > ToChrono(options_.max_idle_time) ||
         !connection->Usable(now, kCheckIdleAfter)) {
       connection->Close();  // the listener drops it from the open ones
@@ -480,7 +484,8 @@ std::shared_ptr<UpstreamPool::Connection> UpstreamPool::PipelineOn(size_t index,
   size_t best_at = 0;
   for (size_t i = 0; i < endpoint.connections.size(); ++i) {
     Connection* c = endpoint.connections[i].get();
-    if (!c->open() || c->full() || c->head_since() < slow_since) continue;
+    // An idle one is the idle list's (StartOn took none from it: there is none usable).
+    if (!c->open() || !c->busy() || c->full() || c->head_since() < slow_since) continue;
     if (best == nullptr || (c->writing() && !best->writing()) ||
         (c->writing() == best->writing() && c->depth() < best->depth())) {
       best = c;
