@@ -813,7 +813,11 @@ void UpstreamPool::ServeWaiter(size_t index, std::shared_ptr<Connection> connect
     return;
   }
   if (!connection || connection->busy() || !connection->open()) return;
-  if (!shut_down_ && endpoint.idle.size() < options_.max_idle_per_endpoint) {
+  // A pipelining endpoint keeps pipeline_connections: beyond, an idle connection would take
+  // the requests that should queue on those (the surplus opened while they were full or slow).
+  const bool surplus = endpoint.pipeline == PipelineState::kOn &&
+                       endpoint.connections.size() > options_.pipeline_connections;
+  if (!shut_down_ && !surplus && endpoint.idle.size() < options_.max_idle_per_endpoint) {
     endpoint.idle.push_back(std::move(connection));
   } else {
     connection->Close();
