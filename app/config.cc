@@ -489,6 +489,15 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
       router_table.ReadSize("upstream_pipeline_depth", &router.upstream.pipeline_depth));
   RETURN_IF_ERROR(router_table.ReadSize("upstream_pipeline_connections",
                                         &router.upstream.pipeline_connections));
+  RETURN_IF_ERROR(
+      router_table.ReadSize("upstream_batch_max", &router.upstream_batch_max, /*allow_zero=*/true));
+  if (router.upstream_batch_max > 1024) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: 'router.upstream_batch_max' must be at most 1024 calls, not {}", file,
+                    router.upstream_batch_max));
+  }
+  RETURN_IF_ERROR(router_table.ReadSize("upstream_batch_after", &router.upstream_batch_after,
+                                        /*allow_zero=*/true));
   RETURN_IF_ERROR(router_table.CheckNoUnknownKeys());
 
   // [upstream_health]: how endpoints are judged, chosen, retried and hedged.

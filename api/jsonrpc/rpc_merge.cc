@@ -225,24 +225,44 @@ std::string ContextListResponse(std::string_view id_json, std::string_view conte
   return out;
 }
 
+namespace {
+
+// Element `id` of an upstream batch body: `{"jsonrpc":"2.0","id":<id>,"method":…,"params":…}`,
+// after a comma unless it is the first.
+void AppendBatchElement(std::string& out, size_t id, std::string_view method,
+                        std::string_view params) {
+  if (id > 0) out.push_back(',');
+  fmt::format_to(std::back_inserter(out), R"({{"jsonrpc":"2.0","id":{},"method":{})", id,
+                 JsonQuote(method));
+  if (!params.empty()) {
+    out += R"(,"params":)";
+    out += params;
+  }
+  out.push_back('}');
+}
+
+}  // namespace
+
 std::string UpstreamBatchBody(const std::vector<RpcCall>& calls, const std::vector<size_t>& indexes,
                               const std::vector<std::pair<std::string_view, std::string>>& extra) {
   std::string out = "[";
-  auto element = [&](size_t id, std::string_view method, std::string_view params) {
-    if (id > 0) out.push_back(',');
-    fmt::format_to(std::back_inserter(out), R"({{"jsonrpc":"2.0","id":{},"method":{})", id,
-                   JsonQuote(method));
-    if (!params.empty()) {
-      out += R"(,"params":)";
-      out += params;
-    }
-    out.push_back('}');
-  };
   for (size_t k = 0; k < indexes.size(); ++k) {
-    element(k, calls[indexes[k]].method, calls[indexes[k]].params);
+    AppendBatchElement(out, k, calls[indexes[k]].method, calls[indexes[k]].params);
   }
   for (size_t j = 0; j < extra.size(); ++j) {
-    element(indexes.size() + j, extra[j].first, extra[j].second);
+    AppendBatchElement(out, indexes.size() + j, extra[j].first, extra[j].second);
+  }
+  out.push_back(']');
+  return out;
+}
+
+std::string UpstreamBatchBody(const std::vector<const RpcCall*>& calls) {
+  std::string out = "[";
+  size_t size = 2;
+  for (const RpcCall* call : calls) size += call->method.size() + call->params.size() + 48;
+  out.reserve(size);
+  for (size_t k = 0; k < calls.size(); ++k) {
+    AppendBatchElement(out, k, calls[k]->method, calls[k]->params);
   }
   out.push_back(']');
   return out;

@@ -96,6 +96,8 @@ std::string ContextListResponse(std::string_view id_json, std::string_view conte
 std::string UpstreamBatchBody(
     const std::vector<RpcCall>& calls, const std::vector<size_t>& indexes,
     const std::vector<std::pair<std::string_view, std::string>>& extra = {});
+// The same for calls of different requests: element k is `*calls[k]` with id k.
+std::string UpstreamBatchBody(const std::vector<const RpcCall*>& calls);
 
 // An upstream's answer to a batch made by UpstreamBatchBody of `count` calls: element k is the
 // answer with id k, or nullopt when there is none (an id that is missing, not one of those

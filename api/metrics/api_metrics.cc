@@ -126,6 +126,13 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
           "switchyard_api_upstream_batch_fallbacks_total",
           "Calls of upstream batches sent again one by one: the upstream rejected the batch "
           "(HTTP error, an answer that is not an array) or its answer lacked their ids")),
+      upstream_coalesced_batches(r.AddCounter(
+          "switchyard_api_upstream_coalesced_batches_total",
+          "JSON-RPC batches of reads from different requests to one target, sent together "
+          "because the target already had calls in flight (router.upstream_batch_max)")),
+      upstream_coalesced_calls(
+          r.AddCounter("switchyard_api_upstream_coalesced_calls_total",
+                       "Calls that went to an upstream inside a coalesced batch")),
       gate_waits(r.AddCounter("switchyard_api_gate_waits_total",
                               "Calls that waited for the applied slot to reach their minimum")),
       gate_rejections(r.AddCounter("switchyard_api_gate_rejections_total",

@@ -87,6 +87,8 @@ struct ApiMetrics {
   Counter& upstream_batches;             // JSON-RPC batches the router sent to an upstream
   Counter& upstream_batch_calls;         // ... the calls in them
   Counter& upstream_batch_fallbacks;     // ... calls sent again alone: the answer lacked them
+  Counter& upstream_coalesced_batches;   // batches of single calls of different requests
+  Counter& upstream_coalesced_calls;     // ... the calls in them
   Counter& gate_waits;                   // calls that waited for the applied slot
   Counter& gate_rejections;              // answered 412
   Counter& owner_reroutes;               // owner verification re-asked another target (all reads)

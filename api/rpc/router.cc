@@ -651,7 +651,7 @@ Router::CallAnswer Router::AnswerFromResponse(
 }
 
 void Router::Forward(const std::string& target, size_t index, std::shared_ptr<Exchange> exchange,
-                     Answer done) {
+                     Answer done, bool may_batch) {
   const RpcCall& call = exchange->body.calls[index];
   if (!upstreams_->Has(target)) {
     done(RpcErrorResponse(
@@ -666,10 +666,13 @@ void Router::Forward(const std::string& target, size_t index, std::shared_ptr<Ex
   // to followers (a leader's answer is read).
   send.accept_gzip =
       exchange->gzip_pass_through && (exchange->cache.empty() || !exchange->cache[index].leader);
+  if (may_batch && JoinCoalesced(target, send, exchange, index, done)) return;
+  ++loads_[target].in_flight;
   upstreams_->Send(
       target, ForwardBody(call), send,
       [this, exchange, &call, target,
        done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
+        --loads_[target].in_flight;
         if (response.ok() && response->gzip) {
           // Unread: counted as an answer, whether it holds a result or an error.
           exchange->answer_gzip = true;
@@ -703,13 +706,28 @@ namespace {
 constexpr absl::Duration kBatchRefusalMemory = absl::Minutes(5);
 }  // namespace
 
+bool Router::TakesBatches(const std::string& target) {
+  auto it = batches_refused_until_.find(target);
+  if (it == batches_refused_until_.end()) return true;
+  if (context_->clock()->Monotonic() < it->second) return false;
+  batches_refused_until_.erase(it);  // time to try a batch again
+  return true;
+}
+
+void Router::RefuseBatches(const std::string& target) {
+  batches_refused_until_[target] = context_->clock()->Monotonic() + kBatchRefusalMemory;
+}
+
+Router::CallAnswer Router::AnswerFromElement(int target_id, std::string_view id,
+                                             const UpstreamAnswer& element) {
+  return element.is_error() ? CallAnswer{UpstreamErrorResponse(id, element.error),
+                                         CallOutcome{target_id, RpcOutcome::kRpcError}}
+                            : CallAnswer{RpcResultResponse(id, element.result),
+                                         CallOutcome{target_id, RpcOutcome::kOk}};
+}
+
 void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batch) {
-  bool refused = false;
-  if (auto it = batches_refused_until_.find(batch.target); it != batches_refused_until_.end()) {
-    refused = context_->clock()->Monotonic() < it->second;
-    if (!refused) batches_refused_until_.erase(it);  // time to try a batch again
-  }
-  if (!upstreams_->Has(batch.target) || refused) {
+  if (!upstreams_->Has(batch.target) || !TakesBatches(batch.target)) {
     for (size_t i : batch.calls) SendAlone(exchange, batch.target, i);
     return;
   }
@@ -748,7 +766,8 @@ void Router::SendAlone(const std::shared_ptr<Exchange>& exchange, const std::str
   if (exchange->decisions[index].verification == Verification::kOwnerProbe) {
     Run(exchange, index, ForwardProbed(exchange, index));
   } else {
-    Forward(target, index, exchange, BatchedAnswerTo(exchange, index));
+    // Alone means alone: not coalesced into another batch with the other calls sent again.
+    Forward(target, index, exchange, BatchedAnswerTo(exchange, index), /*may_batch=*/false);
   }
 }
 
@@ -775,13 +794,8 @@ void Router::OnBatchAnswer(const std::shared_ptr<Exchange>& exchange, const Upst
       alone.push_back(i);
       continue;
     }
-    const UpstreamAnswer& answer = *(*answers)[k];
-    const std::string_view id = exchange->body.calls[i].id_or_null();
-    CallAnswer call_answer = answer.is_error()
-                                 ? CallAnswer{UpstreamErrorResponse(id, answer.error),
-                                              CallOutcome{target_id, RpcOutcome::kRpcError}}
-                                 : CallAnswer{RpcResultResponse(id, answer.result),
-                                              CallOutcome{target_id, RpcOutcome::kOk}};
+    CallAnswer call_answer =
+        AnswerFromElement(target_id, exchange->body.calls[i].id_or_null(), *(*answers)[k]);
     const auto probe = std::find(probed.begin(), probed.end(), k);
     if (probe != probed.end()) {
       AnswerProbedInBatch(exchange, i, std::move(call_answer),
@@ -793,7 +807,7 @@ void Router::OnBatchAnswer(const std::shared_ptr<Exchange>& exchange, const Upst
   if (alone.empty()) return;
   metrics_->upstream_batch_fallbacks.Increment(alone.size());
   if (response->status != 200) {  // batches refused as such (HTTP 400, 405, 413...)
-    batches_refused_until_[batch.target] = context_->clock()->Monotonic() + kBatchRefusalMemory;
+    RefuseBatches(batch.target);
   }
   if (batch_fallbacks_logged_.insert(batch.target).second) {
     spdlog::warn(

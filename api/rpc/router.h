@@ -67,6 +67,13 @@ struct RouterOptions {
   // not read (docs/architecture.md §9) asks its upstream for gzip, and a compressed answer goes
   // to the client as it came, never inflated.
   bool upstream_gzip = true;
+  // Adaptive upstream batching (docs/architecture.md §11): a plain read to a target that
+  // already has at least upstream_batch_after calls of this worker in flight waits for the end
+  // of the worker's current turn and leaves with the other such reads as one upstream
+  // JSON-RPC batch of at most upstream_batch_max calls. An idle target's reads never wait.
+  // upstream_batch_max below 2 turns it off.
+  size_t upstream_batch_max = 16;
+  size_t upstream_batch_after = 1;
 };
 
 class Router;

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "api/upstream/internal/upstream_connection.h"
+#include "api/upstream/internal/upstream_pool.h"
 #include "common/clock.h"
 #include "common/gzip.h"
 #include "fmt/format.h"
@@ -33,22 +34,6 @@ absl::StatusOr<ParsedUrl> ParseUpstreamUrl(std::string_view url) {
   return parsed;
 }
 
-struct UpstreamPool::Endpoint {
-  ParsedUrl url;
-  std::string head;       // upstream_internal::RequestHeadOf(url)
-  std::string gzip_head;  // ... with Accept-Encoding: gzip
-  uint32_t weight = 1;
-  int64_t current_weight = 0;
-  // Every open connection, and those of them with nothing in flight (most recent last).
-  std::vector<std::shared_ptr<Connection>> connections;
-  std::vector<std::shared_ptr<Connection>> idle;
-  PipelineState pipeline = PipelineState::kOff;
-  SteadyClock::time_point probe_after;  // when an unsupported endpoint is asked again
-  std::string probe_request;            // GET /health, sent twice together
-  // Attempts waiting for a connection, oldest first, with the time they started waiting.
-  std::deque<std::pair<std::shared_ptr<Attempt>, std::chrono::steady_clock::time_point>> waiting;
-};
-
 namespace {
 // An idle connection used within this time is handed out without asking the kernel whether
 // the peer closed it (see UpstreamConnection::Usable).
@@ -57,14 +42,8 @@ constexpr auto kCheckIdleAfter = std::chrono::milliseconds(250);
 constexpr auto kHedgeTick = std::chrono::milliseconds(1);
 // A 429 or 503 without Retry-After keeps requests off the endpoint this long.
 constexpr auto kDefaultRetryAfter = std::chrono::seconds(1);
-// An endpoint found not to pipeline is asked again after this long.
-constexpr auto kProbeAgainAfter = std::chrono::seconds(60);
-// The probe's time to answer both of its requests.
-constexpr auto kProbeTimeout = std::chrono::seconds(2);
 // The sweep's tick while requests are queued behind others.
 constexpr auto kPipelineTick = std::chrono::milliseconds(2);
-// Without health, the oldest exchange on a connection is slow after this long.
-constexpr auto kSlowAfterWithoutHealth = std::chrono::milliseconds(50);
 // Node errors are looked for only in answers this small: an error answer is short, and a large
 // answer is never scanned.
 constexpr size_t kNodeErrorScanLimit = 2048;
@@ -99,56 +78,6 @@ ExchangeOutcome OutcomeOf(const UpstreamResponse& response) {
   return ExchangeOutcome::kOk;
 }
 }  // namespace
-
-struct UpstreamPool::SweepTimer {
-  SweepTimer(asio::io_context& io_context, UpstreamPool* pool)
-      : timer(io_context.get_executor()), pool(pool) {}
-  asio::basic_waitable_timer<SteadyClock, asio::wait_traits<SteadyClock>,
-                             asio::io_context::executor_type>
-      timer;
-  UpstreamPool* pool;  // null once the pool is gone (a cancelled wait may still run)
-};
-
-struct UpstreamPool::HedgeTimer : SweepTimer {
-  using SweepTimer::SweepTimer;
-};
-
-// One request and every attempt made for it.
-struct UpstreamPool::Request {
-  std::string body;
-  SendOptions options;
-  UpstreamCallback done;
-  SteadyClock::time_point deadline;
-  uint64_t tried = 0;  // endpoints an attempt went to (bit i: endpoint i; i < 64)
-  size_t last_endpoint = SIZE_MAX;
-  uint32_t attempts = 0;     // started, hedges included
-  uint32_t outstanding = 0;  // attempts not ended yet
-  uint32_t budget = 0;       // retries and hedges holding the target's budget
-  bool stale_retried = false;
-  bool alone_retried = false;
-  bool finished = false;
-  SteadyClock::time_point won_started = SteadyClock::time_point::max();  // the winner's start
-  // A failed attempt's result, kept while another attempt may still answer better.
-  std::optional<absl::StatusOr<UpstreamResponse>> fallback;
-  // Attempts in flight, to cancel the ones still running when one answers: at most two run
-  // at once (the first and its hedge; a retry starts only when none runs).
-  struct Live {
-    std::weak_ptr<Connection> connection;
-    uint64_t ticket = 0;
-  };
-  std::array<Live, 2> live;
-  uint32_t moves = 0;  // times it went again because of another request on its connection
-};
-
-// One attempt of a request, on one endpoint.
-struct UpstreamPool::Attempt {
-  std::shared_ptr<Request> request;
-  size_t index = 0;
-  bool trial = false;
-  bool hedge = false;
-  bool began = false;  // the endpoint's health counts it in flight
-  SteadyClock::time_point started;
-};
 
 UpstreamPool::UpstreamPool(asio::io_context& io_context, std::string name,
                            std::vector<UpstreamEndpoint> endpoints, std::vector<ParsedUrl> urls,
@@ -448,113 +377,6 @@ void UpstreamPool::OnConnectionEvent(size_t index, const std::shared_ptr<Connect
   drop(endpoint.connections);
   drop(endpoint.idle);
   if (!shut_down_) ServeWaiter(index, nullptr);
-}
-
-bool UpstreamPool::Pipelining(size_t index, SteadyClock::time_point now) {
-  Endpoint& endpoint = *endpoints_[index];
-  switch (endpoint.pipeline) {
-    case PipelineState::kOn:
-      return true;
-    case PipelineState::kUnsupported:
-      if (now < endpoint.probe_after) return false;
-      [[fallthrough]];
-    case PipelineState::kUnknown:
-      if (endpoint.connections.size() < options_.max_connections_per_endpoint) {
-        ProbePipelining(index);
-      }
-      return false;
-    case PipelineState::kOff:
-    case PipelineState::kProbing:
-      return false;
-  }
-  return false;
-}
-
-SteadyClock::duration UpstreamPool::SlowAfter(size_t index) const {
-  if (health_ == nullptr) return kSlowAfterWithoutHealth;
-  const auto delay = health_->endpoint(index).hedge_delay();
-  return delay > SteadyClock::duration::zero() ? delay : kSlowAfterWithoutHealth;
-}
-
-std::shared_ptr<UpstreamPool::Connection> UpstreamPool::PipelineOn(size_t index,
-                                                                   SteadyClock::time_point now) {
-  Endpoint& endpoint = *endpoints_[index];
-  const auto slow_since = now - SlowAfter(index);
-  Connection* best = nullptr;
-  size_t best_at = 0;
-  for (size_t i = 0; i < endpoint.connections.size(); ++i) {
-    Connection* c = endpoint.connections[i].get();
-    // An idle one is the idle list's (StartOn took none from it: there is none usable).
-    if (!c->open() || !c->busy() || c->full() || c->head_since() < slow_since) continue;
-    if (best == nullptr || (c->writing() && !best->writing()) ||
-        (c->writing() == best->writing() && c->depth() < best->depth())) {
-      best = c;
-      best_at = i;
-    }
-  }
-  if (best == nullptr) return nullptr;
-  return endpoint.connections[best_at];
-}
-
-void UpstreamPool::SetPipelineState(size_t index, PipelineState state) {
-  endpoints_[index]->pipeline = state;
-  if (health_ == nullptr) return;
-  PipelineStatus status = PipelineStatus::kOff;
-  switch (state) {
-    case PipelineState::kOff:
-      status = PipelineStatus::kOff;
-      break;
-    case PipelineState::kUnknown:
-    case PipelineState::kProbing:
-      status = PipelineStatus::kUnknown;
-      break;
-    case PipelineState::kOn:
-      status = PipelineStatus::kOn;
-      break;
-    case PipelineState::kUnsupported:
-      status = PipelineStatus::kUnsupported;
-      break;
-  }
-  health_->endpoint(index).SetPipeline(status);
-}
-
-void UpstreamPool::ProbePipelining(size_t index) {
-  Endpoint& endpoint = *endpoints_[index];
-  SetPipelineState(index, PipelineState::kProbing);
-  metrics_->upstream_pipeline_probes.Increment();
-  std::shared_ptr<Connection> connection = Open(index, 2);
-  const auto deadline = SteadyClock::now() + std::min<SteadyClock::duration>(
-                                                 kProbeTimeout, ToChrono(options_.request_timeout));
-  struct Probe {
-    size_t answers = 0;
-    bool failed = false;
-  };
-  auto probe = std::make_shared<Probe>();
-  auto done = [this, index, probe, weak = std::weak_ptr<Connection>(connection)](
-                  error_code ec, UpstreamResponse, Connection::End) {
-    if (shut_down_ || probe->failed) return;
-    Endpoint& endpoint = *endpoints_[index];
-    if (ec) {
-      probe->failed = true;
-    } else if (++probe->answers < 2) {
-      return;
-    }
-    std::shared_ptr<Connection> connection = weak.lock();
-    const bool pipelines = !probe->failed && connection && connection->open();
-    if (endpoint.pipeline != PipelineState::kProbing) return;
-    if (pipelines) {
-      SetPipelineState(index, PipelineState::kOn);
-      return;
-    }
-    metrics_->upstream_pipeline_fallbacks.Increment();
-    if (health_ != nullptr) health_->endpoint(index).CountPipelineFallback();
-    endpoint.probe_after = SteadyClock::now() + kProbeAgainAfter;
-    SetPipelineState(index, PipelineState::kUnsupported);
-  };
-  ArmSweep();
-  // Both are queued before the connection is up, so they leave in one write.
-  connection->ExchangeRaw(endpoint.probe_request, deadline, done);
-  connection->ExchangeRaw(endpoint.probe_request, deadline, std::move(done));
 }
 
 void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
@@ -866,45 +688,6 @@ void UpstreamPool::Sweep() {
   if (busy) ArmSweep();
 }
 
-void UpstreamPool::RescueFollowers(size_t index, const std::shared_ptr<Connection>& connection,
-                                   SteadyClock::time_point now) {
-  std::vector<void*> written;
-  std::vector<void*> unwritten;
-  connection->FollowersOfSlowHead(now - SlowAfter(index), &written, &unwritten);
-  std::vector<std::shared_ptr<Request>> requests;
-  for (void* tag : unwritten) {
-    // Not sent yet: it leaves this connection for another (its callback starts it again).
-    Attempt* attempt = static_cast<Attempt*>(tag);
-    for (const auto& live : attempt->request->live) {
-      if (live.connection.lock() == connection) {
-        connection->Cancel(live.ticket, /*move=*/true);
-        break;
-      }
-    }
-  }
-  for (void* tag : written) requests.push_back(static_cast<Attempt*>(tag)->request);
-  for (const std::shared_ptr<Request>& request : requests) {
-    // A read already sent waits behind a slow answer: it is hedged on another connection.
-    if (request->finished || request->outstanding != 1 || request->attempts != 1 ||
-        request->options.policy != RetryPolicy::kSafe || !request->options.hedge ||
-        now >= request->deadline || shut_down_) {
-      continue;
-    }
-    if (health_ != nullptr) {
-      if (!health_->TryBeginRetry(index)) continue;
-      ++request->budget;
-    }
-    request->tried = 0;  // the same endpoint may take it, on another connection
-    if (Launch(request)) {
-      metrics_->upstream_pipeline_hedges.Increment();
-      if (health_ != nullptr) health_->CountHedge(index);
-    } else if (health_ != nullptr) {
-      --request->budget;
-      health_->EndRetry();
-    }
-  }
-}
-
 void UpstreamPool::ScheduleHedge(const std::shared_ptr<Request>& request,
                                  HealthClock::time_point at) {
   auto later = [](const auto& a, const auto& b) { return a.first > b.first; };
@@ -951,103 +734,6 @@ void UpstreamPool::OnHedgeTimer() {
     }
   }
   ArmHedge();
-}
-
-absl::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::Create(
-    asio::io_context& io_context, const std::vector<UpstreamTarget>& targets,
-    const UpstreamOptions& options, ssl::context* tls, ApiMetrics* metrics,
-    UpstreamHealth* health) {
-  auto set = std::make_unique<UpstreamSet>();
-  set->io_context_ = &io_context;
-  set->options_ = &options;
-  set->tls_ = tls;
-  set->metrics_ = metrics;
-  for (const UpstreamTarget& target : targets) {
-    if (target.endpoints.empty()) {
-      return absl::InvalidArgumentError(fmt::format("upstream {} has no endpoints", target.name));
-    }
-    std::vector<ParsedUrl> urls;
-    for (const UpstreamEndpoint& endpoint : target.endpoints) {
-      absl::StatusOr<ParsedUrl> url = ParseUpstreamUrl(endpoint.url);
-      if (!url.ok()) return url.status();
-      if (url->tls && tls == nullptr) {
-        return absl::InvalidArgumentError(fmt::format("upstream {} needs TLS", endpoint.url));
-      }
-      urls.push_back(*std::move(url));
-    }
-    set->pools_[target.name] = std::make_unique<UpstreamPool>(
-        io_context, target.name, target.endpoints, std::move(urls), options, tls, metrics,
-        health != nullptr ? health->Find(target.name) : nullptr);
-  }
-  return set;
-}
-
-UpstreamPool* UpstreamSet::Find(std::string_view name) {
-  auto it = pools_.find(std::string(name));
-  return it == pools_.end() ? nullptr : it->second.get();
-}
-
-bool UpstreamSet::Has(std::string_view target) const {
-  if (pools_.contains(std::string(target))) return true;
-  return dynamic_targets_.resolve && !dynamic_targets_.resolve(target).empty();
-}
-
-void UpstreamSet::SetDynamicTargets(DynamicTargets dynamic) {
-  dynamic_targets_ = std::move(dynamic);
-}
-
-UpstreamPool* UpstreamSet::FindDynamic(std::string_view name, UpstreamPool* held) {
-  const uint64_t generation = dynamic_targets_.generation();
-  auto known = dynamic_.find(absl::string_view(name.data(), name.size()));
-  if (known != dynamic_.end() && known->second.generation == generation) return held;
-  std::string url = dynamic_targets_.resolve(name);
-  if (known != dynamic_.end() && known->second.url == url) {
-    known->second.generation = generation;
-    return held;
-  }
-  const std::string key(name);
-  if (held != nullptr) {
-    retired_.push_back(std::move(pools_[key]));
-    pools_.erase(key);
-    dynamic_.erase(key);
-  }
-  if (url.empty() || io_context_ == nullptr) return nullptr;
-  absl::StatusOr<ParsedUrl> parsed = ParseUpstreamUrl(url);
-  if (!parsed.ok() || (parsed->tls && tls_ == nullptr)) return nullptr;
-  auto pool = std::make_unique<UpstreamPool>(
-      *io_context_, key, std::vector<UpstreamEndpoint>{{url, 1}},
-      std::vector<ParsedUrl>{*std::move(parsed)}, *options_, tls_, metrics_, nullptr);
-  UpstreamPool* raw = pool.get();
-  pools_[key] = std::move(pool);
-  dynamic_[key] = DynamicPool{std::move(url), generation};
-  return raw;
-}
-
-void UpstreamSet::Send(std::string_view target, std::string body, SendOptions options,
-                       UpstreamCallback done) {
-  UpstreamPool* pool = Find(target);
-  if (dynamic_targets_.resolve &&
-      (pool == nullptr || dynamic_.contains(absl::string_view(target.data(), target.size())))) {
-    pool = FindDynamic(target, pool);
-  }
-  if (pool == nullptr) {
-    done(absl::NotFoundError(fmt::format("no upstream named {}", target)));
-    return;
-  }
-  pool->Send(std::move(body), options, std::move(done));
-}
-
-void UpstreamSet::Shutdown() {
-  for (auto& [name, pool] : pools_) pool->Shutdown();
-  for (auto& pool : retired_) pool->Shutdown();
-}
-
-std::unique_ptr<ssl::context> MakeClientTlsContext(bool verify) {
-  auto context = std::make_unique<ssl::context>(ssl::context::tls_client);
-  error_code ec;
-  context->set_default_verify_paths(ec);
-  context->set_verify_mode(verify ? ssl::verify_peer : ssl::verify_none, ec);
-  return context;
 }
 
 }  // namespace switchyard

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/api/router_fixture.h"
@@ -299,6 +300,54 @@ TEST_F(UpstreamBatchTest, MixedBatchSendsThePlainAndAnswerCheckedForwardsAsUpstr
   EXPECT_EQ(er2_.received(), (std::vector<std::string>{calls[8]}));
   EXPECT_EQ(metrics_.upstream_batches.value(), 2u);
   EXPECT_EQ(metrics_.upstream_batch_calls.value(), 6u);
+}
+
+// Reads from many clients at once to a busy upstream, over real sockets and the pipelined
+// pool: the ones that arrive together leave in coalesced batches, and every client gets its
+// own answer under its own id; no call is lost or sent twice.
+TEST_F(UpstreamBatchTest, ConcurrentReadsOfManyClientsAreCoalescedAndEachGetsItsOwnAnswer) {
+  Start([](RouterOptions& options, HttpServerOptions& server) {
+    options.cache.enabled = false;
+    options.cache.coalesce = false;
+    server.threads = 1;  // one worker sees every request
+  });
+  constexpr int kClients = 12;
+  constexpr int kRequests = 40;
+  const std::vector<std::string> methods = {"getSlot", "getEpochInfo", "getBlockHeight"};
+  std::vector<std::thread> clients;
+  std::vector<std::string> problems(kClients);
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      TestClient client(port());
+      for (int r = 0; r < kRequests; ++r) {
+        const std::string id = std::to_string(c * 1000 + r);
+        const std::string& method = methods[(c + r) % methods.size()];
+        ClientResponse response = client.Post(Call(id, method, "[]"));
+        if (response.status != 200 || response.body != Answer(id, "base", method)) {
+          problems[c] = "request " + id + ": HTTP " + std::to_string(response.status) + " " +
+                        response.body;
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (const std::string& problem : problems) EXPECT_EQ(problem, "");
+  size_t calls = 0;
+  size_t batched = 0;
+  for (const std::string& body : base_.received()) {
+    size_t in_body = 0;
+    for (size_t at = body.find("\"method\""); at != std::string::npos;
+         at = body.find("\"method\"", at + 1)) {
+      ++in_body;
+    }
+    calls += in_body;
+    if (body.front() == '[') batched += in_body;
+  }
+  EXPECT_EQ(calls, static_cast<size_t>(kClients * kRequests));
+  EXPECT_EQ(batched, metrics_.upstream_coalesced_calls.value());
+  EXPECT_GT(metrics_.upstream_coalesced_batches.value(), 0u);
+  EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 0u);
 }
 
 }  // namespace

@@ -107,8 +107,9 @@ class Router : public RequestHandler {
   void ExecuteForward(std::shared_ptr<Exchange> exchange, size_t index, Answer done);
   // Sends call `index` as the client wrote it to `target`; its answer is the upstream's. The
   // plain forward, the hottest path, stays a callback; ForwardAsync is its coroutine form.
+  // `may_batch`: the call may wait to leave in a coalesced upstream batch (router_batch.cc).
   void Forward(const std::string& target, size_t index, std::shared_ptr<Exchange> exchange,
-               Answer done);
+               Answer done, bool may_batch = true);
   Task<CallAnswer> ForwardAsync(std::string target, std::shared_ptr<Exchange> exchange,
                                 size_t index);
   // The answer to call `index` from `target`'s HTTP answer (or its failure).
@@ -123,6 +124,28 @@ class Router : public RequestHandler {
   // the calls missing from it sent again alone.
   void OnBatchAnswer(const std::shared_ptr<Exchange>& exchange, const UpstreamBatch& batch,
                      const std::vector<size_t>& probed, absl::StatusOr<UpstreamResponse> response);
+  // A call's answer from its element of an upstream batch answer, under the call's own id.
+  static CallAnswer AnswerFromElement(int target_id, std::string_view id,
+                                      const UpstreamAnswer& element);
+  // Whether `target` takes batches now: it has not answered one with an HTTP error lately.
+  bool TakesBatches(const std::string& target);
+  // `target` answered a whole batch with an HTTP error: its calls go alone for a while.
+  void RefuseBatches(const std::string& target);
+  // Adaptive upstream batching (router_batch.cc). A read that may wait for a coalesced batch
+  // (a safe-to-repeat call with an id, to a target with calls in flight, of a method the
+  // target has not refused inside a batch) joins the batch of its target and minimum slot;
+  // false when it goes alone now.
+  bool JoinCoalesced(const std::string& target, const SendOptions& send,
+                     const std::shared_ptr<Exchange>& exchange, size_t index, Answer& done);
+  // Sends every waiting batch; posted once per turn of the worker's loop.
+  void FlushCoalesced();
+  struct Coalesced;
+  void SendCoalesced(const std::string& target, Slot min_slot, std::vector<Coalesced> calls);
+  void OnCoalescedAnswer(const std::string& target, std::vector<Coalesced>& calls,
+                         absl::StatusOr<UpstreamResponse> response);
+  // Sends a coalesced call again alone; an unknown-method answer keeps its method out of the
+  // target's batches from then on.
+  void CoalescedAlone(const std::string& target, Coalesced call);
   Task<CallAnswer> SplitAccounts(std::shared_ptr<Exchange> exchange, size_t index);
   // The parts' answers merged in key order (an error answer: a part that failed).
   std::variant<AccountList, CallAnswer> MergeParts(const Exchange& exchange, size_t index,
@@ -243,6 +266,21 @@ class Router : public RequestHandler {
   // Targets that answered a whole upstream batch with an HTTP error, until when their calls go
   // one by one without trying a batch first.
   absl::flat_hash_map<std::string, absl::Duration> batches_refused_until_;
+  // Adaptive batching's view of each target: this worker's calls in flight to it, and the
+  // methods it answered "method not found" after refusing a batch that held them (such an
+  // upstream fails a whole batch for one unknown method), which go alone from then on.
+  struct TargetLoad {
+    size_t in_flight = 0;
+    absl::flat_hash_set<std::string> alone_methods;
+  };
+  absl::flat_hash_map<std::string, TargetLoad> loads_;
+  // Reads waiting for the end of the turn, by target and minimum slot (the calls of a batch
+  // share its choice of endpoint). A handful at a time, so a vector.
+  struct WaitingBatch;
+  std::vector<WaitingBatch> waiting_;
+  bool flush_posted_ = false;
+  // Tells a posted flush whether this router still lives.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Where a history read's answer is posted back: this worker's io_context while this router
   // lives (cleared by the destructor, so a late read finds no worker to post to).
   struct HistoryReturn {
@@ -281,6 +319,18 @@ struct Router::Exchange {
     uint64_t write_epoch = 0;  // the target's ResponseCache::WriteEpoch when it started
   };
   std::vector<CacheCall> cache;
+};
+
+// A read waiting for a coalesced batch, and the batch it waits in.
+struct Router::Coalesced {
+  std::shared_ptr<Exchange> exchange;
+  size_t index = 0;
+  Answer done;
+};
+struct Router::WaitingBatch {
+  std::string target;
+  Slot min_slot = 0;
+  std::vector<Coalesced> calls;
 };
 
 // The elements of a getMultipleAccounts answer, merged in the order of the keys, before they

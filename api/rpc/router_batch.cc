@@ -1,0 +1,151 @@
+// Adaptive upstream batching (docs/architecture.md §11): while a target has calls of this worker
+// in flight, the plain reads to it that arrive in one turn of the worker's loop leave together
+// as one upstream JSON-RPC batch, and each gets its own element of the answer back. A target
+// with nothing in flight gets a read at once: batching never adds a wait to an idle upstream.
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/rpc/internal/router.h"
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
+namespace switchyard {
+
+namespace asio = boost::asio;
+
+bool Router::JoinCoalesced(const std::string& target, const SendOptions& send,
+                           const std::shared_ptr<Exchange>& exchange, size_t index, Answer& done) {
+  // Only reads that are safe to repeat: a batch is retried and hedged as a whole. A call
+  // without an id has no element to be matched by.
+  const RpcCall& call = exchange->body.calls[index];
+  if (options_.upstream_batch_max < 2 || send.policy != RetryPolicy::kSafe ||
+      !call.id.has_value()) {
+    return false;
+  }
+  auto load = loads_.find(target);
+  if (load == loads_.end() || load->second.in_flight < options_.upstream_batch_after ||
+      load->second.alone_methods.contains(call.method) || !TakesBatches(target)) {
+    return false;
+  }
+  auto batch = std::find_if(waiting_.begin(), waiting_.end(), [&](const WaitingBatch& waiting) {
+    return waiting.min_slot == send.min_slot && waiting.target == target;
+  });
+  if (batch == waiting_.end()) {
+    batch = waiting_.insert(waiting_.end(), WaitingBatch{target, send.min_slot, {}});
+    batch->calls.reserve(options_.upstream_batch_max);
+  }
+  batch->calls.push_back(Coalesced{exchange, index, std::move(done)});
+  if (batch->calls.size() >= options_.upstream_batch_max) {
+    // Full: it leaves now. Taken out first, since sending may answer (and so forward) at once.
+    WaitingBatch full = std::move(*batch);
+    waiting_.erase(batch);
+    SendCoalesced(full.target, full.min_slot, std::move(full.calls));
+    return true;
+  }
+  if (!flush_posted_) {
+    flush_posted_ = true;
+    // Runs after the handlers that were ready with this one: the reads that arrived together.
+    asio::post(io_context_, [this, alive = std::weak_ptr<bool>(alive_)] {
+      if (alive.expired()) return;
+      flush_posted_ = false;
+      FlushCoalesced();
+    });
+  }
+  return true;
+}
+
+void Router::FlushCoalesced() {
+  std::vector<WaitingBatch> batches = std::move(waiting_);
+  waiting_.clear();
+  for (WaitingBatch& batch : batches) {
+    SendCoalesced(batch.target, batch.min_slot, std::move(batch.calls));
+  }
+}
+
+void Router::SendCoalesced(const std::string& target, Slot min_slot, std::vector<Coalesced> calls) {
+  if (calls.size() == 1) {
+    Coalesced& call = calls[0];
+    Forward(target, call.index, std::move(call.exchange), std::move(call.done),
+            /*may_batch=*/false);
+    return;
+  }
+  metrics_->upstream_coalesced_batches.Increment();
+  metrics_->upstream_coalesced_calls.Increment(calls.size());
+  std::vector<const RpcCall*> elements;
+  elements.reserve(calls.size());
+  for (const Coalesced& call : calls) elements.push_back(&call.exchange->body.calls[call.index]);
+  SendOptions send(RetryPolicy::kSafe);
+  send.min_slot = min_slot;
+  loads_[target].in_flight += calls.size();
+  upstreams_->Send(
+      target, UpstreamBatchBody(elements), send,
+      [this, target, calls = std::move(calls)](absl::StatusOr<UpstreamResponse> response) mutable {
+        loads_[target].in_flight -= calls.size();
+        OnCoalescedAnswer(target, calls, std::move(response));
+      });
+}
+
+void Router::OnCoalescedAnswer(const std::string& target, std::vector<Coalesced>& calls,
+                               absl::StatusOr<UpstreamResponse> response) {
+  // No answer after the attempts a read is allowed, a node that is overloaded or failing: every
+  // call gets what it would have got alone.
+  if (!response.ok() || response->status == 429 || response->status >= 500) {
+    for (Coalesced& call : calls) {
+      CallAnswer answer =
+          AnswerFromResponse(target, call.exchange->body.calls[call.index], response);
+      call.done(std::move(answer.answer), answer.outcome);
+    }
+    return;
+  }
+  absl::StatusOr<std::vector<std::optional<UpstreamAnswer>>> answers =
+      response->status == 200 ? ParseUpstreamBatchAnswer(response->body, calls.size())
+                              : absl::UnavailableError(fmt::format("HTTP {}", response->status));
+  const int target_id = calls_->TargetId(target);
+  size_t alone = 0;
+  for (Coalesced& call : calls) {
+    const size_t k = &call - calls.data();
+    if (!answers.ok() || !(*answers)[k]) {
+      ++alone;
+      continue;
+    }
+    CallAnswer answer = AnswerFromElement(
+        target_id, call.exchange->body.calls[call.index].id_or_null(), *(*answers)[k]);
+    call.done(std::move(answer.answer), answer.outcome);
+  }
+  if (alone == 0) return;
+  metrics_->upstream_batch_fallbacks.Increment(alone);
+  if (response->status != 200) RefuseBatches(target);  // batches refused as such (400, 413...)
+  if (batch_fallbacks_logged_.insert(target).second) {
+    spdlog::warn(
+        "upstream {} did not answer every call of a JSON-RPC batch ({}); such calls are sent "
+        "again one by one (switchyard_api_upstream_batch_fallbacks_total; logged once per "
+        "upstream and worker); a method it then does not know is not batched to it again",
+        target,
+        answers.ok() ? fmt::format("{} of {} calls missing", alone, calls.size())
+                     : std::string(answers.status().message()));
+  }
+  for (Coalesced& call : calls) {
+    const size_t k = &call - calls.data();
+    if (!answers.ok() || !(*answers)[k]) CoalescedAlone(target, std::move(call));
+  }
+}
+
+void Router::CoalescedAlone(const std::string& target, Coalesced call) {
+  const std::string& method = call.exchange->body.calls[call.index].method;
+  Answer learn = [this, target, &method, done = std::move(call.done)](std::string answer,
+                                                                      CallOutcome outcome) {
+    // An upstream that fails a whole batch for one unknown method (as MagicBlock's ER does)
+    // would fail every batch that method rides in.
+    if (outcome.outcome == RpcOutcome::kRpcError && answer.find("-32601") != std::string::npos) {
+      loads_[target].alone_methods.insert(method);
+    }
+    done(std::move(answer), outcome);
+  };
+  Forward(target, call.index, std::move(call.exchange), std::move(learn), /*may_batch=*/false);
+}
+
+}  // namespace switchyard

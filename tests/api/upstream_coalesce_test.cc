@@ -1,0 +1,348 @@
+// Adaptive upstream batching over a fake UpstreamClient: reads of different requests that arrive
+// together while their target is busy leave as one upstream JSON-RPC batch; an idle target, a
+// write or a call without an id never waits.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tests/api/pipeline_fixture.h"
+
+// GCC 12 reports a false -Wrestrict on `"literal" + std::string` (GCC bug 105329).
+#pragma GCC diagnostic ignored "-Wrestrict"
+
+namespace switchyard::api_test {
+namespace {
+
+std::string Call(const std::string& id, const std::string& method,
+                 const std::string& params = "[]") {
+  return R"({"jsonrpc":"2.0","id":)" + id + R"(,"method":")" + method + R"(","params":)" + params +
+         "}";
+}
+
+// Element `id` of an upstream batch as the router writes it.
+std::string Element(int id, const std::string& method, const std::string& params = "[]") {
+  return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) + R"(,"method":")" + method +
+         R"(","params":)" + params + "}";
+}
+
+std::string Result(const std::string& id, const std::string& result) {
+  return R"({"jsonrpc":"2.0","result":)" + result + R"(,"id":)" + id + "}";
+}
+
+class CoalesceTest : public PipelineTest {
+ protected:
+  CoalesceTest() {
+    Configure([](RouterOptions&) {});
+  }
+  // The cache off, so that identical reads are not shared before they reach an upstream.
+  void Configure(const std::function<void(RouterOptions&)>& adjust) {
+    Build([&](RouterOptions& options) {
+      options.cache.enabled = false;
+      options.cache.coalesce = false;
+      adjust(options);
+    });
+  }
+  // A read to base left unanswered: base is busy from then on.
+  void Busy() {
+    Post(Call(R"("busy")", "getSlot"));
+    ASSERT_EQ(sent_->size(), 1u);
+  }
+};
+
+TEST_F(CoalesceTest, ReadsArrivingTogetherWhileTheTargetIsBusyLeaveAsOneBatch) {
+  Busy();
+  PostTogether({Call("1", "getSlot"), Call(R"("b")", "getBlockHeight"),
+                Call("3", "getAccountInfo", "[" + Quoted(Key(9)) + "]")});
+  ASSERT_EQ(sent_->size(), 2u);
+  const FakeClient::Sent& batch = (*sent_)[1];
+  EXPECT_EQ(batch.target, "base");
+  EXPECT_EQ(batch.policy, RetryPolicy::kSafe);
+  EXPECT_EQ(batch.body, "[" + Element(0, "getSlot") + "," + Element(1, "getBlockHeight") + "," +
+                            Element(2, "getAccountInfo", "[" + Quoted(Key(9)) + "]") + "]");
+  EXPECT_EQ(metrics_.upstream_coalesced_batches.value(), 1u);
+  EXPECT_EQ(metrics_.upstream_coalesced_calls.value(), 3u);
+  EXPECT_EQ(metrics_.upstream_batches.value(), 0u);  // that counter is for client batches
+
+  // The batch answers out of order, before the busy read; each request gets its own element
+  // under its own id.
+  FakeClient::Sent sent = std::move((*sent_)[1]);
+  sent_->pop_back();
+  sent.done(UpstreamResponse{200, "[" + AccountAnswer(2, kSystemProgram) + "," + Result("0", "41") +
+                                      "," + Result("1", "40") + "]"});
+  io_.poll();
+  io_.restart();
+  ASSERT_TRUE(answers_[0] && answers_[1] && answers_[2]);
+  EXPECT_EQ(answers_[0]->body, Result("1", "41"));
+  EXPECT_EQ(answers_[1]->body, Result(R"("b")", "40"));
+  EXPECT_EQ(answers_[2]->body, AccountAnswer(3, kSystemProgram));
+  EXPECT_FALSE(answer_.has_value());
+  Answer(200, Result(R"("busy")", "42"));
+  ASSERT_TRUE(answer_.has_value());
+  EXPECT_EQ(answer_->body, Result(R"("busy")", "42"));
+}
+
+TEST_F(CoalesceTest, AReadToAnIdleTargetLeavesAtOnce) {
+  HttpRequest request;
+  request.method = "POST";
+  request.target = "/";
+  request.body = Call("1", "getSlot");
+  router_->Handle(std::move(request), [this](HttpResponse response) { answer_ = response; });
+  // Sent before the worker's loop runs again: no wait for a batch.
+  ASSERT_EQ(sent_->size(), 1u);
+  EXPECT_EQ(sent_->front().body, Call("1", "getSlot"));
+  io_.poll();
+  io_.restart();
+  EXPECT_EQ(metrics_.upstream_coalesced_batches.value(), 0u);
+}
+
+TEST_F(CoalesceTest, OneReadWaitingAloneLeavesAsItCame) {
+  Busy();
+  PostTogether({Call("1", "getSlot")});
+  ASSERT_EQ(sent_->size(), 2u);
+  EXPECT_EQ((*sent_)[1].body, Call("1", "getSlot"));
+  EXPECT_EQ(metrics_.upstream_coalesced_batches.value(), 0u);
+}
+
+TEST_F(CoalesceTest, WritesAndCallsWithoutAnIdNeverWait) {
+  Busy();
+  const std::string airdrop = "[" + Quoted(Key(9)) + ",1000]";
+  PostTogether({Call("1", "requestAirdrop", airdrop), Call("2", "requestAirdrop", airdrop),
+                R"({"jsonrpc":"2.0","method":"getSlot"})",
+                R"({"jsonrpc":"2.0","method":"getBlockHeight"})"});
+  ASSERT_EQ(sent_->size(), 5u);
+  EXPECT_EQ((*sent_)[1].body, Call("1", "requestAirdrop", airdrop));
+  EXPECT_NE((*sent_)[1].policy, RetryPolicy::kSafe);
+  EXPECT_EQ((*sent_)[2].body, Call("2", "requestAirdrop", airdrop));
+  for (size_t i : {3, 4}) {
+    EXPECT_EQ((*sent_)[i].body.front(), '{') << (*sent_)[i].body;
+    EXPECT_NE((*sent_)[i].body.find(i == 3 ? "getSlot" : "getBlockHeight"), std::string::npos);
+  }
+  EXPECT_EQ(metrics_.upstream_coalesced_batches.value(), 0u);
+}
+
+TEST_F(CoalesceTest, ReadsWithDifferentMinimumSlotsGoInDifferentBatches) {
+  Busy();
+  const std::string at50 = R"([{"minContextSlot":50}])";
+  const std::string at60 = R"([{"minContextSlot":60}])";
+  PostTogether({Call("1", "getSlot", at50), Call("2", "getSlot", at60),
+                Call("3", "getBlockHeight", at50), Call("4", "getBlockHeight", at60)});
+  ASSERT_EQ(sent_->size(), 3u);
+  EXPECT_EQ((*sent_)[1].min_slot, 50u);
+  EXPECT_EQ((*sent_)[1].body,
+            "[" + Element(0, "getSlot", at50) + "," + Element(1, "getBlockHeight", at50) + "]");
+  EXPECT_EQ((*sent_)[2].min_slot, 60u);
+  EXPECT_EQ((*sent_)[2].body,
+            "[" + Element(0, "getSlot", at60) + "," + Element(1, "getBlockHeight", at60) + "]");
+}
+
+TEST_F(CoalesceTest, ReadsToDifferentTargetsGoInDifferentBatches) {
+  Busy();
+  Post(Call("0", "getAccountInfo", "[" + Quoted(Key(1)) + "]"));  // er1 busy too
+  ASSERT_EQ(sent_->size(), 2u);
+  PostTogether({Call("1", "getAccountInfo", "[" + Quoted(Key(1)) + "]"), Call("2", "getSlot"),
+                Call("3", "getAccountInfo", "[" + Quoted(Key(1)) + "]"), Call("4", "getSlot")});
+  ASSERT_EQ(sent_->size(), 4u);
+  EXPECT_EQ((*sent_)[2].target, "er1");
+  EXPECT_EQ((*sent_)[2].body, "[" + Element(0, "getAccountInfo", "[" + Quoted(Key(1)) + "]") + "," +
+                                  Element(1, "getAccountInfo", "[" + Quoted(Key(1)) + "]") + "]");
+  EXPECT_EQ((*sent_)[3].target, "base");
+  EXPECT_EQ((*sent_)[3].body, "[" + Element(0, "getSlot") + "," + Element(1, "getSlot") + "]");
+}
+
+TEST_F(CoalesceTest, AFullBatchLeavesWithoutWaitingForTheTurnToEnd) {
+  Configure([](RouterOptions& options) { options.upstream_batch_max = 2; });
+  Busy();
+  for (const char* id : {"1", "2", "3"}) {
+    HttpRequest request;
+    request.method = "POST";
+    request.target = "/";
+    request.body = Call(id, "getSlot");
+    router_->Handle(std::move(request), [](HttpResponse) {});
+  }
+  // Before the loop runs: the first two filled a batch, the third waits.
+  ASSERT_EQ(sent_->size(), 2u);
+  EXPECT_EQ((*sent_)[1].body, "[" + Element(0, "getSlot") + "," + Element(1, "getSlot") + "]");
+  io_.poll();
+  io_.restart();
+  ASSERT_EQ(sent_->size(), 3u);
+  EXPECT_EQ((*sent_)[2].body, Call("3", "getSlot"));
+}
+
+TEST_F(CoalesceTest, OffWhenTheBatchMaximumIsBelowTwo) {
+  Configure([](RouterOptions& options) { options.upstream_batch_max = 1; });
+  Busy();
+  PostTogether({Call("1", "getSlot"), Call("2", "getSlot")});
+  ASSERT_EQ(sent_->size(), 3u);
+  EXPECT_EQ((*sent_)[1].body, Call("1", "getSlot"));
+  EXPECT_EQ((*sent_)[2].body, Call("2", "getSlot"));
+}
+
+TEST_F(CoalesceTest, ABusierThresholdKeepsReadsAloneUntilItIsReached) {
+  Configure([](RouterOptions& options) { options.upstream_batch_after = 3; });
+  Busy();
+  // In flight: 1, then 2 and 3 as the first two leave alone; the last two wait and batch.
+  PostTogether(
+      {Call("1", "getSlot"), Call("2", "getSlot"), Call("3", "getSlot"), Call("4", "getSlot")});
+  ASSERT_EQ(sent_->size(), 4u);
+  EXPECT_EQ((*sent_)[1].body, Call("1", "getSlot"));
+  EXPECT_EQ((*sent_)[2].body, Call("2", "getSlot"));
+  EXPECT_EQ((*sent_)[3].body, "[" + Element(0, "getSlot") + "," + Element(1, "getSlot") + "]");
+}
+
+TEST_F(CoalesceTest, AFailedBatchIsTheFailureOfEachCall) {
+  Busy();
+  PostTogether({Call("1", "getSlot"), Call("2", "getBlockHeight")});
+  ASSERT_EQ(sent_->size(), 2u);
+  FakeClient::Sent sent = std::move((*sent_)[1]);
+  sent_->pop_back();
+  sent.done(absl::DeadlineExceededError("upstream timed out"));
+  io_.poll();
+  io_.restart();
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(answers_[i].has_value());
+    EXPECT_NE(answers_[i]->body.find("upstream base failed: upstream timed out"), std::string::npos)
+        << answers_[i]->body;
+    EXPECT_NE(answers_[i]->body.find(R"("id":)" + std::to_string(i + 1)), std::string::npos);
+  }
+  EXPECT_EQ(sent_->size(), 1u);  // not sent again: the pool already spent the call's attempts
+}
+
+TEST_F(CoalesceTest, AnElementMissingFromTheAnswerIsSentAgainAlone) {
+  Busy();
+  PostTogether({Call("1", "getSlot"), Call("2", "getBlockHeight")});
+  ASSERT_EQ(sent_->size(), 2u);
+  FakeClient::Sent sent = std::move((*sent_)[1]);
+  sent_->pop_back();
+  sent.done(UpstreamResponse{200, "[" + Result("0", "41") + "]"});
+  io_.poll();
+  io_.restart();
+  ASSERT_TRUE(answers_[0].has_value());
+  EXPECT_EQ(answers_[0]->body, Result("1", "41"));
+  EXPECT_FALSE(answers_[1].has_value());
+  ASSERT_EQ(sent_->size(), 2u);
+  EXPECT_EQ((*sent_)[1].body, Call("2", "getBlockHeight"));
+  EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 1u);
+  FakeClient::Sent alone = std::move((*sent_)[1]);
+  sent_->pop_back();
+  alone.done(UpstreamResponse{200, Result("2", "40")});
+  io_.poll();
+  ASSERT_TRUE(answers_[1].has_value());
+  EXPECT_EQ(answers_[1]->body, Result("2", "40"));
+}
+
+// MagicBlock's ER answers a whole batch with one error when one element names a method it does
+// not have: the calls go alone, and the method that turns out unknown is not batched again.
+TEST_F(CoalesceTest, AWholeBatchErrorSendsTheCallsAloneAndAnUnknownMethodStaysAlone) {
+  Busy();
+  PostTogether({Call("1", "getSlot"), Call("2", "getBlockHeight")});
+  ASSERT_EQ(sent_->size(), 2u);
+  const std::string not_found =
+      R"({"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found"},"id":null})";
+  FakeClient::Sent sent = std::move((*sent_)[1]);
+  sent_->pop_back();
+  sent.done(UpstreamResponse{200, not_found});
+  io_.poll();
+  io_.restart();
+  ASSERT_EQ(sent_->size(), 3u);
+  EXPECT_EQ((*sent_)[1].body, Call("1", "getSlot"));
+  EXPECT_EQ((*sent_)[2].body, Call("2", "getBlockHeight"));
+  EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 2u);
+  FakeClient::Sent unknown = std::move((*sent_)[2]);
+  sent_->pop_back();
+  unknown.done(UpstreamResponse{
+      200, R"({"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found"},"id":2})"});
+  FakeClient::Sent known = std::move((*sent_)[1]);
+  sent_->pop_back();
+  known.done(UpstreamResponse{200, Result("1", "41")});
+  io_.poll();
+  io_.restart();
+  ASSERT_TRUE(answers_[0] && answers_[1]);
+  EXPECT_EQ(answers_[0]->body, Result("1", "41"));
+  EXPECT_NE(answers_[1]->body.find("-32601"), std::string::npos) << answers_[1]->body;
+
+  // The unknown method now goes alone at once; the others still batch.
+  PostTogether({Call("3", "getBlockHeight"), Call("4", "getSlot"), Call("5", "getEpochInfo")});
+  ASSERT_EQ(sent_->size(), 3u);
+  EXPECT_EQ((*sent_)[1].body, Call("3", "getBlockHeight"));
+  EXPECT_EQ((*sent_)[2].body, "[" + Element(0, "getSlot") + "," + Element(1, "getEpochInfo") + "]");
+}
+
+TEST_F(CoalesceTest, AnHttpErrorForABatchSendsTheCallsAloneAndNoBatchFollowsForAWhile) {
+  Busy();
+  PostTogether({Call("1", "getSlot"), Call("2", "getBlockHeight")});
+  FakeClient::Sent sent = std::move((*sent_)[1]);
+  sent_->pop_back();
+  sent.done(UpstreamResponse{413, "batch too large"});
+  io_.poll();
+  io_.restart();
+  ASSERT_EQ(sent_->size(), 3u);
+  EXPECT_EQ((*sent_)[1].body, Call("1", "getSlot"));
+  EXPECT_EQ((*sent_)[2].body, Call("2", "getBlockHeight"));
+  PostTogether({Call("3", "getSlot"), Call("4", "getSlot")});
+  ASSERT_EQ(sent_->size(), 5u);
+  EXPECT_EQ((*sent_)[3].body, Call("3", "getSlot"));
+  EXPECT_EQ((*sent_)[4].body, Call("4", "getSlot"));
+  EXPECT_EQ(metrics_.upstream_coalesced_batches.value(), 1u);
+}
+
+TEST_F(CoalesceTest, AnOverloadedAnswerToABatchIsEachCallsAnswerAsIfAlone) {
+  Busy();
+  PostTogether({Call("1", "getSlot"), Call("2", "getBlockHeight")});
+  FakeClient::Sent sent = std::move((*sent_)[1]);
+  sent_->pop_back();
+  sent.done(UpstreamResponse{429, "Too Many Requests"});
+  io_.poll();
+  io_.restart();
+  EXPECT_EQ(sent_->size(), 1u);  // nothing sent again: the pool already retried the batch
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(answers_[i].has_value());
+    EXPECT_NE(answers_[i]->body.find("HTTP 429"), std::string::npos) << answers_[i]->body;
+  }
+  // Batches are not refused for it.
+  PostTogether({Call("3", "getSlot"), Call("4", "getSlot")});
+  ASSERT_EQ(sent_->size(), 2u);
+  EXPECT_EQ((*sent_)[1].body.front(), '[');
+}
+
+// The owner check of getAccountInfo runs on each coalesced element's answer: the one that shows
+// the delegation program goes on to its ER alone.
+TEST_F(CoalesceTest, CoalescedReadsAreCheckedByTheirOwnAnswers) {
+  Busy();
+  const Pubkey moved = Key(9);  // undelegated in the snapshot, delegated on base
+  const Pubkey plain = Key(8);
+  PostTogether({Call("1", "getAccountInfo", "[" + Quoted(moved) + "]"),
+                Call("2", "getAccountInfo", "[" + Quoted(plain) + "]")});
+  ASSERT_EQ(sent_->size(), 2u);
+  FakeClient::Sent sent = std::move((*sent_)[1]);
+  sent_->pop_back();
+  sent.done(UpstreamResponse{200, "[" + AccountAnswer(0, kDelegationProgramId) + "," +
+                                      AccountAnswer(1, kSystemProgram) + "]"});
+  io_.poll();
+  io_.restart();
+  ASSERT_TRUE(answers_[1].has_value());
+  EXPECT_EQ(answers_[1]->body, AccountAnswer(2, kSystemProgram));
+  EXPECT_FALSE(answers_[0].has_value());
+  // The moved account's record is read from base, then the read goes to its ER.
+  ASSERT_EQ(sent_->size(), 2u);
+  EXPECT_NE((*sent_)[1].body.find(DelegationRecordPda(moved).ToBase58()), std::string::npos);
+  FakeClient::Sent record = std::move((*sent_)[1]);
+  sent_->pop_back();
+  record.done(
+      UpstreamResponse{200, ListAnswerBody(AccountValue(kDelegationProgramId, RecordData(kEr1)))});
+  io_.poll();
+  io_.restart();
+  ASSERT_EQ(sent_->size(), 2u);
+  EXPECT_EQ((*sent_)[1].target, "er1");
+  FakeClient::Sent er = std::move((*sent_)[1]);
+  sent_->pop_back();
+  er.done(UpstreamResponse{200, AccountAnswer(1, kSystemProgram)});
+  io_.poll();
+  ASSERT_TRUE(answers_[0].has_value());
+  EXPECT_EQ(answers_[0]->body, AccountAnswer(1, kSystemProgram));
+  EXPECT_EQ(metrics_.owner_reroutes.value(), 1u);
+}
+
+}  // namespace
+}  // namespace switchyard::api_test
