@@ -25,14 +25,6 @@ using boost::system::error_code;
 
 using SteadyClock = upstream_internal::Clock;
 
-absl::StatusOr<ParsedUrl> ParseUpstreamUrl(std::string_view url) {
-  absl::StatusOr<Url> parsed = ParseUrl(url);
-  if (parsed.ok() && parsed->websocket()) {
-    return absl::InvalidArgumentError(fmt::format("upstream URL {} is not http(s)://", url));
-  }
-  return parsed;
-}
-
 struct UpstreamPool::Endpoint {
   ParsedUrl url;
   std::string head;       // upstream_internal::RequestHeadOf(url)
