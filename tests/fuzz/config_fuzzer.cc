@@ -1,14 +1,13 @@
 // libFuzzer target: the TOML config, parsed from bytes as `switchyard` parses its file
-// (ParseConfig is what LoadConfig calls on the file's bytes). Whatever it accepts must hold
-// the values of the text, unwrapped, within their documented ranges, with every name it
-// refers to configured; whatever it refuses must name the file.
+// (LoadConfig hands the file's bytes to ParseConfig). Whatever it accepts must hold the
+// integers of the text, unwrapped, within their documented ranges, with every name it refers
+// to configured; whatever it refuses must name the file.
 //
-// The parse opens the files a config names (access.keys_file, api.tls_cert_file and
-// api.tls_key_file) unless told not to. Here it is told not to (ConfigFiles::kSkip): an input
-// could otherwise name /dev/zero, a FIFO or any large file and make a run read without end or
-// block. Those files are parsed at serve start by code the config's own [[keys]] and
-// tls_* checks share, and the key file's [[keys]] reader is the one this target reaches
-// through the config's [[keys]].
+// The parse would open the files a config names (access.keys_file, api.tls_cert_file and
+// api.tls_key_file); here it is told not to (ConfigFiles::kSkip), since an input could name
+// /dev/zero, a FIFO or any large file and make a run read without end or block. Little is
+// lost: a key file's [[keys]] go through the reader of the config's own [[keys]], which this
+// target reaches, and the TLS files are OpenSSL's to parse.
 #include <toml++/toml.h>
 
 #include <cstddef>
