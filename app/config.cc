@@ -4,6 +4,10 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <type_traits>
 
 #include "absl/container/flat_hash_set.h"
 #include "common/pubkey.h"
@@ -33,6 +37,104 @@ bool IsOrigin(std::string_view text) {
   return true;
 }
 
+// toml++ 3.3 (Debian 12's) asks whether a non-ASCII character is whitespace wherever it may
+// meet whitespace: outside strings and comments, and where a multi-line basic string skips
+// what follows a line-ending backslash. For most characters that question reaches a
+// __builtin_unreachable() (toml++ issues #190 and #295), so such text is refused here, before
+// the parser sees it. Outside strings and comments TOML allows no non-ASCII character anyway,
+// so only an invalid config gets another message; the one valid text refused is a multi-line
+// string whose line, continued by a backslash, goes on with a non-ASCII character.
+absl::Status CheckTomlParserCanRead(std::string_view text, const std::string& file) {
+  enum class State { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral };
+  State state = State::kCode;
+  bool after_line_ending_backslash = false;
+  size_t line = 1;
+  size_t column = 0;                                    // of the current code point, 1-based
+  size_t i = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;  // a UTF-8 byte order mark
+  auto refuse = [&](std::string_view what) {
+    return absl::InvalidArgumentError(fmt::format("{}:{}:{}: {}", file, line, column, what));
+  };
+  auto three = [&](char quote) {
+    return i + 2 < text.size() && text[i + 1] == quote && text[i + 2] == quote;
+  };
+  for (; i < text.size(); ++i) {
+    const char c = text[i];
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte & 0xC0) != 0x80) ++column;  // not a UTF-8 continuation byte
+    if (c == '\n') {
+      ++line;
+      column = 0;
+    }
+    switch (state) {
+      case State::kCode:
+        if (byte >= 0x80) return refuse("a non-ASCII character outside a string or a comment");
+        if (c == '#') {
+          state = State::kComment;
+        } else if (c == '"' || c == '\'') {
+          const bool multi = three(c);
+          state = c == '"' ? (multi ? State::kMultiBasic : State::kBasic)
+                           : (multi ? State::kMultiLiteral : State::kLiteral);
+          if (multi) i += 2;
+          column += multi ? 2 : 0;
+        }
+        break;
+      case State::kComment:
+        if (c == '\n') state = State::kCode;
+        break;
+      case State::kBasic:
+        if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') {
+          ++i;
+          if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++column;
+        } else if (c == '"' || c == '\n') {
+          state = State::kCode;
+        }
+        break;
+      case State::kLiteral:
+        if (c == '\'' || c == '\n') state = State::kCode;
+        break;
+      case State::kMultiBasic:
+        if (after_line_ending_backslash) {
+          if (c == ' ' || c == '\t' || c == '\r' || c == '\n') break;
+          after_line_ending_backslash = false;
+          if (byte >= 0x80) {
+            return refuse(
+                "a non-ASCII character first after a line-ending backslash (put it on the "
+                "backslash's line, or escape it as \\uXXXX)");
+          }
+        }
+        if (c == '\\' && i + 1 < text.size()) {
+          const char next = text[i + 1];
+          if (static_cast<unsigned char>(next) >= 0x80) {
+            ++column;
+            return refuse("a non-ASCII character after a backslash");
+          }
+          after_line_ending_backslash = next == ' ' || next == '\t' || next == '\r' || next == '\n';
+          if (!after_line_ending_backslash) {
+            ++i;
+            ++column;
+          }
+        } else if (c == '"' && three('"')) {
+          while (i + 1 < text.size() && text[i + 1] == '"') {
+            ++i;
+            ++column;
+          }
+          state = State::kCode;
+        }
+        break;
+      case State::kMultiLiteral:
+        if (c == '\'' && three('\'')) {
+          while (i + 1 < text.size() && text[i + 1] == '\'') {
+            ++i;
+            ++column;
+          }
+          state = State::kCode;
+        }
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Reads typed keys from one table and reports any key it was not asked about.
 class TableReader {
  public:
@@ -55,31 +157,45 @@ class TableReader {
     *out = node->as_boolean()->get();
     return absl::OkStatus();
   }
-  absl::Status ReadPositive(const char* key, int64_t* out) {
+  // A positive integer up to `max` (the largest value the field it goes into can hold).
+  absl::Status ReadPositive(const char* key, int64_t* out, uint64_t max = kInt64Max) {
     seen_.insert(key);
     const toml::node* node = table_.get(key);
     if (node == nullptr) return absl::OkStatus();
     if (!node->is_integer() || node->as_integer()->get() <= 0) {
       return TypeError(key, "a positive integer");
     }
+    RETURN_IF_ERROR(CheckAtMost(key, node->as_integer()->get(), 1, max));
     *out = node->as_integer()->get();
     return absl::OkStatus();
   }
-  absl::Status ReadNonNegative(const char* key, int64_t* out) {
+  absl::Status ReadNonNegative(const char* key, int64_t* out, uint64_t max = kInt64Max) {
     seen_.insert(key);
     const toml::node* node = table_.get(key);
     if (node == nullptr) return absl::OkStatus();
     if (!node->is_integer() || node->as_integer()->get() < 0) {
       return TypeError(key, "a non-negative integer");
     }
+    RETURN_IF_ERROR(CheckAtMost(key, node->as_integer()->get(), 0, max));
     *out = node->as_integer()->get();
     return absl::OkStatus();
   }
+  // An unsigned field: a value it cannot hold is refused, never wrapped.
   template <typename T>
   absl::Status ReadSize(const char* key, T* out, bool allow_zero = false) {
+    static_assert(std::is_unsigned_v<T>);
     int64_t value = static_cast<int64_t>(*out);
-    RETURN_IF_ERROR(allow_zero ? ReadNonNegative(key, &value) : ReadPositive(key, &value));
+    const uint64_t max = std::numeric_limits<T>::max();
+    RETURN_IF_ERROR(allow_zero ? ReadNonNegative(key, &value, max)
+                               : ReadPositive(key, &value, max));
     *out = static_cast<T>(value);
+    return absl::OkStatus();
+  }
+  // A positive count of 2^shift bytes (a size in KiB or MiB), stored in bytes.
+  absl::Status ReadScaledSize(const char* key, size_t* bytes, int shift) {
+    int64_t units = static_cast<int64_t>(*bytes >> shift);
+    RETURN_IF_ERROR(ReadPositive(key, &units, std::numeric_limits<size_t>::max() >> shift));
+    *bytes = static_cast<size_t>(units) << shift;
     return absl::OkStatus();
   }
   absl::Status ReadMillis(const char* key, absl::Duration* out, bool allow_zero = false) {
@@ -185,9 +301,17 @@ class TableReader {
   }
 
  private:
+  static constexpr uint64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
   absl::Status TypeError(const char* key, const char* expected) const {
     return absl::InvalidArgumentError(
         fmt::format("{}: '{}{}' must be {}", file_, prefix_, key, expected));
+  }
+  absl::Status CheckAtMost(const char* key, int64_t value, int64_t min, uint64_t max) const {
+    if (static_cast<uint64_t>(value) <= max) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        fmt::format("{}: '{}{}' must be an integer from {} to {}, not {}", file_, prefix_, key, min,
+                    max, value));
   }
 
   const toml::table& table_;
@@ -275,7 +399,8 @@ absl::Status ReadRateLimit(TableReader& table, const char* rate_key, const char*
 }
 
 // Both files or neither; readable, PEM, and a matching pair: the key named is the file at fault.
-absl::Status CheckTls(const TableReader& api, const TlsOptions& tls) {
+// With ConfigFiles::kSkip, only both or neither.
+absl::Status CheckTls(const TableReader& api, const TlsOptions& tls, ConfigFiles files) {
   if (!tls.enabled()) return absl::OkStatus();
   if (tls.certificate_file.empty()) {
     return api.Error("tls_cert_file", "is required with api.tls_key_file");
@@ -283,6 +408,7 @@ absl::Status CheckTls(const TableReader& api, const TlsOptions& tls) {
   if (tls.private_key_file.empty()) {
     return api.Error("tls_key_file", "is required with api.tls_cert_file");
   }
+  if (files == ConfigFiles::kSkip) return absl::OkStatus();
   TlsFile failed = TlsFile::kCertificate;
   absl::StatusOr<std::shared_ptr<boost::asio::ssl::context>> context =
       LoadServerTlsContext(tls, &failed);
@@ -408,7 +534,7 @@ absl::Status ReadRegions(const toml::table& root, const TableReader& api, const 
 
 template <typename SectionFn>
 absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const std::string& file,
-                             ServeConfig* serve) {
+                             ConfigFiles files, ServeConfig* serve) {
   TableReader api(section("api"), "api.", file);
   HttpServerOptions& http = serve->api;
   RETURN_IF_ERROR(api.ReadListen("listen", &http.address, &http.port));
@@ -436,7 +562,7 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
   RETURN_IF_ERROR(api.ReadString("region", &http.regions.own_region));
   RETURN_IF_ERROR(api.ReadString("default_region", &http.regions.default_region));
   RETURN_IF_ERROR(api.CheckNoUnknownKeys());
-  RETURN_IF_ERROR(CheckTls(api, http.tls));
+  RETURN_IF_ERROR(CheckTls(api, http.tls, files));
   RETURN_IF_ERROR(ReadRegions(root, api, file, &http.regions));
 
   TableReader admin(section("admin"), "admin.", file);
@@ -674,12 +800,8 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
   CacheOptions& cache = router.cache;
   RETURN_IF_ERROR(cache_table.ReadBool("enabled", &cache.enabled));
   RETURN_IF_ERROR(cache_table.ReadBool("coalesce", &cache.coalesce));
-  size_t max_mb = cache.max_bytes >> 20;
-  RETURN_IF_ERROR(cache_table.ReadSize("max_mb", &max_mb));
-  cache.max_bytes = max_mb << 20;
-  size_t max_entry_kb = cache.max_entry_bytes >> 10;
-  RETURN_IF_ERROR(cache_table.ReadSize("max_entry_kb", &max_entry_kb));
-  cache.max_entry_bytes = max_entry_kb << 10;
+  RETURN_IF_ERROR(cache_table.ReadScaledSize("max_mb", &cache.max_bytes, 20));
+  RETURN_IF_ERROR(cache_table.ReadScaledSize("max_entry_kb", &cache.max_entry_bytes, 10));
   RETURN_IF_ERROR(cache_table.ReadMillis("final_ttl_ms", &cache.final_ttl, /*allow_zero=*/true));
   RETURN_IF_ERROR(cache_table.ReadMillis("slot_ttl_ms", &cache.slot_ttl, /*allow_zero=*/true));
   RETURN_IF_ERROR(
@@ -737,7 +859,7 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
   RETURN_IF_ERROR(access_table.ReadMillis("redis_timeout_ms", &access.redis_timeout));
   RETURN_IF_ERROR(access_table.CheckNoUnknownKeys());
   RETURN_IF_ERROR(ReadApiKeys(root.get("keys"), file, &access.keys));
-  if (!serve->keys_file.empty()) {
+  if (!serve->keys_file.empty() && files == ConfigFiles::kCheck) {
     // Read now, so that a bad key file stops the start with its message; serve reads it
     // again at start and on SIGHUP.
     absl::StatusOr<std::vector<ApiKeyOptions>> from_file = LoadKeyFile(serve->keys_file);
@@ -748,6 +870,8 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
       return absl::InvalidArgumentError(
           fmt::format("{} and {}: {}", file, serve->keys_file, std::string(valid.message())));
     }
+  }
+  if (!serve->keys_file.empty()) {
     access.load_key_file = [path = serve->keys_file] { return LoadKeyFile(path); };
   }
   if (access.keys_required && access.keys.empty() && serve->keys_file.empty()) {
@@ -822,37 +946,39 @@ absl::StatusOr<std::vector<ApiKeyOptions>> LoadKeyFile(const std::string& path) 
   return keys;
 }
 
-absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
+absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source,
+                                   ConfigFiles files) {
   Config config;
-  if (!path) return config;
+  const std::string file(source);
+  RETURN_IF_ERROR(CheckTomlParserCanRead(text, file));
   // toml++ is built with exceptions here: this is the one place that catches them.
   toml::table root;
   try {
-    root = toml::parse_file(*path);
+    root = toml::parse(text, source);
   } catch (const toml::parse_error& error) {
-    return absl::InvalidArgumentError(fmt::format("{}:{}:{}: {}", *path, error.source().begin.line,
+    return absl::InvalidArgumentError(fmt::format("{}:{}:{}: {}", file, error.source().begin.line,
                                                   error.source().begin.column,
                                                   error.description()));
   }
-  config.source = *path;
+  config.source = file;
   static const absl::flat_hash_set<std::string> kSections = {
       "storage", "log",       "fold",    "api",      "admin",   "router",          "consistency",
       "routing", "upstreams", "ers",     "ingest",   "pubsub",  "upstream_health", "cache",
       "access",  "keys",      "regions", "registry", "er_probe"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
-      return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", *path, key.str()));
+      return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", file, key.str()));
     }
     if (key.str() == "keys") continue;  // [[keys]], read with [access]
     if (key.str() == "ers" || key.str() == "regions") {
       if (!node.is_array_of_tables()) {
         return absl::InvalidArgumentError(fmt::format(
-            "{}: '{}' must be an array of tables ([[{}]])", *path, key.str(), key.str()));
+            "{}: '{}' must be an array of tables ([[{}]])", file, key.str(), key.str()));
       }
       continue;
     }
     if (!node.is_table()) {
-      return absl::InvalidArgumentError(fmt::format("{}: '{}' must be a table", *path, key.str()));
+      return absl::InvalidArgumentError(fmt::format("{}: '{}' must be a table", file, key.str()));
     }
   }
   static const toml::table kEmpty;
@@ -861,18 +987,21 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
     return t != nullptr ? *t : kEmpty;
   };
 
-  TableReader storage(section("storage"), "storage.", *path);
+  TableReader storage(section("storage"), "storage.", file);
   int64_t block_cache_mb = static_cast<int64_t>(config.block_cache_mb);
   RETURN_IF_ERROR(storage.ReadString("data_dir", &config.data_dir));
   RETURN_IF_ERROR(storage.ReadBool("sync", &config.sync));
-  RETURN_IF_ERROR(storage.ReadPositive("block_cache_mb", &block_cache_mb));
+  // Used as block_cache_mb << 20 bytes.
+  RETURN_IF_ERROR(storage.ReadPositive("block_cache_mb", &block_cache_mb,
+                                       std::numeric_limits<size_t>::max() >> 20));
   RETURN_IF_ERROR(storage.CheckNoUnknownKeys());
   config.block_cache_mb = static_cast<size_t>(block_cache_mb);
 
-  TableReader log(section("log"), "log.", *path);
+  TableReader log(section("log"), "log.", file);
   int64_t partitions = config.kafka_partitions;
   RETURN_IF_ERROR(log.ReadString("url", &config.log_url));
-  RETURN_IF_ERROR(log.ReadPositive("kafka_partitions", &partitions));
+  RETURN_IF_ERROR(
+      log.ReadPositive("kafka_partitions", &partitions, std::numeric_limits<int32_t>::max()));
   if (const toml::node* properties = log.Node("kafka_properties")) {
     if (!properties->is_table()) return log.Error("kafka_properties", "must be a table of strings");
     for (const auto& [name, value] : *properties->as_table()) {
@@ -885,7 +1014,7 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   RETURN_IF_ERROR(log.CheckNoUnknownKeys());
   config.kafka_partitions = static_cast<int32_t>(partitions);
 
-  TableReader fold(section("fold"), "fold.", *path);
+  TableReader fold(section("fold"), "fold.", file);
   auto batch = static_cast<int64_t>(config.fold.max_batch_records);
   int64_t publish_ms = absl::ToInt64Milliseconds(config.fold.publish_interval);
   auto pending = static_cast<int64_t>(config.fold.fold.max_pending_per_partition);
@@ -897,8 +1026,8 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   config.fold.publish_interval = absl::Milliseconds(publish_ms);
   config.fold.fold.max_pending_per_partition = static_cast<size_t>(pending);
 
-  TableReader ingest(section("ingest"), "ingest.", *path);
-  RETURN_IF_ERROR(ReadIngestEndpoints(ingest, *path, &config.ingest.endpoints));
+  TableReader ingest(section("ingest"), "ingest.", file);
+  RETURN_IF_ERROR(ReadIngestEndpoints(ingest, file, &config.ingest.endpoints));
   RETURN_IF_ERROR(ingest.ReadBool("verify_tls", &config.ingest.verify_tls));
   RETURN_IF_ERROR(ingest.ReadString("tls_ca_file", &config.ingest.tls_ca_file));
   RETURN_IF_ERROR(
@@ -907,8 +1036,27 @@ absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
   RETURN_IF_ERROR(ingest.ReadPositive("probe_interval_ms", &config.ingest.probe_interval_ms));
   RETURN_IF_ERROR(ingest.CheckNoUnknownKeys());
 
-  RETURN_IF_ERROR(ReadServeConfig(root, section, *path, &config.serve));
+  RETURN_IF_ERROR(ReadServeConfig(root, section, file, files, &config.serve));
   return config;
+}
+
+// Read as toml::parse_file reads a file, with its messages, so that a file loads as it did
+// before ParseConfig.
+absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path) {
+  if (!path) return Config();
+  std::ifstream in(*path, std::ios::in | std::ios::binary | std::ios::ate);
+  if (!in.is_open()) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}:0:0: File could not be opened for reading", *path));
+  }
+  const std::streamoff size = in.tellg();
+  if (size == -1) {
+    return absl::InvalidArgumentError(fmt::format("{}:0:0: Could not determine file size", *path));
+  }
+  in.seekg(0, std::ios::beg);
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  return ParseConfig(text, *path);
 }
 
 }  // namespace switchyard

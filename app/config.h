@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -17,7 +18,8 @@
 namespace switchyard {
 
 // The process configuration, read once at start-up from a TOML file. Every key is optional;
-// unknown keys and wrong types are errors that name the key and the file.
+// unknown keys, wrong types and integers too large for their field (a weight past 2^32 - 1, a
+// cache.max_mb whose bytes pass 2^64 - 1) are errors that name the key and the file.
 //
 //   [storage]
 //   data_dir = "switchyard-data"   # holds log/ (the embedded log) and state/ (RocksDB)
@@ -197,7 +199,17 @@ struct Config {
   std::string StateDir() const { return data_dir + "/state"; }
 };
 
-// Reads `path`; with no path, the defaults.
+// Whether a parse opens the files a config names: access.keys_file (its [[keys]] read and
+// checked with the config's) and api.tls_cert_file with api.tls_key_file (loaded as a pair).
+// With kSkip they stay names, read when serve starts; for input that must not reach the file
+// system, such as the fuzz target's.
+enum class ConfigFiles { kCheck, kSkip };
+
+// Reads a config from its text; `source` names it in messages and in Config::source.
+absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source,
+                                   ConfigFiles files = ConfigFiles::kCheck);
+
+// Reads `path` (with ParseConfig); with no path, the defaults.
 absl::StatusOr<Config> LoadConfig(const std::optional<std::string>& path);
 
 }  // namespace switchyard

@@ -24,25 +24,6 @@ namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
-absl::StatusOr<WsEndpoint> ParseWsUrl(std::string_view url) {
-  absl::StatusOr<Url> parsed = ParseUrl(url);
-  if (parsed.ok() && !parsed->websocket()) {
-    return absl::InvalidArgumentError(fmt::format("pubsub URL {} is not ws(s)://", url));
-  }
-  return parsed;
-}
-
-absl::StatusOr<std::string> PubsubUrlFor(std::string_view http_url) {
-  absl::StatusOr<Url> rpc = ParseUrl(http_url);
-  if (rpc.ok() && rpc->websocket()) {
-    return absl::InvalidArgumentError(fmt::format("upstream URL {} is not http(s)://", http_url));
-  }
-  if (!rpc.ok()) return rpc.status();
-  absl::StatusOr<Url> ws = PubsubUrlOf(*rpc);
-  if (!ws.ok()) return ws.status();
-  return ws->ToString();
-}
-
 // The sockets of one connection attempt; replaced on each attempt.
 struct PubsubUpstream::Streams {
   explicit Streams(asio::io_context& io_context)

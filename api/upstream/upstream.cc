@@ -26,13 +26,6 @@ using boost::system::error_code;
 
 using SteadyClock = upstream_internal::Clock;
 
-absl::StatusOr<ParsedUrl> ParseUpstreamUrl(std::string_view url) {
-  absl::StatusOr<Url> parsed = ParseUrl(url);
-  if (parsed.ok() && parsed->websocket()) {
-    return absl::InvalidArgumentError(fmt::format("upstream URL {} is not http(s)://", url));
-  }
-  return parsed;
-}
 
 namespace {
 // An idle connection used within this time is handed out without asking the kernel whether
