@@ -11,9 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "app/peer_digests.h"
 #include "common/status.h"
 #include "engine/event_text.h"
 #include "engine/history_diff.h"
+#include "engine/peer_check.h"
 #include "fmt/format.h"
 #include "storage/rocksdb_state_store.h"
 
@@ -288,6 +290,38 @@ int RunHistoryDiff(const Config& config, const HistoryDiffArgs& args) {
     ++listed;
   }
   if (json) std::cout << "\n]\n";
+  return 0;
+}
+
+int RunVerifyPeer(const Config& config, const VerifyPeerArgs& args) {
+  constexpr int kCannotCheck = 2;
+  auto cannot_check = [](const absl::Status& status) {
+    std::cerr << "error: " << status.message() << "\n";
+    return kCannotCheck;
+  };
+  absl::StatusOr<std::unique_ptr<AdminPeerDigests>> peer =
+      AdminPeerDigests::Create(args.peer, absl::Milliseconds(args.timeout_ms));
+  if (!peer.ok()) return cannot_check(peer.status());
+  auto reader = StateReader::Open(config);
+  if (!reader.ok()) return cannot_check(reader.status());
+  PeerCheckOptions options;
+  options.max_slots = args.max_slots;
+  absl::StatusOr<PeerCheckResult> result = CheckPeer((*reader)->store(), **peer, options);
+  if (!result.ok()) return cannot_check(result.status());
+  auto slot_text = [](const std::optional<Slot>& slot) {
+    return slot ? std::to_string(*slot) : std::string("none");
+  };
+  std::cout << fmt::format(
+      "peer={} peer_latest_slot={} sampled={} compared={} first_slot={} "
+      "last_slot={} ",
+      (*peer)->name(), slot_text(result->peer_latest), result->sampled, result->compared,
+      slot_text(result->first_compared), slot_text(result->last_compared));
+  if (const std::optional<PeerDivergence>& d = result->divergence) {
+    std::cout << fmt::format("result=DIVERGED slot={} local_digest={} peer_digest={}\n", d->slot,
+                             d->local.ToHex(), d->peer.ToHex());
+    return 1;
+  }
+  std::cout << (result->compared == 0 ? "result=nothing_to_compare\n" : "result=ok\n");
   return 0;
 }
 

@@ -45,4 +45,15 @@ struct HistoryDiffArgs {
 };
 int RunHistoryDiff(const Config& config, const HistoryDiffArgs& args);
 
+// `verify --peer URL`: this replica's sealed digests against another replica's, read from its
+// admin listener (CheckPeer, engine/peer_check.h). Exit 0 when every slot compared agrees (or
+// none could be compared), 1 at the first slot whose digests differ, 2 when the check could not
+// be made (the peer unreachable or answering something else, no local state).
+struct VerifyPeerArgs {
+  std::string peer;  // http://HOST:PORT of its admin listener
+  size_t max_slots = 100;
+  int64_t timeout_ms = 5000;  // each request to the peer
+};
+int RunVerifyPeer(const Config& config, const VerifyPeerArgs& args);
+
 }  // namespace switchyard
