@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "app/peer_digests.h"
 #include "common/status.h"
+#include "engine/audit_digest.h"
 #include "engine/event_text.h"
 #include "engine/history_diff.h"
 #include "engine/peer_check.h"
@@ -290,6 +291,37 @@ int RunHistoryDiff(const Config& config, const HistoryDiffArgs& args) {
     ++listed;
   }
   if (json) std::cout << "\n]\n";
+  return 0;
+}
+
+int RunAuditDigest(const Config& config, const AuditDigestArgs& args) {
+  if (absl::Status s = CheckFormat(args.format, {"text", "json"}); !s.ok()) return Fail(s);
+  auto reader = StateReader::Open(config);
+  if (!reader.ok()) return Fail(reader.status());
+  RocksDbStateStore& store = (*reader)->store();
+  auto position = store.Position();
+  if (!position.ok()) return Fail(position.status());
+  if (args.slot > position->applied_slot) {
+    return Fail(absl::OutOfRangeError(
+        fmt::format("slot {} is above the applied slot {}: its state may still change", args.slot,
+                    position->applied_slot)));
+  }
+  AuditDigestBuilder builder(args.slot);
+  absl::Status read = store.ForEachHistoryRow(0, args.slot, [&](const HistoryEntry& row) {
+    builder.AddHistoryRow(row);
+    return absl::OkStatus();
+  });
+  if (!read.ok()) return Fail(read);
+  absl::StatusOr<AuditDigest> digest = builder.Finish();
+  if (!digest.ok()) return Fail(digest.status());
+  if (args.format == "json") {
+    std::cout << fmt::format(R"({{"slot":{},"accounts":{},"sha256":"{}","applied_slot":{}}})",
+                             digest->slot, digest->accounts, digest->ToHex(),
+                             position->applied_slot)
+              << "\n";
+  } else {
+    std::cout << digest->ToHex() << "\n";
+  }
   return 0;
 }
 

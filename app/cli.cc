@@ -60,6 +60,17 @@ int RunCli(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json", "csv"}));
   add_common(audit);
 
+  AuditDigestArgs audit_digest_args;
+  CLI::App* audit_digest = app.add_subcommand(
+      "audit-digest",
+      "SHA-256 of the delegated set as of the end of a slot, in the canonical form of "
+      "docs/audit-digest.md (beside a running serve, too)");
+  audit_digest->add_option("--slot", audit_digest_args.slot, "As of the end of this slot")
+      ->required();
+  audit_digest->add_option("--format", audit_digest_args.format, "text (the hex digest) or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  add_common(audit_digest);
+
   CLI::App* history = app.add_subcommand("history", "Read the history of every account");
   history->require_subcommand(1);
   HistoryExportArgs export_args;
@@ -145,6 +156,7 @@ int RunCli(int argc, char** argv) {
   if (*fold) return RunFold(*config);
   if (*get) return RunStateGet(*config, get_args);
   if (*audit) return RunAudit(*config, audit_args);
+  if (*audit_digest) return RunAuditDigest(*config, audit_digest_args);
   if (*history_export) return RunHistoryExport(*config, export_args);
   if (*history_diff) return RunHistoryDiff(*config, diff_args);
   if (*replay) return RunReplay(*config, replay_args);
