@@ -55,7 +55,7 @@ PeerVerifierMetrics::PeerVerifierMetrics(MetricsRegistry& r, const std::string& 
 PeerVerifier::PeerVerifier(PeerVerifierOptions options, SealedDigestReader* local,
                            std::vector<std::unique_ptr<PeerDigestSource>> peers,
                            MetricsRegistry* registry)
-    : options_(std::move(options)), local_(local) {
+    : options_(options), local_(local) {
   for (auto& source : peers) {
     Peer peer;
     peer.metrics = std::make_unique<PeerVerifierMetrics>(*registry, source->name());

@@ -49,8 +49,9 @@ absl::StatusOr<std::optional<DigestAnswer>> ParseDigestAnswer(unsigned status,
     return absl::DataLossError("the answer is not {\"slot\":S,\"digest\":\"HEX\",...}");
   }
   std::optional<StateDigest> digest = StateDigest::FromHex(hex);
-  if (!digest)
+  if (!digest) {
     return absl::DataLossError(fmt::format("the digest \"{}\" is not 32 hex digits", hex));
+  }
   answer.sealed.digest = *digest;
   uint64_t applied = 0;
   if (root["applied_slot"].get_uint64().get(applied) == simdjson::SUCCESS) {
