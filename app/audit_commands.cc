@@ -11,9 +11,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "app/peer_digests.h"
 #include "common/status.h"
+#include "engine/audit_digest.h"
 #include "engine/event_text.h"
 #include "engine/history_diff.h"
+#include "engine/peer_check.h"
 #include "fmt/format.h"
 #include "storage/rocksdb_state_store.h"
 
@@ -288,6 +291,69 @@ int RunHistoryDiff(const Config& config, const HistoryDiffArgs& args) {
     ++listed;
   }
   if (json) std::cout << "\n]\n";
+  return 0;
+}
+
+int RunAuditDigest(const Config& config, const AuditDigestArgs& args) {
+  if (absl::Status s = CheckFormat(args.format, {"text", "json"}); !s.ok()) return Fail(s);
+  auto reader = StateReader::Open(config);
+  if (!reader.ok()) return Fail(reader.status());
+  RocksDbStateStore& store = (*reader)->store();
+  auto position = store.Position();
+  if (!position.ok()) return Fail(position.status());
+  if (args.slot > position->applied_slot) {
+    return Fail(absl::OutOfRangeError(
+        fmt::format("slot {} is above the applied slot {}: its state may still change", args.slot,
+                    position->applied_slot)));
+  }
+  AuditDigestBuilder builder(args.slot);
+  absl::Status read = store.ForEachHistoryRow(0, args.slot, [&](const HistoryEntry& row) {
+    builder.AddHistoryRow(row);
+    return absl::OkStatus();
+  });
+  if (!read.ok()) return Fail(read);
+  absl::StatusOr<AuditDigest> digest = builder.Finish();
+  if (!digest.ok()) return Fail(digest.status());
+  if (args.format == "json") {
+    std::cout << fmt::format(R"({{"slot":{},"accounts":{},"sha256":"{}","applied_slot":{}}})",
+                             digest->slot, digest->accounts, digest->ToHex(),
+                             position->applied_slot)
+              << "\n";
+  } else {
+    std::cout << digest->ToHex() << "\n";
+  }
+  return 0;
+}
+
+int RunVerifyPeer(const Config& config, const VerifyPeerArgs& args) {
+  constexpr int kCannotCheck = 2;
+  auto cannot_check = [](const absl::Status& status) {
+    std::cerr << "error: " << status.message() << "\n";
+    return kCannotCheck;
+  };
+  absl::StatusOr<std::unique_ptr<AdminPeerDigests>> peer =
+      AdminPeerDigests::Create(args.peer, absl::Milliseconds(args.timeout_ms));
+  if (!peer.ok()) return cannot_check(peer.status());
+  auto reader = StateReader::Open(config);
+  if (!reader.ok()) return cannot_check(reader.status());
+  PeerCheckOptions options;
+  options.max_slots = args.max_slots;
+  absl::StatusOr<PeerCheckResult> result = CheckPeer((*reader)->store(), **peer, options);
+  if (!result.ok()) return cannot_check(result.status());
+  auto slot_text = [](const std::optional<Slot>& slot) {
+    return slot ? std::to_string(*slot) : std::string("none");
+  };
+  std::cout << fmt::format(
+      "peer={} peer_latest_slot={} sampled={} compared={} first_slot={} "
+      "last_slot={} ",
+      (*peer)->name(), slot_text(result->peer_latest), result->sampled, result->compared,
+      slot_text(result->first_compared), slot_text(result->last_compared));
+  if (const std::optional<PeerDivergence>& d = result->divergence) {
+    std::cout << fmt::format("result=DIVERGED slot={} local_digest={} peer_digest={}\n", d->slot,
+                             d->local.ToHex(), d->peer.ToHex());
+    return 1;
+  }
+  std::cout << (result->compared == 0 ? "result=nothing_to_compare\n" : "result=ok\n");
   return 0;
 }
 

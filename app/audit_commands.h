@@ -45,4 +45,25 @@ struct HistoryDiffArgs {
 };
 int RunHistoryDiff(const Config& config, const HistoryDiffArgs& args);
 
+// `audit-digest --slot S`: the SHA-256 audit digest of the delegated set as of the end of slot
+// S (engine/audit_digest.h, docs/audit-digest.md), rebuilt from the history; S may not be above
+// the applied slot. Hex on stdout, or with --format json {"slot","accounts","sha256",
+// "applied_slot"}.
+struct AuditDigestArgs {
+  Slot slot = 0;
+  std::string format = "text";  // text, json
+};
+int RunAuditDigest(const Config& config, const AuditDigestArgs& args);
+
+// `verify --peer URL`: this replica's sealed digests against another replica's, read from its
+// admin listener (CheckPeer, engine/peer_check.h). Exit 0 when every slot compared agrees (or
+// none could be compared), 1 at the first slot whose digests differ, 2 when the check could not
+// be made (the peer unreachable or answering something else, no local state).
+struct VerifyPeerArgs {
+  std::string peer;  // http://HOST:PORT of its admin listener
+  size_t max_slots = 100;
+  int64_t timeout_ms = 5000;  // each request to the peer
+};
+int RunVerifyPeer(const Config& config, const VerifyPeerArgs& args);
+
 }  // namespace switchyard

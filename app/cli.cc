@@ -60,6 +60,17 @@ int RunCli(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json", "csv"}));
   add_common(audit);
 
+  AuditDigestArgs audit_digest_args;
+  CLI::App* audit_digest = app.add_subcommand(
+      "audit-digest",
+      "SHA-256 of the delegated set as of the end of a slot, in the canonical form of "
+      "docs/audit-digest.md (beside a running serve, too)");
+  audit_digest->add_option("--slot", audit_digest_args.slot, "As of the end of this slot")
+      ->required();
+  audit_digest->add_option("--format", audit_digest_args.format, "text (the hex digest) or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  add_common(audit_digest);
+
   CLI::App* history = app.add_subcommand("history", "Read the history of every account");
   history->require_subcommand(1);
   HistoryExportArgs export_args;
@@ -89,8 +100,23 @@ int RunCli(int argc, char** argv) {
   replay->add_option("--out", replay_args.out_dir, "Directory for the new state")->required();
   add_common(replay);
 
+  VerifyPeerArgs verify_peer_args;
   CLI::App* verify = app.add_subcommand(
-      "verify", "Replay to the live applied slot and compare digests (exit 1 on a mismatch)");
+      "verify",
+      "Replay to the live applied slot and compare digests (exit 1 on a mismatch); with --peer, "
+      "compare the sealed digests with another replica's instead (exit 1 on a divergence, 2 "
+      "when the peer cannot be checked)");
+  verify->add_option("--peer", verify_peer_args.peer,
+                     "Admin URL of another replica, http://HOST:PORT");
+  verify
+      ->add_option("--max-slots", verify_peer_args.max_slots,
+                   "With --peer: compare at most this many sealed slots (the highest ones "
+                   "at or below the peer's highest)")
+      ->check(CLI::PositiveNumber);
+  verify
+      ->add_option("--timeout-ms", verify_peer_args.timeout_ms,
+                   "With --peer: the deadline of each request to the peer")
+      ->check(CLI::PositiveNumber);
   add_common(verify);
 
   ServeArgs serve_args;
@@ -130,10 +156,14 @@ int RunCli(int argc, char** argv) {
   if (*fold) return RunFold(*config);
   if (*get) return RunStateGet(*config, get_args);
   if (*audit) return RunAudit(*config, audit_args);
+  if (*audit_digest) return RunAuditDigest(*config, audit_digest_args);
   if (*history_export) return RunHistoryExport(*config, export_args);
   if (*history_diff) return RunHistoryDiff(*config, diff_args);
   if (*replay) return RunReplay(*config, replay_args);
-  if (*verify) return RunVerify(*config);
+  if (*verify) {
+    if (!verify_peer_args.peer.empty()) return RunVerifyPeer(*config, verify_peer_args);
+    return RunVerify(*config);
+  }
   if (*serve) return RunServe(*config, serve_args);
   if (*ingest) {
     if (!ingest_bases.empty()) {

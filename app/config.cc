@@ -788,6 +788,28 @@ absl::Status ReadServeConfig(const toml::table& root, SectionFn section, const s
     router.discovered_ers = true;
   }
 
+  // [verify]: the sealed digests against other replicas.
+  TableReader verify(section("verify"), "verify.", file);
+  if (const toml::node* peers = verify.Node("peers")) {
+    if (!peers->is_array()) return verify.Error("peers", "must be an array of admin URLs");
+    for (const toml::node& item : *peers->as_array()) {
+      if (!item.is_string()) return verify.Error("peers", "must be an array of admin URLs");
+      const std::string& peer = item.as_string()->get();
+      if (absl::StatusOr<Url> url = ParseUrl(peer); !url.ok() || url->websocket()) {
+        return verify.Error(
+            "peers",
+            fmt::format("has \"{}\", which is not an http(s) URL of an admin listener", peer));
+      }
+      serve->verify_peers.push_back(peer);
+    }
+  }
+  int64_t interval_s = absl::ToInt64Seconds(serve->verify.interval);
+  RETURN_IF_ERROR(verify.ReadPositive("interval_s", &interval_s));
+  serve->verify.interval = absl::Seconds(interval_s);
+  RETURN_IF_ERROR(verify.ReadSize("max_slots", &serve->verify.check.max_slots));
+  RETURN_IF_ERROR(verify.ReadMillis("timeout_ms", &serve->verify_timeout));
+  RETURN_IF_ERROR(verify.CheckNoUnknownKeys());
+
   // [er_probe]: the latency probe of every ER.
   TableReader probe(section("er_probe"), "er_probe.", file);
   RETURN_IF_ERROR(probe.ReadBool("enabled", &serve->er_probe.enabled));
@@ -962,9 +984,9 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   }
   config.source = file;
   static const absl::flat_hash_set<std::string> kSections = {
-      "storage", "log",       "fold",    "api",      "admin",   "router",          "consistency",
-      "routing", "upstreams", "ers",     "ingest",   "pubsub",  "upstream_health", "cache",
-      "access",  "keys",      "regions", "registry", "er_probe"};
+      "storage", "log",       "fold",    "api",      "admin",    "router",          "consistency",
+      "routing", "upstreams", "ers",     "ingest",   "pubsub",   "upstream_health", "cache",
+      "access",  "keys",      "regions", "registry", "er_probe", "verify"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", file, key.str()));

@@ -13,6 +13,7 @@
 #include "api/rpc/er_prober.h"
 #include "api/rpc/router.h"
 #include "engine/fold_runner.h"
+#include "engine/peer_check.h"
 #include "ingest/er_registry_watcher.h"
 
 namespace switchyard {
@@ -115,6 +116,10 @@ namespace switchyard {
 //                  reconnect_give_up_ms = 10000
 //   [pubsub.upstreams]  NAME = ["ws://HOST:PORT", ...]  (default: each endpoint's URL as
 //                  Solana clients derive it: ws(s), port + 1)
+//   [verify]       peers = [] (the admin URLs of other replicas, "http://HOST:PORT", whose
+//                  sealed digests serve compares with its own), interval_s = 60,
+//                  max_slots = 100 (the sample of each check), timeout_ms = 5000 (each
+//                  request to a peer)   (docs/architecture.md §21)
 //
 // Every name that routing and ers use must be an upstream; `serve` requires upstreams.base.
 struct ServeConfig {
@@ -145,6 +150,10 @@ struct ServeConfig {
   ErRegistryWatcherOptions registry;
   // [er_probe]
   ErProbeOptions er_probe;
+  // [verify]: the periodic check of the sealed digests against other replicas.
+  std::vector<std::string> verify_peers;
+  PeerVerifierOptions verify;
+  absl::Duration verify_timeout = absl::Seconds(5);
 };
 
 // Reads a key file: [[keys]] tables as in the config (name, key, allowed_methods,

@@ -19,10 +19,12 @@
 #include "api/rpc/router.h"
 #include "app/ingest_command.h"
 #include "app/log_url.h"
+#include "app/peer_digests.h"
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/status.h"
 #include "engine/fold_runner.h"
+#include "engine/peer_check.h"
 #include "engine/snapshot.h"
 #include "fmt/format.h"
 #include "ingest/er_registry_watcher.h"
@@ -172,6 +174,7 @@ class ServeProcess {
           return out;
         },
         &admin_metrics_);
+    admin_->SetSealedDigests(store_.get());
     admin_->SetCache(router_->cache());
     admin_->SetErStatus([ers = router_->ers()] { return ErStatusJson(*ers->Current()); });
     admin_->SetWriteHealth([fold = fold_runner_.get(), watcher = watcher_.get()] {
@@ -183,6 +186,21 @@ class ServeProcess {
     if (absl::Status s = admin_server_->Start(); !s.ok()) {
       return absl::UnavailableError(fmt::format("admin.listen {}:{}: {}", serve.admin.address,
                                                 serve.admin.port, std::string(s.message())));
+    }
+    if (!serve.verify_peers.empty()) {
+      std::vector<std::unique_ptr<PeerDigestSource>> peers;
+      for (const std::string& url : serve.verify_peers) {
+        absl::StatusOr<std::unique_ptr<AdminPeerDigests>> peer =
+            AdminPeerDigests::Create(url, serve.verify_timeout);
+        if (!peer.ok()) {
+          return absl::InvalidArgumentError(fmt::format("{}: verify.peers: {}", config_.source,
+                                                        std::string(peer.status().message())));
+        }
+        peers.push_back(*std::move(peer));
+      }
+      peer_verifier_ =
+          std::make_unique<PeerVerifier>(serve.verify, store_.get(), std::move(peers), &registry_);
+      peer_verifier_->Start();
     }
     HttpServerOptions api_options = serve.api;
     api_options.thread_name = "sy-api";
@@ -240,6 +258,7 @@ class ServeProcess {
     if (api_server_) api_server_->Stop();
     if (admin_server_) admin_server_->Stop();
     if (admin_) admin_->Stop();
+    if (peer_verifier_) peer_verifier_->Stop();
     if (monitor_) monitor_->Stop();
     if (er_prober_) er_prober_->Stop();
     if (registry_watcher_) registry_watcher_->Stop();
@@ -249,6 +268,7 @@ class ServeProcess {
     pubsub_.reset();
     admin_server_.reset();
     admin_.reset();
+    peer_verifier_.reset();
     er_prober_.reset();
     registry_watcher_.reset();
     router_.reset();
@@ -304,6 +324,7 @@ class ServeProcess {
   std::unique_ptr<UpstreamMonitor> monitor_;
   std::unique_ptr<AdminContext> admin_;
   std::unique_ptr<HttpServer> admin_server_;
+  std::unique_ptr<PeerVerifier> peer_verifier_;  // with [verify] peers
   std::unique_ptr<HttpServer> api_server_;
 };
 

@@ -114,4 +114,20 @@ absl::StatusOr<Url> PubsubUrlOf(const Url& rpc) {
   return ws;
 }
 
+std::optional<std::string_view> QueryParameter(std::string_view target, std::string_view name) {
+  const size_t question = target.find('?');
+  if (question == std::string_view::npos) return std::nullopt;
+  std::string_view query = target.substr(question + 1);
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
+      return pair.substr(name.size() + 1);
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
 }  // namespace switchyard

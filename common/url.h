@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -34,5 +35,10 @@ absl::StatusOr<Url> ParseUrl(std::string_view text);
 // and path, the port + 1 when the URL names a port (else the scheme's default port). A ws or
 // wss URL is its own pubsub endpoint.
 absl::StatusOr<Url> PubsubUrlOf(const Url& rpc);
+
+// The value of the first `name=VALUE` pair in the query of a request target
+// ("/path?a=1&b=2"), as it is written (not percent-decoded); nullopt when the target has no
+// such pair.
+std::optional<std::string_view> QueryParameter(std::string_view target, std::string_view name);
 
 }  // namespace switchyard

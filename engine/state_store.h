@@ -109,9 +109,31 @@ class HistoryReader {
                                                                    size_t limit) = 0;
 };
 
+// The digest a replica recorded when its applied slot reached `slot` (a sealed digest).
+struct SealedDigestAt {
+  Slot slot = 0;
+  StateDigest digest;
+
+  friend bool operator==(const SealedDigestAt&, const SealedDigestAt&) = default;
+};
+
+// Read access to the sealed digests, for comparing replicas: the admin endpoint
+// /status/digest and the peer check. Implementations are thread-safe; every call may block on
+// the disk, so no I/O thread calls it.
+class SealedDigestReader {
+ public:
+  virtual ~SealedDigestReader() = default;
+
+  // The digest recorded when the applied slot reached `slot`, if it stopped there.
+  virtual absl::StatusOr<std::optional<StateDigest>> SealedDigest(Slot slot) = 0;
+  // The `count` highest sealed slots at or below `at_or_below`, in ascending slot order.
+  virtual absl::StatusOr<std::vector<SealedDigestAt>> LastSealedDigests(Slot at_or_below,
+                                                                        size_t count) = 0;
+};
+
 // The persistent delegation state. Implemented by storage/ (RocksDbStateStore). Called from
 // the fold's thread for writes; reads may come from any thread.
-class StateStore : public HistoryReader {
+class StateStore : public HistoryReader, public SealedDigestReader {
  public:
   virtual absl::StatusOr<LoadedState> Load() = 0;
   // Writes a batch atomically and durably: all of it or none of it.
@@ -123,8 +145,6 @@ class StateStore : public HistoryReader {
   // The account as of the end of `slot`, rebuilt from its history.
   virtual absl::StatusOr<std::optional<AccountState>> GetAccountAt(const Pubkey& account,
                                                                    Slot slot) = 0;
-  // The digest recorded when the applied slot reached `slot`, if it stopped there.
-  virtual absl::StatusOr<std::optional<StateDigest>> SealedDigest(Slot slot) = 0;
   virtual absl::StatusOr<std::vector<std::pair<Slot, StateDigest>>> SealedDigests() = 0;
   virtual absl::StatusOr<std::vector<QuarantineEntry>> Quarantine() = 0;
 };

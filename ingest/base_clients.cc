@@ -50,16 +50,19 @@ void Abandon(net::io_context& ioc, Stream& stream) {
   ioc.poll();
 }
 
-absl::Status IoError(const char* what, const boost::system::error_code& ec) {
-  return absl::UnavailableError(fmt::format("base layer {}: {}", what, ec.message()));
+constexpr std::string_view kBaseLayer = "base layer";
+
+absl::Status IoError(std::string_view name, std::string_view what,
+                     const boost::system::error_code& ec) {
+  return absl::UnavailableError(fmt::format("{} {}: {}", name, what, ec.message()));
 }
 
-absl::StatusOr<tcp::resolver::results_type> Resolve(net::io_context& ioc,
-                                                    const BaseEndpoint& endpoint) {
+absl::StatusOr<tcp::resolver::results_type> Resolve(net::io_context& ioc, const Url& endpoint,
+                                                    std::string_view name) {
   tcp::resolver resolver(ioc);
   boost::system::error_code ec;
   auto results = resolver.resolve(endpoint.host, endpoint.port, ec);
-  if (ec) return IoError("name resolution", ec);
+  if (ec) return IoError(name, "name resolution", ec);
   return results;
 }
 
@@ -95,7 +98,7 @@ absl::Status PrepareTls(TlsStream& stream, const std::string& host, bool verify)
 template <typename Stream, typename Then>
 absl::Status ConnectStream(net::io_context& ioc, Stream& stream,
                            const tcp::resolver::results_type& results, TlsStream* tls,
-                           absl::Duration timeout, Then then) {
+                           absl::Duration timeout, std::string_view name, Then then) {
   boost::system::error_code ec;
   bool done = false;
   const char* stage = "connect";
@@ -120,9 +123,9 @@ absl::Status ConnectStream(net::io_context& ioc, Stream& stream,
       });
   if (!RunUntil(ioc, done, timeout + absl::Milliseconds(100))) {
     Abandon(ioc, stream);
-    return absl::DeadlineExceededError(fmt::format("base layer {} timed out", stage));
+    return absl::DeadlineExceededError(fmt::format("{} {} timed out", name, stage));
   }
-  if (ec) return IoError(stage, ec);
+  if (ec) return IoError(name, stage, ec);
   return absl::OkStatus();
 }
 
@@ -148,10 +151,14 @@ std::optional<absl::Duration> RetryAfterOf(const absl::Status& status) {
   return absl::Milliseconds(ms);
 }
 
-struct BaseRpcClient::Impl {
-  Impl(BaseEndpoint e, BaseTlsOptions t, Counter* stale)
-      : endpoint(std::move(e)), tls_options(std::move(t)), stale_retries(stale) {}
-  BaseEndpoint endpoint;
+struct HttpReadClient::Impl {
+  Impl(Url e, std::string n, BaseTlsOptions t, Counter* stale)
+      : endpoint(std::move(e)),
+        name(std::move(n)),
+        tls_options(std::move(t)),
+        stale_retries(stale) {}
+  Url endpoint;
+  std::string name;
   BaseTlsOptions tls_options;
   Counter* stale_retries;
   net::io_context ioc;
@@ -159,7 +166,6 @@ struct BaseRpcClient::Impl {
   std::optional<beast::tcp_stream> plain;
   std::optional<TlsStream> secure;
   beast::flat_buffer buffer;
-  uint64_t next_id = 1;
 
   bool connected() const { return plain.has_value() || secure.has_value(); }
   beast::tcp_stream& Lowest() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
@@ -170,7 +176,7 @@ struct BaseRpcClient::Impl {
   }
 
   absl::Status Connect(absl::Duration timeout) {
-    auto results = Resolve(ioc, endpoint);
+    auto results = Resolve(ioc, endpoint, name);
     if (!results.ok()) return results.status();
     auto no_upgrade = [](auto finish) { finish(boost::system::error_code()); };
     absl::Status connected;
@@ -181,30 +187,25 @@ struct BaseRpcClient::Impl {
       secure.emplace(ioc, *tls_context);
       connected = PrepareTls(*secure, endpoint.host, tls_options.verify);
       if (connected.ok()) {
-        connected = ConnectStream(ioc, *secure, *results, &*secure, timeout, no_upgrade);
+        connected = ConnectStream(ioc, *secure, *results, &*secure, timeout, name, no_upgrade);
       }
     } else {
       plain.emplace(ioc);
-      connected = ConnectStream(ioc, *plain, *results, nullptr, timeout, no_upgrade);
+      connected = ConnectStream(ioc, *plain, *results, nullptr, timeout, name, no_upgrade);
     }
     if (!connected.ok()) Drop();
     return connected;
   }
 
   struct Exchanged {
-    absl::StatusOr<std::string> body;
+    absl::StatusOr<HttpReply> reply;
     // Failed in transport before a byte of the answer arrived (not a timeout): on a reused
     // connection, the peer had closed it while it was idle.
     bool before_answer = false;
   };
 
-  Exchanged Exchange(const std::string& method, const std::string& body, absl::Duration timeout) {
-    http::request<http::string_body> request(http::verb::post, endpoint.path, 11);
-    request.set(http::field::host, endpoint.host);
-    request.set(http::field::content_type, "application/json");
-    request.keep_alive(true);
-    request.body() = body;
-    request.prepare_payload();
+  Exchanged Exchange(const http::request<http::string_body>& request, std::string_view what,
+                     absl::Duration timeout) {
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxResponseBytes);
     boost::system::error_code ec;
@@ -239,52 +240,91 @@ struct BaseRpcClient::Impl {
       }
       Drop();
       if (!in_time || ec == beast::error::timeout) {
-        return {absl::DeadlineExceededError(fmt::format("base layer {} timed out", method))};
+        return {absl::DeadlineExceededError(fmt::format("{} {} timed out", name, what))};
       }
-      return {IoError(method.c_str(), ec), !parser.got_some()};
+      return {IoError(name, what, ec), !parser.got_some()};
     }
     http::response<http::string_body> response = parser.release();
     if (!response.keep_alive()) Drop();
-    if (response.result() == http::status::too_many_requests) {
-      absl::Status limited = absl::ResourceExhaustedError(
-          fmt::format("base layer {} answered HTTP 429 (rate limited)", method));
-      if (auto wait = ParseRetryAfter(std::string(response[http::field::retry_after]))) {
-        limited.SetPayload(kRetryAfterPayload,
-                           absl::Cord(std::to_string(absl::ToInt64Milliseconds(*wait))));
+    HttpReply reply;
+    reply.status = response.result_int();
+    reply.retry_after = std::string(response[http::field::retry_after]);
+    reply.body = std::move(response.body());
+    return {std::move(reply)};
+  }
+
+  absl::StatusOr<HttpReply> Send(const http::request<http::string_body>& request,
+                                 std::string_view what, absl::Duration timeout) {
+    // A connection the server closed while it was idle is not used again.
+    if (connected() && !IdleSocketIsOpen(Lowest().socket().native_handle())) Drop();
+    for (int attempt = 0;; ++attempt) {
+      const bool reused = connected();
+      if (!reused) RETURN_IF_ERROR(Connect(timeout));
+      Exchanged result = Exchange(request, what, timeout);
+      // Every request of this client is a read: one that met a stale connection goes again at
+      // once on a fresh one, and is no failure.
+      if (!result.reply.ok() && reused && result.before_answer && attempt == 0) {
+        if (stale_retries != nullptr) stale_retries->Increment();
+        continue;
       }
-      return {limited};
+      return std::move(result.reply);
     }
-    if (response.result() != http::status::ok) {
-      return {absl::UnavailableError(
-          fmt::format("base layer {} answered HTTP {}", method, response.result_int()))};
-    }
-    return {std::move(response.body())};
+  }
+
+  std::string Target(std::string_view below) const {
+    std::string_view base = endpoint.path;
+    while (base.ends_with('/')) base.remove_suffix(1);
+    return fmt::format("{}{}{}", base, below.starts_with('/') ? "" : "/", below);
   }
 };
 
+HttpReadClient::HttpReadClient(Url endpoint, std::string name, BaseTlsOptions tls,
+                               Counter* stale_retries)
+    : impl_(std::make_unique<Impl>(std::move(endpoint), std::move(name), std::move(tls),
+                                   stale_retries)) {}
+HttpReadClient::~HttpReadClient() = default;
+
+absl::StatusOr<HttpReply> HttpReadClient::Get(std::string_view target, absl::Duration timeout) {
+  http::request<http::string_body> request(http::verb::get, impl_->Target(target), 11);
+  request.set(http::field::host, impl_->endpoint.HostHeader());
+  request.keep_alive(true);
+  return impl_->Send(request, fmt::format("GET {}", target), timeout);
+}
+
+absl::StatusOr<HttpReply> HttpReadClient::PostJson(std::string body, std::string_view what,
+                                                   absl::Duration timeout) {
+  http::request<http::string_body> request(http::verb::post, impl_->endpoint.path, 11);
+  request.set(http::field::host, impl_->endpoint.host);
+  request.set(http::field::content_type, "application/json");
+  request.keep_alive(true);
+  request.body() = std::move(body);
+  request.prepare_payload();
+  return impl_->Send(request, what, timeout);
+}
+
 BaseRpcClient::BaseRpcClient(BaseEndpoint endpoint, BaseTlsOptions tls, Counter* stale_retries)
-    : impl_(std::make_unique<Impl>(std::move(endpoint), std::move(tls), stale_retries)) {}
+    : http_(std::move(endpoint), "base layer", std::move(tls), stale_retries) {}
 BaseRpcClient::~BaseRpcClient() = default;
 
 absl::StatusOr<std::string> BaseRpcClient::Call(const std::string& method,
                                                 const std::string& params, absl::Duration timeout) {
-  Impl& s = *impl_;
-  // A connection the base layer closed while it was idle is not used again.
-  if (s.connected() && !IdleSocketIsOpen(s.Lowest().socket().native_handle())) s.Drop();
-  const std::string body = fmt::format(R"({{"jsonrpc":"2.0","id":{},"method":"{}","params":{}}})",
-                                       s.next_id++, method, params);
-  for (int attempt = 0;; ++attempt) {
-    const bool reused = s.connected();
-    if (!reused) RETURN_IF_ERROR(s.Connect(timeout));
-    Impl::Exchanged result = s.Exchange(method, body, timeout);
-    // Every call of this client is a read: one that met a stale connection goes again at once
-    // on a fresh one, and is no failure.
-    if (!result.body.ok() && reused && result.before_answer && attempt == 0) {
-      if (s.stale_retries != nullptr) s.stale_retries->Increment();
-      continue;
+  std::string body = fmt::format(R"({{"jsonrpc":"2.0","id":{},"method":"{}","params":{}}})",
+                                 next_id_++, method, params);
+  ASSIGN_OR_RETURN(HttpReply reply, http_.PostJson(std::move(body), method, timeout));
+  if (reply.status == 429) {
+    absl::Status limited = absl::ResourceExhaustedError(
+        fmt::format("base layer {} answered HTTP 429 (rate limited)", method));
+    if (auto wait = ParseRetryAfter(reply.retry_after)) {
+      limited.SetPayload(kRetryAfterPayload,
+                         absl::Cord(std::to_string(absl::ToInt64Milliseconds(*wait))));
     }
-    return std::move(result.body);
+    return limited;
   }
+  if (reply.status != 200) {
+    return absl::UnavailableError(
+        fmt::format("base layer {} answered HTTP {}", method, reply.status));
+  }
+  return std::move(reply.body);
 }
 
 struct BasePubsubConnection::Impl {
@@ -320,7 +360,7 @@ BasePubsubConnection::~BasePubsubConnection() {
 absl::StatusOr<std::unique_ptr<BasePubsubConnection>> BasePubsubConnection::Connect(
     const BaseEndpoint& endpoint, absl::Duration timeout, const BaseTlsOptions& tls) {
   auto impl = std::make_unique<Impl>();
-  auto results = Resolve(impl->ioc, endpoint);
+  auto results = Resolve(impl->ioc, endpoint, kBaseLayer);
   if (!results.ok()) return results.status();
   const std::string host = endpoint.HostHeader();
   auto upgrade = [&](auto& ws) {
@@ -334,12 +374,12 @@ absl::StatusOr<std::unique_ptr<BasePubsubConnection>> BasePubsubConnection::Conn
     connected = PrepareTls(tls_stream, endpoint.host, tls.verify);
     if (connected.ok()) {
       connected = ConnectStream(impl->ioc, *impl->secure, *results, &tls_stream, timeout,
-                                upgrade(*impl->secure));
+                                kBaseLayer, upgrade(*impl->secure));
     }
   } else {
     impl->plain.emplace(impl->ioc);
-    connected =
-        ConnectStream(impl->ioc, *impl->plain, *results, nullptr, timeout, upgrade(*impl->plain));
+    connected = ConnectStream(impl->ioc, *impl->plain, *results, nullptr, timeout, kBaseLayer,
+                              upgrade(*impl->plain));
   }
   if (!connected.ok()) {
     return absl::Status(connected.code(),
@@ -365,7 +405,7 @@ absl::Status BasePubsubConnection::Send(const std::string& text, absl::Duration 
     s.With([&s](auto& ws) { Abandon(s.ioc, ws); });
     return absl::DeadlineExceededError("base layer pubsub write timed out");
   }
-  if (ec) return IoError("pubsub write", ec);
+  if (ec) return IoError(kBaseLayer, "pubsub write", ec);
   return absl::OkStatus();
 }
 
@@ -384,7 +424,7 @@ absl::StatusOr<std::optional<std::string>> BasePubsubConnection::Read(absl::Dura
   if (!s.read_done) RunUntil(s.ioc, s.read_done, timeout);
   if (!s.read_done) return std::optional<std::string>();
   s.read_done = false;
-  if (s.read_error) return IoError("pubsub read", s.read_error);
+  if (s.read_error) return IoError(kBaseLayer, "pubsub read", s.read_error);
   std::string message = beast::buffers_to_string(s.buffer.data());
   s.buffer.consume(s.buffer.size());
   return std::optional<std::string>(std::move(message));

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -28,12 +29,42 @@ struct BaseTlsOptions {
   std::string ca_file;
 };
 
-// A keep-alive JSON-RPC client of the base layer over HTTP, for reads (every call may be sent
-// twice). Every call has a deadline; a failed connection is reopened on the next call. A kept
-// connection that the base layer (or a balancer in front of it) closed while idle is not used
-// again; one that fails before a byte of the answer arrives was stale: the call goes again at
-// once on a new connection and counts in `stale_retries`. Used by the ingest thread only:
-// calls block that thread (never an I/O thread of the router).
+// An HTTP answer as HttpReadClient returns it. A value type.
+struct HttpReply {
+  unsigned status = 0;
+  std::string body;
+  std::string retry_after;  // the Retry-After header, empty when there was none
+};
+
+// A keep-alive HTTP/1.1 client with blocking calls, for reads (every request may be sent
+// twice): the one HTTP client of the base layer's JSON-RPC (BaseRpcClient) and of another
+// replica's admin endpoints (`verify --peer`). Every call has a deadline; a failed connection
+// is reopened on the next call. A kept connection that the server (or a balancer in front of
+// it) closed while idle is not used again; one that fails before a byte of the answer arrives
+// was stale: the request goes again at once on a new connection and counts in
+// `stale_retries`. Transport errors and timeouts are Unavailable / DeadlineExceeded, their
+// messages starting with `name`; any HTTP status is an answer. Used by one thread at a time;
+// calls block it (never an I/O thread of the router).
+class HttpReadClient {
+ public:
+  // A bad `tls` setting (an unreadable CA file) surfaces on the first call.
+  HttpReadClient(Url endpoint, std::string name, BaseTlsOptions tls = {},
+                 Counter* stale_retries = nullptr);
+  ~HttpReadClient();
+
+  // GET `target` (a path and query, below the endpoint's path).
+  absl::StatusOr<HttpReply> Get(std::string_view target, absl::Duration timeout);
+  // POST the JSON `body` to the endpoint's path; `what` names the request in errors.
+  absl::StatusOr<HttpReply> PostJson(std::string body, std::string_view what,
+                                     absl::Duration timeout);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A keep-alive JSON-RPC client of the base layer over HTTP (an HttpReadClient), for reads.
+// Used by the ingest thread only: calls block that thread.
 class BaseRpcClient {
  public:
   // A bad `tls` setting (an unreadable CA file) surfaces on the first Call.
@@ -49,8 +80,8 @@ class BaseRpcClient {
                                    absl::Duration timeout);
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  HttpReadClient http_;
+  uint64_t next_id_ = 1;
 };
 
 // The wait a base layer's HTTP 429 asked for (Retry-After), when it said.

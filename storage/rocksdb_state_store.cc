@@ -7,6 +7,7 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <deque>
 #include <limits>
 #include <thread>
@@ -472,6 +473,31 @@ absl::StatusOr<std::optional<StateDigest>> RocksDbStateStore::SealedDigest(Slot 
   std::optional<StateDigest> digest = DecodeDigest(value);
   if (!digest) return absl::DataLossError("malformed sealed digest");
   return digest;
+}
+
+absl::StatusOr<std::vector<SealedDigestAt>> RocksDbStateStore::LastSealedDigests(Slot at_or_below,
+                                                                                 size_t count) {
+  std::vector<SealedDigestAt> out;
+  if (count == 0) return out;
+  const std::string lower(kSealedPrefix);
+  rocksdb::Slice lower_slice(lower);
+  rocksdb::ReadOptions read;
+  read.iterate_lower_bound = &lower_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, meta_cf_));
+  const rocksdb::Slice prefix(kSealedPrefix);
+  for (it->SeekForPrev(SealedKey(at_or_below));
+       it->Valid() && it->key().starts_with(prefix) && out.size() < count; it->Prev()) {
+    const rocksdb::Slice key = it->key();
+    std::optional<StateDigest> digest =
+        DecodeDigest(std::string_view(it->value().data(), it->value().size()));
+    if (key.size() != prefix.size() + 8 || !digest) {
+      return absl::DataLossError("malformed sealed digest row");
+    }
+    out.push_back({LoadU64BE(AsBytes(key.data() + prefix.size())), *digest});
+  }
+  RETURN_IF_ERROR(FromRocksDb(it->status(), "reading sealed digests"));
+  std::reverse(out.begin(), out.end());
+  return out;
 }
 
 absl::StatusOr<std::vector<std::pair<Slot, StateDigest>>> RocksDbStateStore::SealedDigests() {

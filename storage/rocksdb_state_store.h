@@ -68,6 +68,8 @@ class RocksDbStateStore final : public StateStore {
                                                            Slot slot) override;
   absl::StatusOr<std::vector<HistoryEntry>> History(const Pubkey& account) override;
   absl::StatusOr<std::optional<StateDigest>> SealedDigest(Slot slot) override;
+  absl::StatusOr<std::vector<SealedDigestAt>> LastSealedDigests(Slot at_or_below,
+                                                                size_t count) override;
   absl::StatusOr<std::vector<std::pair<Slot, StateDigest>>> SealedDigests() override;
   absl::StatusOr<std::vector<QuarantineEntry>> Quarantine() override;
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "api/jsonrpc/rpc_errors.h"
+#include "common/url.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -25,18 +26,8 @@ bool SameLimit(RateLimit a, RateLimit b) {
 std::optional<std::string_view> FindApiKey(std::string_view target,
                                            std::optional<std::string_view> header) {
   if (header && !header->empty()) return header;
-  const size_t question = target.find('?');
-  if (question != std::string_view::npos) {
-    std::string_view query = target.substr(question + 1);
-    while (!query.empty()) {
-      const size_t amp = query.find('&');
-      const std::string_view pair = query.substr(0, amp);
-      if (pair.starts_with("api-key=")) return pair.substr(8);
-      if (amp == std::string_view::npos) break;
-      query.remove_prefix(amp + 1);
-    }
-  }
-  std::string_view path = target.substr(0, question);
+  if (std::optional<std::string_view> key = QueryParameter(target, "api-key")) return key;
+  std::string_view path = target.substr(0, target.find('?'));
   if (path.starts_with('/')) path.remove_prefix(1);
   if (path.ends_with('/')) path.remove_suffix(1);
   if (path.empty() || path.find('/') != std::string_view::npos) return std::nullopt;

@@ -3,9 +3,11 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <chrono>
+#include <limits>
 #include <string_view>
 #include <utility>
 
+#include "api/admin/digest_answer.h"
 #include "api/jsonrpc/jsonrpc.h"
 #include "fmt/format.h"
 #include "simdjson.h"
@@ -19,6 +21,8 @@ namespace {
 
 constexpr std::string_view kGetSlot = R"({"jsonrpc":"2.0","id":1,"method":"getSlot"})";
 constexpr std::string_view kGetHealth = R"({"jsonrpc":"2.0","id":1,"method":"getHealth"})";
+// GET /status/digest lookups queued or running at once; more are answered 503.
+constexpr size_t kMaxDigestLookups = 32;
 
 std::string OptionalSlot(const std::optional<Slot>& slot) {
   return slot ? fmt::format("{}", *slot) : "null";
@@ -60,7 +64,21 @@ AdminMetrics::AdminMetrics(MetricsRegistry& r)
     : base_slot(r.AddGauge("switchyard_base_slot", "The base layer's slot, as last probed")),
       fold_lag_slots(r.AddGauge("switchyard_fold_lag_slots",
                                 "Base layer slot minus the applied slot (0 while unknown)")),
-      ready(r.AddGauge("switchyard_ready", "1 when /ready answers 200")) {}
+      ready(r.AddGauge("switchyard_ready", "1 when /ready answers 200")),
+      digest_answered(r.AddCounter("switchyard_admin_digest_requests_total",
+                                   "GET /status/digest requests, by answer", {{"result", "ok"}})),
+      digest_not_sealed(r.AddCounter("switchyard_admin_digest_requests_total",
+                                     "GET /status/digest requests, by answer",
+                                     {{"result", "not_sealed"}})),
+      digest_bad_request(r.AddCounter("switchyard_admin_digest_requests_total",
+                                      "GET /status/digest requests, by answer",
+                                      {{"result", "bad_request"}})),
+      digest_refused(r.AddCounter("switchyard_admin_digest_requests_total",
+                                  "GET /status/digest requests, by answer",
+                                  {{"result", "refused"}})),
+      digest_errors(r.AddCounter("switchyard_admin_digest_requests_total",
+                                 "GET /status/digest requests, by answer", {{"result", "error"}})) {
+}
 
 UpstreamMonitor::UpstreamMonitor(UpstreamMonitorOptions options, MetricsRegistry* registry)
     : options_(std::move(options)), probe_metrics_(probe_registry_) {
@@ -242,7 +260,84 @@ AdminContext::AdminContext(AdminOptions options, SnapshotHolder* snapshots,
       partitions_source_(std::move(partitions)),
       metrics_(metrics) {}
 
-AdminContext::~AdminContext() { Stop(); }
+AdminContext::~AdminContext() {
+  Stop();
+  if (digest_pool_) digest_pool_->join();
+}
+
+void AdminContext::SetSealedDigests(SealedDigestReader* sealed) {
+  sealed_ = sealed;
+  if (sealed_ != nullptr && !digest_pool_) digest_pool_ = std::make_unique<asio::thread_pool>(1);
+}
+
+void AdminContext::LookUpDigest(std::string_view target, std::function<void(HttpResponse)> answer) {
+  auto error = [](unsigned status, std::string_view message, std::optional<Slot> slot,
+                  std::optional<Slot> applied) {
+    HttpResponse response;
+    response.status = status;
+    response.body = fmt::format(R"({{"error":{})", JsonQuote(message));
+    if (slot) response.body += fmt::format(R"(,"slot":{})", *slot);
+    if (status == 404) response.body += fmt::format(R"(,"applied_slot":{})", OptionalSlot(applied));
+    response.body += "}";
+    return response;
+  };
+  absl::StatusOr<std::optional<Slot>> slot = ParseDigestSlot(target);
+  if (!slot.ok()) {
+    metrics_->digest_bad_request.Increment();
+    return answer(error(400, std::string(slot.status().message()), std::nullopt, std::nullopt));
+  }
+  if (sealed_ == nullptr) {
+    metrics_->digest_refused.Increment();
+    return answer(error(503, "this process keeps no sealed digests", *slot, std::nullopt));
+  }
+  if (digest_lookups_.fetch_add(1) >= kMaxDigestLookups) {
+    digest_lookups_.fetch_sub(1);
+    metrics_->digest_refused.Increment();
+    return answer(error(503, "too many digest lookups in flight", *slot, std::nullopt));
+  }
+  asio::post(*digest_pool_, [this, slot = *slot, error, answer = std::move(answer)] {
+    std::shared_ptr<const Snapshot> snapshot = snapshots_->Current();
+    const std::optional<Slot> applied =
+        snapshot ? std::optional<Slot>(snapshot->applied_slot()) : std::nullopt;
+    absl::StatusOr<std::optional<SealedDigestAt>> found;
+    if (slot) {
+      absl::StatusOr<std::optional<StateDigest>> digest = sealed_->SealedDigest(*slot);
+      if (!digest.ok()) {
+        found = digest.status();
+      } else if (*digest) {
+        found = std::optional<SealedDigestAt>(SealedDigestAt{*slot, **digest});
+      } else {
+        found = std::optional<SealedDigestAt>();
+      }
+    } else {
+      absl::StatusOr<std::vector<SealedDigestAt>> last =
+          sealed_->LastSealedDigests(std::numeric_limits<Slot>::max(), 1);
+      if (!last.ok()) {
+        found = last.status();
+      } else {
+        found = last->empty() ? std::optional<SealedDigestAt>() : std::optional(last->back());
+      }
+    }
+    HttpResponse response;
+    if (!found.ok()) {
+      metrics_->digest_errors.Increment();
+      response = error(500, std::string(found.status().message()), slot, applied);
+    } else if (!*found) {
+      metrics_->digest_not_sealed.Increment();
+      response = error(404,
+                       slot ? fmt::format("slot {} is not sealed here (the applied slot never "
+                                          "stopped at it, or it is above the applied slot)",
+                                          *slot)
+                            : std::string("no slot is sealed here yet"),
+                       slot, applied);
+    } else {
+      metrics_->digest_answered.Increment();
+      response.body = DigestAnswerJson(DigestAnswer{**found, applied});
+    }
+    digest_lookups_.fetch_sub(1);
+    answer(std::move(response));
+  });
+}
 
 void AdminContext::Start() {
   Refresh();
@@ -400,12 +495,37 @@ std::string AdminContext::StatusJson() const {
 }
 
 RequestHandlerFactory AdminContext::HandlerFactory() {
-  return [this](asio::io_context&) -> std::unique_ptr<RequestHandler> {
-    return std::make_unique<AdminHandler>(this);
+  return [this](asio::io_context& io_context) -> std::unique_ptr<RequestHandler> {
+    return std::make_unique<AdminHandler>(this, io_context);
   };
 }
 
+AdminHandler::AdminHandler(AdminContext* context, asio::io_context& io_context)
+    : context_(context), return_(std::make_shared<WorkerReturn>()) {
+  absl::MutexLock lock(&return_->mu);
+  return_->io_context = &io_context;
+}
+
+AdminHandler::~AdminHandler() {
+  absl::MutexLock lock(&return_->mu);
+  return_->io_context = nullptr;
+}
+
 void AdminHandler::Handle(HttpRequest request, Done done) {
+  std::string_view digest_path = request.target;
+  digest_path = digest_path.substr(0, digest_path.find('?'));
+  if (request.method == "GET" && digest_path == "/status/digest") {
+    context_->LookUpDigest(
+        request.target, [back = return_, done = std::move(done)](HttpResponse response) mutable {
+          absl::MutexLock lock(&back->mu);
+          if (back->io_context == nullptr) return;  // the worker is gone
+          asio::post(*back->io_context,
+                     [done = std::move(done), response = std::move(response)]() mutable {
+                       done(std::move(response));
+                     });
+        });
+    return;
+  }
   HttpResponse response;
   std::string_view path = request.target;
   path = path.substr(0, path.find('?'));
@@ -432,7 +552,7 @@ void AdminHandler::Handle(HttpRequest request, Done done) {
   } else {
     response.status = 404;
     response.content_type = "text/plain";
-    response.body = "not found: /health, /ready, /status, /metrics\n";
+    response.body = "not found: /health, /ready, /status, /status/digest, /metrics\n";
   }
   done(std::move(response));
 }

@@ -1,8 +1,10 @@
 #pragma once
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,6 +25,7 @@
 #include "common/metrics.h"
 #include "common/slot.h"
 #include "engine/snapshot.h"
+#include "engine/state_store.h"
 
 namespace switchyard {
 
@@ -33,6 +36,12 @@ struct AdminMetrics {
   Gauge& base_slot;       // the base layer's slot, as last probed (0: unknown)
   Gauge& fold_lag_slots;  // base slot - applied slot (0 while the base slot is unknown)
   Gauge& ready;           // 1 when /ready answers 200
+  // GET /status/digest, by answer.
+  Counter& digest_answered;     // 200
+  Counter& digest_not_sealed;   // 404: the slot is not sealed here
+  Counter& digest_bad_request;  // 400: the slot is not a slot number
+  Counter& digest_refused;      // 503: too many lookups in flight, or no sealed digests here
+  Counter& digest_errors;       // 500: the state store failed
 };
 
 struct UpstreamMonitorOptions {
@@ -157,7 +166,8 @@ struct WriteHealth {
   std::string log_error;   // ingest cannot append to the event log
 };
 
-// What the admin endpoints share: /health, /ready, /status and /metrics. Owned by the app;
+// What the admin endpoints share: /health, /ready, /status, /status/digest and /metrics.
+// Owned by the app;
 // it must outlive the HttpServer that serves HandlerFactory(). The snapshot holder, the
 // registry, the monitor and the metrics must outlive it. Start() and Stop() from one control
 // thread; everything else from any thread.
@@ -185,6 +195,14 @@ class AdminContext {
   // makes /ready answer 503 with the error. Called on the admin worker, must not block.
   void SetWriteHealth(std::function<WriteHealth()> health) { write_health_ = std::move(health); }
 
+  // Where GET /status/digest reads the sealed digests; it must outlive this. Before Start().
+  // The reads run on a thread of this context's own, never on the admin worker.
+  void SetSealedDigests(SealedDigestReader* sealed);
+  // Answers GET /status/digest[?slot=S] (`target` is the request's): at once for a bad slot,
+  // else after a read of the store on the digest thread. `answer` is called once, on the
+  // worker or on that thread.
+  void LookUpDigest(std::string_view target, std::function<void(HttpResponse)> answer);
+
   // For an HttpServer of its own, on a loopback port.
   RequestHandlerFactory HandlerFactory();
 
@@ -198,6 +216,9 @@ class AdminContext {
   const ResponseCache* cache_ = nullptr;
   std::function<std::string()> ers_;
   std::function<WriteHealth()> write_health_;
+  SealedDigestReader* sealed_ = nullptr;
+  std::unique_ptr<boost::asio::thread_pool> digest_pool_;  // with sealed_
+  std::atomic<size_t> digest_lookups_{0};                  // queued or running on it
   mutable absl::Mutex mu_;
   std::vector<PartitionStatus> partitions_ ABSL_GUARDED_BY(mu_);
   std::string partitions_error_ ABSL_GUARDED_BY(mu_);
@@ -205,14 +226,24 @@ class AdminContext {
   std::thread thread_;
 };
 
-// Answers GET /health, /ready, /status and /metrics from an AdminContext; anything else 404.
+// Answers GET /health, /ready, /status, /status/digest and /metrics from an AdminContext;
+// anything else 404. One per admin worker, called on its thread; an answer read off the
+// worker (/status/digest) is posted back to it, and dropped once the handler is gone.
 class AdminHandler : public RequestHandler {
  public:
-  explicit AdminHandler(const AdminContext* context) : context_(context) {}
+  AdminHandler(AdminContext* context, boost::asio::io_context& io_context);
+  ~AdminHandler() override;
   void Handle(HttpRequest request, Done done) override;
 
  private:
-  const AdminContext* context_;
+  // Where an answer read on another thread goes back to: this worker's io_context, while
+  // the handler lives.
+  struct WorkerReturn {
+    absl::Mutex mu;
+    boost::asio::io_context* io_context ABSL_GUARDED_BY(mu) = nullptr;
+  };
+  AdminContext* context_;
+  std::shared_ptr<WorkerReturn> return_;
 };
 
 }  // namespace switchyard

@@ -519,6 +519,40 @@ pin = true
             file + ": unknown key 'registry.enable'");
 }
 
+TEST_F(ServeConfigTest, ReadsVerifyPeersAndNamesTheBadKey) {
+  absl::StatusOr<Config> defaults = Load(std::string(kBase));
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_TRUE(defaults->serve.verify_peers.empty());
+  EXPECT_EQ(defaults->serve.verify.interval, absl::Seconds(60));
+  EXPECT_EQ(defaults->serve.verify.check.max_slots, 100u);
+
+  absl::StatusOr<Config> config = Load(std::string(kBase) + R"(
+[verify]
+peers = ["http://10.0.0.2:9899", "https://replica-c:9899/admin"]
+interval_s = 5
+max_slots = 20
+timeout_ms = 300
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->serve.verify_peers,
+            (std::vector<std::string>{"http://10.0.0.2:9899", "https://replica-c:9899/admin"}));
+  EXPECT_EQ(config->serve.verify.interval, absl::Seconds(5));
+  EXPECT_EQ(config->serve.verify.check.max_slots, 20u);
+  EXPECT_EQ(config->serve.verify_timeout, absl::Milliseconds(300));
+
+  const std::string file = dir_.Sub("serve.toml");
+  EXPECT_EQ(Error(std::string(kBase) + "[verify]\npeers = [\"ws://x:1\"]\n"),
+            file +
+                ": 'verify.peers' has \"ws://x:1\", which is not an http(s) URL of an admin "
+                "listener");
+  EXPECT_EQ(Error(std::string(kBase) + "[verify]\npeers = \"http://x:1\"\n"),
+            file + ": 'verify.peers' must be an array of admin URLs");
+  EXPECT_EQ(Error(std::string(kBase) + "[verify]\ninterval_s = 0\n"),
+            file + ": 'verify.interval_s' must be a positive integer");
+  EXPECT_EQ(Error(std::string(kBase) + "[verify]\npeer = []\n"),
+            file + ": unknown key 'verify.peer'");
+}
+
 // Regression: the top-level key list did not name [cache], so every config with it was refused
 // as "unknown key 'cache'".
 TEST_F(ServeConfigTest, CacheSectionIsNotAnUnknownKey) {

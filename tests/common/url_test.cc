@@ -5,6 +5,15 @@
 namespace switchyard {
 namespace {
 
+TEST(UrlTest, QueryParameterIsTheFirstPairOfThatName) {
+  EXPECT_EQ(QueryParameter("/status/digest?slot=42", "slot"), "42");
+  EXPECT_EQ(QueryParameter("/x?a=1&slot=7&slot=8", "slot"), "7");
+  EXPECT_EQ(QueryParameter("/x?slot=", "slot"), "");
+  EXPECT_EQ(QueryParameter("/x?slots=1&aslot=2", "slot"), std::nullopt);
+  EXPECT_EQ(QueryParameter("/x?slot", "slot"), std::nullopt);
+  EXPECT_EQ(QueryParameter("/slot=1", "slot"), std::nullopt);
+}
+
 TEST(UrlTest, ParsesEverySchemeWithDefaultsAndExplicitPorts) {
   absl::StatusOr<Url> url = ParseUrl("https://rpc.example.com/key?x=1");
   ASSERT_TRUE(url.ok()) << url.status();

@@ -127,6 +127,10 @@ class FlakyStore final : public StateStore {
   absl::StatusOr<std::optional<StateDigest>> SealedDigest(Slot s) override {
     return store_->SealedDigest(s);
   }
+  absl::StatusOr<std::vector<SealedDigestAt>> LastSealedDigests(Slot at_or_below,
+                                                                size_t count) override {
+    return store_->LastSealedDigests(at_or_below, count);
+  }
   absl::StatusOr<std::vector<std::pair<Slot, StateDigest>>> SealedDigests() override {
     return store_->SealedDigests();
   }

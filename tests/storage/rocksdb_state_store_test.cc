@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include <limits>
+#include <vector>
+
 #include "engine/event_codec.h"
 #include "engine/fold.h"
 #include "tests/support/event_generator.h"
@@ -110,6 +113,40 @@ TEST(RocksDbStateStoreTest, HistoryAndAccountAsOfSlot) {
   EXPECT_EQ(**now, *at(30));
   EXPECT_EQ(*(*store)->GetAccount(Key(2)), std::nullopt);
   EXPECT_EQ((*(*store)->History(Key(2))).size(), 0u);
+}
+
+TEST(RocksDbStateStoreTest, LastSealedDigestsAreTheHighestAtOrBelowASlotInSlotOrder) {
+  TempDir dir;
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  ASSERT_TRUE(store.ok());
+  Fold fold(FoldOptions(), LoadedState(), 1);
+  int64_t offset = 0;
+  ASSERT_TRUE((*store)
+                  ->Commit(FoldEvents(
+                      fold, offset,
+                      {Delegated(1, 10), SlotSealedEvent{10}, Delegated(2, 20), SlotSealedEvent{20},
+                       SlotSealedEvent{30}, Delegated(3, 40), SlotSealedEvent{40}}))
+                  .ok());
+  auto all = (*store)->SealedDigests();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 4u);
+  auto slots = [&](Slot at_or_below, size_t count) {
+    std::vector<Slot> out;
+    auto last = (*store)->LastSealedDigests(at_or_below, count);
+    EXPECT_TRUE(last.ok()) << last.status();
+    for (const SealedDigestAt& s : *last) {
+      EXPECT_EQ(s.digest, *(*store)->SealedDigest(s.slot)) << s.slot;
+      out.push_back(s.slot);
+    }
+    return out;
+  };
+  EXPECT_EQ(slots(std::numeric_limits<Slot>::max(), 1), std::vector<Slot>{40});
+  EXPECT_EQ(slots(std::numeric_limits<Slot>::max(), 10), (std::vector<Slot>{10, 20, 30, 40}));
+  EXPECT_EQ(slots(35, 2), (std::vector<Slot>{20, 30}));
+  EXPECT_EQ(slots(30, 2), (std::vector<Slot>{20, 30}));
+  EXPECT_EQ(slots(9, 5), std::vector<Slot>{});
+  EXPECT_EQ(slots(40, 0), std::vector<Slot>{});
+  EXPECT_EQ((*store)->LastSealedDigests(20, 1)->front().digest, (*all)[1].second);
 }
 
 TEST(RocksDbStateStoreTest, QuarantinedRecordsArePersistedWithTheirOffsets) {
