@@ -26,7 +26,6 @@ using boost::system::error_code;
 
 using SteadyClock = upstream_internal::Clock;
 
-
 namespace {
 // An idle connection used within this time is handed out without asking the kernel whether
 // the peer closed it (see UpstreamConnection::Usable).
