@@ -319,6 +319,8 @@ Router::~Router() {
 void Router::Shutdown() {
   gate_timer_.cancel();
   gate_->Shutdown();
+  // Reads waiting for a batch leave now, so that the upstreams' shutdown answers them too.
+  FlushCoalesced();
   upstreams_->Shutdown();
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -304,6 +305,26 @@ TEST_F(CoalesceTest, AnOverloadedAnswerToABatchIsEachCallsAnswerAsIfAlone) {
   PostTogether({Call("3", "getSlot"), Call("4", "getSlot")});
   ASSERT_EQ(sent_->size(), 2u);
   EXPECT_EQ((*sent_)[1].body.front(), '[');
+}
+
+TEST_F(CoalesceTest, ShutdownAnswersTheReadsWaitingForABatch) {
+  Busy();
+  std::vector<std::optional<HttpResponse>> answers(2);
+  for (size_t i = 0; i < answers.size(); ++i) {
+    HttpRequest request;
+    request.method = "POST";
+    request.target = "/";
+    request.body = Call(std::to_string(i + 1), "getSlot");
+    router_->Handle(std::move(request),
+                    [&answers, i](HttpResponse response) { answers[i] = std::move(response); });
+  }
+  ASSERT_EQ(sent_->size(), 1u);  // both wait for the end of the turn
+  router_->Shutdown();
+  for (size_t i = 0; i < answers.size(); ++i) {
+    ASSERT_TRUE(answers[i].has_value()) << i;
+    EXPECT_NE(answers[i]->body.find("upstream base failed"), std::string::npos) << answers[i]->body;
+  }
+  ASSERT_TRUE(answer_.has_value());  // and the busy read
 }
 
 // The owner check of getAccountInfo runs on each coalesced element's answer: the one that shows
