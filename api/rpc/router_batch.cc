@@ -105,10 +105,18 @@ void Router::OnCoalescedAnswer(const std::string& target, std::vector<Coalesced>
       response->status == 200 ? ParseUpstreamBatchAnswer(response->body, calls.size())
                               : absl::UnavailableError(fmt::format("HTTP {}", response->status));
   const int target_id = calls_->TargetId(target);
+  // An element a node could not answer now (-32005 unhealthy, -32016 behind its minimum slot)
+  // goes again alone: sent alone it would have been tried on another endpoint.
+  auto again = [&](size_t k) {
+    if (!answers.ok() || !(*answers)[k]) return true;
+    const UpstreamAnswer& element = *(*answers)[k];
+    return element.is_error() && (element.error.find("-32005") != std::string::npos ||
+                                  element.error.find("-32016") != std::string::npos);
+  };
   size_t alone = 0;
   for (Coalesced& call : calls) {
     const size_t k = &call - calls.data();
-    if (!answers.ok() || !(*answers)[k]) {
+    if (again(k)) {
       ++alone;
       continue;
     }
@@ -125,12 +133,13 @@ void Router::OnCoalescedAnswer(const std::string& target, std::vector<Coalesced>
         "again one by one (switchyard_api_upstream_batch_fallbacks_total; logged once per "
         "upstream and worker); a method it then does not know is not batched to it again",
         target,
-        answers.ok() ? fmt::format("{} of {} calls missing", alone, calls.size())
+        answers.ok() ? fmt::format("{} of {} calls missing or not answerable by that node now",
+                                   alone, calls.size())
                      : std::string(answers.status().message()));
   }
   for (Coalesced& call : calls) {
     const size_t k = &call - calls.data();
-    if (!answers.ok() || !(*answers)[k]) CoalescedAlone(target, std::move(call));
+    if (again(k)) CoalescedAlone(target, std::move(call));
   }
 }
 

@@ -233,6 +233,27 @@ TEST_F(CoalesceTest, AnElementMissingFromTheAnswerIsSentAgainAlone) {
   EXPECT_EQ(answers_[1]->body, Result("2", "40"));
 }
 
+// Sent alone, a read that a node cannot answer now goes to another endpoint; inside a batch it
+// is sent again alone so that it can.
+TEST_F(CoalesceTest, AnElementANodeCannotAnswerNowIsSentAgainAlone) {
+  Busy();
+  PostTogether({Call("1", "getSlot"), Call("2", "getBlockHeight")});
+  FakeClient::Sent sent = std::move((*sent_)[1]);
+  sent_->pop_back();
+  sent.done(UpstreamResponse{
+      200,
+      "[" + Result("0", "41") +
+          R"(,{"jsonrpc":"2.0","error":{"code":-32005,"message":"Node is unhealthy"},"id":1}])"});
+  io_.poll();
+  io_.restart();
+  ASSERT_TRUE(answers_[0].has_value());
+  EXPECT_EQ(answers_[0]->body, Result("1", "41"));
+  EXPECT_FALSE(answers_[1].has_value());
+  ASSERT_EQ(sent_->size(), 2u);
+  EXPECT_EQ((*sent_)[1].body, Call("2", "getBlockHeight"));
+  EXPECT_EQ((*sent_)[1].policy, RetryPolicy::kSafe);
+}
+
 // MagicBlock's ER answers a whole batch with one error when one element names a method it does
 // not have: the calls go alone, and the method that turns out unknown is not batched again.
 TEST_F(CoalesceTest, AWholeBatchErrorSendsTheCallsAloneAndAnUnknownMethodStaysAlone) {
