@@ -45,6 +45,14 @@ class CoalesceTest : public PipelineTest {
       adjust(options);
     });
   }
+  // Answers send `i` (0: the oldest still out) with `response` and runs the loop.
+  void AnswerAt(size_t i, absl::StatusOr<UpstreamResponse> response) {
+    FakeClient::Sent sent = std::move((*sent_)[i]);
+    sent_->erase(sent_->begin() + static_cast<ptrdiff_t>(i));
+    sent.done(std::move(response));
+    io_.poll();
+    io_.restart();
+  }
   // A read to base left unanswered: base is busy from then on.
   void Busy() {
     Post(Call(R"("busy")", "getSlot"));
@@ -68,12 +76,8 @@ TEST_F(CoalesceTest, ReadsArrivingTogetherWhileTheTargetIsBusyLeaveAsOneBatch) {
 
   // The batch answers out of order, before the busy read; each request gets its own element
   // under its own id.
-  FakeClient::Sent sent = std::move((*sent_)[1]);
-  sent_->pop_back();
-  sent.done(UpstreamResponse{200, "[" + AccountAnswer(2, kSystemProgram) + "," + Result("0", "41") +
-                                      "," + Result("1", "40") + "]"});
-  io_.poll();
-  io_.restart();
+  AnswerAt(1, UpstreamResponse{200, "[" + AccountAnswer(2, kSystemProgram) + "," +
+                                        Result("0", "41") + "," + Result("1", "40") + "]"});
   ASSERT_TRUE(answers_[0] && answers_[1] && answers_[2]);
   EXPECT_EQ(answers_[0]->body, Result("1", "41"));
   EXPECT_EQ(answers_[1]->body, Result(R"("b")", "40"));
@@ -196,11 +200,7 @@ TEST_F(CoalesceTest, AFailedBatchIsTheFailureOfEachCall) {
   Busy();
   PostTogether({Call("1", "getSlot"), Call("2", "getBlockHeight")});
   ASSERT_EQ(sent_->size(), 2u);
-  FakeClient::Sent sent = std::move((*sent_)[1]);
-  sent_->pop_back();
-  sent.done(absl::DeadlineExceededError("upstream timed out"));
-  io_.poll();
-  io_.restart();
+  AnswerAt(1, absl::DeadlineExceededError("upstream timed out"));
   for (size_t i = 0; i < 2; ++i) {
     ASSERT_TRUE(answers_[i].has_value());
     EXPECT_NE(answers_[i]->body.find("upstream base failed: upstream timed out"), std::string::npos)
@@ -214,21 +214,14 @@ TEST_F(CoalesceTest, AnElementMissingFromTheAnswerIsSentAgainAlone) {
   Busy();
   PostTogether({Call("1", "getSlot"), Call("2", "getBlockHeight")});
   ASSERT_EQ(sent_->size(), 2u);
-  FakeClient::Sent sent = std::move((*sent_)[1]);
-  sent_->pop_back();
-  sent.done(UpstreamResponse{200, "[" + Result("0", "41") + "]"});
-  io_.poll();
-  io_.restart();
+  AnswerAt(1, UpstreamResponse{200, "[" + Result("0", "41") + "]"});
   ASSERT_TRUE(answers_[0].has_value());
   EXPECT_EQ(answers_[0]->body, Result("1", "41"));
   EXPECT_FALSE(answers_[1].has_value());
   ASSERT_EQ(sent_->size(), 2u);
   EXPECT_EQ((*sent_)[1].body, Call("2", "getBlockHeight"));
   EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 1u);
-  FakeClient::Sent alone = std::move((*sent_)[1]);
-  sent_->pop_back();
-  alone.done(UpstreamResponse{200, Result("2", "40")});
-  io_.poll();
+  AnswerAt(1, UpstreamResponse{200, Result("2", "40")});
   ASSERT_TRUE(answers_[1].has_value());
   EXPECT_EQ(answers_[1]->body, Result("2", "40"));
 }
@@ -238,14 +231,12 @@ TEST_F(CoalesceTest, AnElementMissingFromTheAnswerIsSentAgainAlone) {
 TEST_F(CoalesceTest, AnElementANodeCannotAnswerNowIsSentAgainAlone) {
   Busy();
   PostTogether({Call("1", "getSlot"), Call("2", "getBlockHeight")});
-  FakeClient::Sent sent = std::move((*sent_)[1]);
-  sent_->pop_back();
-  sent.done(UpstreamResponse{
-      200,
-      "[" + Result("0", "41") +
-          R"(,{"jsonrpc":"2.0","error":{"code":-32005,"message":"Node is unhealthy"},"id":1}])"});
-  io_.poll();
-  io_.restart();
+  AnswerAt(
+      1,
+      UpstreamResponse{
+          200,
+          "[" + Result("0", "41") +
+              R"(,{"jsonrpc":"2.0","error":{"code":-32005,"message":"Node is unhealthy"},"id":1}])"});
   ASSERT_TRUE(answers_[0].has_value());
   EXPECT_EQ(answers_[0]->body, Result("1", "41"));
   EXPECT_FALSE(answers_[1].has_value());
@@ -262,24 +253,16 @@ TEST_F(CoalesceTest, AWholeBatchErrorSendsTheCallsAloneAndAnUnknownMethodStaysAl
   ASSERT_EQ(sent_->size(), 2u);
   const std::string not_found =
       R"({"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found"},"id":null})";
-  FakeClient::Sent sent = std::move((*sent_)[1]);
-  sent_->pop_back();
-  sent.done(UpstreamResponse{200, not_found});
-  io_.poll();
-  io_.restart();
+  AnswerAt(1, UpstreamResponse{200, not_found});
   ASSERT_EQ(sent_->size(), 3u);
   EXPECT_EQ((*sent_)[1].body, Call("1", "getSlot"));
   EXPECT_EQ((*sent_)[2].body, Call("2", "getBlockHeight"));
   EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 2u);
-  FakeClient::Sent unknown = std::move((*sent_)[2]);
-  sent_->pop_back();
-  unknown.done(UpstreamResponse{
-      200, R"({"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found"},"id":2})"});
-  FakeClient::Sent known = std::move((*sent_)[1]);
-  sent_->pop_back();
-  known.done(UpstreamResponse{200, Result("1", "41")});
-  io_.poll();
-  io_.restart();
+  AnswerAt(
+      2,
+      UpstreamResponse{
+          200, R"({"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found"},"id":2})"});
+  AnswerAt(1, UpstreamResponse{200, Result("1", "41")});
   ASSERT_TRUE(answers_[0] && answers_[1]);
   EXPECT_EQ(answers_[0]->body, Result("1", "41"));
   EXPECT_NE(answers_[1]->body.find("-32601"), std::string::npos) << answers_[1]->body;
@@ -294,11 +277,7 @@ TEST_F(CoalesceTest, AWholeBatchErrorSendsTheCallsAloneAndAnUnknownMethodStaysAl
 TEST_F(CoalesceTest, AnHttpErrorForABatchSendsTheCallsAloneAndNoBatchFollowsForAWhile) {
   Busy();
   PostTogether({Call("1", "getSlot"), Call("2", "getBlockHeight")});
-  FakeClient::Sent sent = std::move((*sent_)[1]);
-  sent_->pop_back();
-  sent.done(UpstreamResponse{413, "batch too large"});
-  io_.poll();
-  io_.restart();
+  AnswerAt(1, UpstreamResponse{413, "batch too large"});
   ASSERT_EQ(sent_->size(), 3u);
   EXPECT_EQ((*sent_)[1].body, Call("1", "getSlot"));
   EXPECT_EQ((*sent_)[2].body, Call("2", "getBlockHeight"));
@@ -312,11 +291,7 @@ TEST_F(CoalesceTest, AnHttpErrorForABatchSendsTheCallsAloneAndNoBatchFollowsForA
 TEST_F(CoalesceTest, AnOverloadedAnswerToABatchIsEachCallsAnswerAsIfAlone) {
   Busy();
   PostTogether({Call("1", "getSlot"), Call("2", "getBlockHeight")});
-  FakeClient::Sent sent = std::move((*sent_)[1]);
-  sent_->pop_back();
-  sent.done(UpstreamResponse{429, "Too Many Requests"});
-  io_.poll();
-  io_.restart();
+  AnswerAt(1, UpstreamResponse{429, "Too Many Requests"});
   EXPECT_EQ(sent_->size(), 1u);  // nothing sent again: the pool already retried the batch
   for (size_t i = 0; i < 2; ++i) {
     ASSERT_TRUE(answers_[i].has_value());
@@ -357,30 +332,19 @@ TEST_F(CoalesceTest, CoalescedReadsAreCheckedByTheirOwnAnswers) {
   PostTogether({Call("1", "getAccountInfo", "[" + Quoted(moved) + "]"),
                 Call("2", "getAccountInfo", "[" + Quoted(plain) + "]")});
   ASSERT_EQ(sent_->size(), 2u);
-  FakeClient::Sent sent = std::move((*sent_)[1]);
-  sent_->pop_back();
-  sent.done(UpstreamResponse{200, "[" + AccountAnswer(0, kDelegationProgramId) + "," +
-                                      AccountAnswer(1, kSystemProgram) + "]"});
-  io_.poll();
-  io_.restart();
+  AnswerAt(1, UpstreamResponse{200, "[" + AccountAnswer(0, kDelegationProgramId) + "," +
+                                        AccountAnswer(1, kSystemProgram) + "]"});
   ASSERT_TRUE(answers_[1].has_value());
   EXPECT_EQ(answers_[1]->body, AccountAnswer(2, kSystemProgram));
   EXPECT_FALSE(answers_[0].has_value());
   // The moved account's record is read from base, then the read goes to its ER.
   ASSERT_EQ(sent_->size(), 2u);
   EXPECT_NE((*sent_)[1].body.find(DelegationRecordPda(moved).ToBase58()), std::string::npos);
-  FakeClient::Sent record = std::move((*sent_)[1]);
-  sent_->pop_back();
-  record.done(
-      UpstreamResponse{200, ListAnswerBody(AccountValue(kDelegationProgramId, RecordData(kEr1)))});
-  io_.poll();
-  io_.restart();
+  AnswerAt(1, UpstreamResponse{
+                  200, ListAnswerBody(AccountValue(kDelegationProgramId, RecordData(kEr1)))});
   ASSERT_EQ(sent_->size(), 2u);
   EXPECT_EQ((*sent_)[1].target, "er1");
-  FakeClient::Sent er = std::move((*sent_)[1]);
-  sent_->pop_back();
-  er.done(UpstreamResponse{200, AccountAnswer(1, kSystemProgram)});
-  io_.poll();
+  AnswerAt(1, UpstreamResponse{200, AccountAnswer(1, kSystemProgram)});
   ASSERT_TRUE(answers_[0].has_value());
   EXPECT_EQ(answers_[0]->body, AccountAnswer(1, kSystemProgram));
   EXPECT_EQ(metrics_.owner_reroutes.value(), 1u);
