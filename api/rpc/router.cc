@@ -668,13 +668,14 @@ void Router::Forward(const std::string& target, size_t index, std::shared_ptr<Ex
   // to followers (a leader's answer is read).
   send.accept_gzip =
       exchange->gzip_pass_through && (exchange->cache.empty() || !exchange->cache[index].leader);
-  if (may_batch && JoinCoalesced(target, send, exchange, index, done)) return;
-  ++loads_[target].in_flight;
+  TargetLoad& load = loads_[target];
+  if (may_batch && JoinCoalesced(target, load, send, exchange, index, done)) return;
+  ++load.in_flight;
   upstreams_->Send(
       target, ForwardBody(call), send,
-      [this, exchange, &call, target,
+      [this, exchange, &call, target, &load,
        done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
-        --loads_[target].in_flight;
+        --load.in_flight;
         if (response.ok() && response->gzip) {
           // Unread: counted as an answer, whether it holds a result or an error.
           exchange->answer_gzip = true;

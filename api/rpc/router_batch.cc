@@ -17,8 +17,9 @@ namespace switchyard {
 
 namespace asio = boost::asio;
 
-bool Router::JoinCoalesced(const std::string& target, const SendOptions& send,
-                           const std::shared_ptr<Exchange>& exchange, size_t index, Answer& done) {
+bool Router::JoinCoalesced(const std::string& target, const TargetLoad& load,
+                           const SendOptions& send, const std::shared_ptr<Exchange>& exchange,
+                           size_t index, Answer& done) {
   // Only reads that are safe to repeat: a batch is retried and hedged as a whole. A call
   // without an id has no element to be matched by.
   const RpcCall& call = exchange->body.calls[index];
@@ -26,9 +27,8 @@ bool Router::JoinCoalesced(const std::string& target, const SendOptions& send,
       !call.id.has_value()) {
     return false;
   }
-  auto load = loads_.find(target);
-  if (load == loads_.end() || load->second.in_flight < options_.upstream_batch_after ||
-      load->second.alone_methods.contains(call.method) || !TakesBatches(target)) {
+  if (load.in_flight < options_.upstream_batch_after || load.alone_methods.contains(call.method) ||
+      !TakesBatches(target)) {
     return false;
   }
   auto batch = std::find_if(waiting_.begin(), waiting_.end(), [&](const WaitingBatch& waiting) {
@@ -80,13 +80,14 @@ void Router::SendCoalesced(const std::string& target, Slot min_slot, std::vector
   for (const Coalesced& call : calls) elements.push_back(&call.exchange->body.calls[call.index]);
   SendOptions send(RetryPolicy::kSafe);
   send.min_slot = min_slot;
-  loads_[target].in_flight += calls.size();
-  upstreams_->Send(
-      target, UpstreamBatchBody(elements), send,
-      [this, target, calls = std::move(calls)](absl::StatusOr<UpstreamResponse> response) mutable {
-        loads_[target].in_flight -= calls.size();
-        OnCoalescedAnswer(target, calls, std::move(response));
-      });
+  TargetLoad& load = loads_[target];
+  load.in_flight += calls.size();
+  upstreams_->Send(target, UpstreamBatchBody(elements), send,
+                   [this, target, &load,
+                    calls = std::move(calls)](absl::StatusOr<UpstreamResponse> response) mutable {
+                     load.in_flight -= calls.size();
+                     OnCoalescedAnswer(target, calls, std::move(response));
+                   });
 }
 
 void Router::OnCoalescedAnswer(const std::string& target, std::vector<Coalesced>& calls,

@@ -324,8 +324,8 @@ TEST_F(UpstreamBatchTest, ConcurrentReadsOfManyClientsAreCoalescedAndEachGetsIts
         const std::string& method = methods[(c + r) % methods.size()];
         ClientResponse response = client.Post(Call(id, method, "[]"));
         if (response.status != 200 || response.body != Answer(id, "base", method)) {
-          problems[c] = "request " + id + ": HTTP " + std::to_string(response.status) + " " +
-                        response.body;
+          problems[c] =
+              "request " + id + ": HTTP " + std::to_string(response.status) + " " + response.body;
           return;
         }
       }

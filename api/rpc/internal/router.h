@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -135,7 +136,8 @@ class Router : public RequestHandler {
   // (a safe-to-repeat call with an id, to a target with calls in flight, of a method the
   // target has not refused inside a batch) joins the batch of its target and minimum slot;
   // false when it goes alone now.
-  bool JoinCoalesced(const std::string& target, const SendOptions& send,
+  struct TargetLoad;
+  bool JoinCoalesced(const std::string& target, const TargetLoad& load, const SendOptions& send,
                      const std::shared_ptr<Exchange>& exchange, size_t index, Answer& done);
   // Sends every waiting batch; posted once per turn of the worker's loop.
   void FlushCoalesced();
@@ -273,7 +275,8 @@ class Router : public RequestHandler {
     size_t in_flight = 0;
     absl::flat_hash_set<std::string> alone_methods;
   };
-  absl::flat_hash_map<std::string, TargetLoad> loads_;
+  // Never erased, and node-based: a forward holds its target's entry across its exchange.
+  absl::node_hash_map<std::string, TargetLoad> loads_;
   // Reads waiting for the end of the turn, by target and minimum slot (the calls of a batch
   // share its choice of endpoint). A handful at a time, so a vector.
   struct WaitingBatch;
