@@ -413,8 +413,9 @@ class Runner:
         with open(os.path.join(self.out, "raw", "transactions.json"), "w") as f:
             json.dump({"generated": self.transactions_generated}, f)
 
-    def profile(self, seconds):
-        """During a getAccountInfo (undelegated) run at 64 connections against each system:
+    def profile(self, seconds, name="account_undelegated"):
+        """During a run of workload `name` (getAccountInfo, undelegated, unless told) at its
+        connections against each system:
         perf stat of the proxy and of the localnet base (syscalls, context switches and CPU
         per request), and for the proxies perf record (flat profile by symbol and by shared
         object, in profile/; nginx only in a full run)."""
@@ -422,9 +423,11 @@ class Runner:
         os.makedirs(directory, exist_ok=True)
         summary = {}
         perf = shutil.which("perf")
-        workload = workloads(self.quick)[0]
+        workload = next((w for w in workloads(self.quick) if w.name == name), None)
+        if workload is None or workload.stream:
+            raise SystemExit(f"cannot profile workload {name!r}: not a request-file workload")
         for system in SYSTEMS:
-            entry = {}
+            entry = {"workload": workload.name, "title": workload.title}
             summary[system] = entry
             if perf is None:
                 entry["error"] = "perf is not installed"
@@ -434,8 +437,8 @@ class Runner:
             sample = system == "switchyard" or (system == "nginx" and not self.quick)
             load = {}
             thread = threading.Thread(target=lambda: load.update(run_wrk(
-                self.stack, self.urls[system], os.path.join(self.work, workload.bodies), 64,
-                seconds + 2)))
+                self.stack, self.urls[system], os.path.join(self.work, workload.bodies),
+                workload.connections, seconds + 2)))
             thread.start()
             time.sleep(1)
             stat_cmd = [perf, "stat", "-x", ",", "-e",
@@ -504,6 +507,7 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--profile-workload", default="account_undelegated")
     args = parser.parse_args()
     with open(args.stack) as f:
         stack = json.load(f)
@@ -511,7 +515,7 @@ def main():
     runner.matrix(stack["reps"], stack["duration_s"])
     if not args.no_profile:
         print("  profiling", flush=True)
-        runner.profile(2 if stack["quick"] else 8)
+        runner.profile(2 if stack["quick"] else 8, args.profile_workload)
 
 
 if __name__ == "__main__":

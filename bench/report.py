@@ -630,10 +630,12 @@ def markdown(report):
                   f"{rp['replay_events_per_s']:,.0f} | {rp['digests_match']} |", ""]
     prof = report.get("profile") or {}
     if prof:
+        first = next(iter(prof.values()), {})
+        title = first.get("title", "getAccountInfo, undelegated accounts")
         lines += ["## Profile", "",
-                  "perf record at 999 Hz of the proxy process during a getAccountInfo "
-                  "(undelegated) run at 64 connections; self time by symbol and by shared "
-                  "object (profile/*.txt hold the full listings).", ""]
+                  f"perf record at 999 Hz of the proxy process during the {title} run "
+                  f"(`{first.get('workload', 'account_undelegated')}`); self time by symbol and "
+                  "by shared object (profile/*.txt hold the full listings).", ""]
         lines += ["Per request during that run (perf stat):", "",
                   "| system | req/s | proxy syscalls | proxy ctx switches | proxy CPU µs | "
                   "base syscalls | base ctx switches | base CPU µs |",
