@@ -18,7 +18,7 @@ FROM debian:bookworm-slim AS runtime
 ENV DEBIAN_FRONTEND=noninteractive
 # The shared libraries the two binaries link (tests/kafka/check_runtime_libraries.sh checks
 # this list against them), curl for the healthchecks, CA certificates for https upstreams.
-ARG RUNTIME_PACKAGES="libabsl20220623 libboost-system1.74.0 libfmt9 libhiredis0.14 libisal2 librdkafka1 \
+ARG RUNTIME_PACKAGES="libabsl20220623 libboost-system1.74.0 libfmt9 libhiredis0.14 libisal2 libjemalloc2 librdkafka1 \
 librocksdb7.8 libsimdjson14 libsodium23 libspdlog1.10 libssl3 libtomlplusplus3 libxxhash0 zlib1g \
 ca-certificates curl"
 RUN apt-get update \
