@@ -413,9 +413,9 @@ class Runner:
         with open(os.path.join(self.out, "raw", "transactions.json"), "w") as f:
             json.dump({"generated": self.transactions_generated}, f)
 
-    def profile(self, seconds, name="account_undelegated"):
-        """During a run of workload `name` (getAccountInfo, undelegated, unless told) at its
-        connections against each system:
+    def profile(self, seconds, workload):
+        """During a run of `workload` (a request-file workload) at its connections against each
+        system:
         perf stat of the proxy and of the localnet base (syscalls, context switches and CPU
         per request), and for the proxies perf record (flat profile by symbol and by shared
         object, in profile/; nginx only in a full run)."""
@@ -423,9 +423,6 @@ class Runner:
         os.makedirs(directory, exist_ok=True)
         summary = {}
         perf = shutil.which("perf")
-        workload = next((w for w in workloads(self.quick) if w.name == name), None)
-        if workload is None or workload.stream:
-            raise SystemExit(f"cannot profile workload {name!r}: not a request-file workload")
         for system in SYSTEMS:
             entry = {"workload": workload.name, "title": workload.title}
             summary[system] = entry
@@ -511,11 +508,17 @@ def main():
     args = parser.parse_args()
     with open(args.stack) as f:
         stack = json.load(f)
+    # Checked before the matrix, so a wrong name does not cost a whole run.
+    profiled = next((w for w in workloads(bool(stack["quick"]))
+                     if w.name == args.profile_workload and not w.stream), None)
+    if profiled is None and not args.no_profile:
+        raise SystemExit(f"cannot profile workload {args.profile_workload!r}: not a request-file "
+                         "workload of this run")
     runner = Runner(stack, args.work, args.out, bool(stack["quick"]))
     runner.matrix(stack["reps"], stack["duration_s"])
     if not args.no_profile:
         print("  profiling", flush=True)
-        runner.profile(2 if stack["quick"] else 8, args.profile_workload)
+        runner.profile(2 if stack["quick"] else 8, profiled)
 
 
 if __name__ == "__main__":
