@@ -256,13 +256,14 @@ std::string UpstreamBatchBody(const std::vector<RpcCall>& calls, const std::vect
   return out;
 }
 
-std::string UpstreamBatchBody(const std::vector<const RpcCall*>& calls) {
+std::string UpstreamBatchBody(
+    const std::vector<std::pair<std::string_view, std::string_view>>& calls) {
   std::string out = "[";
   size_t size = 2;
-  for (const RpcCall* call : calls) size += call->method.size() + call->params.size() + 48;
+  for (const auto& [method, params] : calls) size += method.size() + params.size() + 48;
   out.reserve(size);
   for (size_t k = 0; k < calls.size(); ++k) {
-    AppendBatchElement(out, k, calls[k]->method, calls[k]->params);
+    AppendBatchElement(out, k, calls[k].first, calls[k].second);
   }
   out.push_back(']');
   return out;

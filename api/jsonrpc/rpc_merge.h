@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -96,8 +97,10 @@ std::string ContextListResponse(std::string_view id_json, std::string_view conte
 std::string UpstreamBatchBody(
     const std::vector<RpcCall>& calls, const std::vector<size_t>& indexes,
     const std::vector<std::pair<std::string_view, std::string>>& extra = {});
-// The same for calls of different requests: element k is `*calls[k]` with id k.
-std::string UpstreamBatchBody(const std::vector<const RpcCall*>& calls);
+// The same for calls of different requests, each a method and its raw params: element k is
+// `calls[k]` with id k.
+std::string UpstreamBatchBody(
+    const std::vector<std::pair<std::string_view, std::string_view>>& calls);
 
 // An upstream's answer to a batch made by UpstreamBatchBody of `count` calls: element k is the
 // answer with id k, or nullopt when there is none (an id that is missing, not one of those

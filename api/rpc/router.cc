@@ -825,13 +825,17 @@ void Router::OnBatchAnswer(const std::shared_ptr<Exchange>& exchange, const Upst
   for (size_t i : alone) SendAlone(exchange, batch.target, i);
 }
 
-Task<absl::StatusOr<UpstreamResponse>> Router::SendOne(std::string target, std::string body,
-                                                       RetryPolicy policy) {
-  if (!upstreams_->Has(target)) {
-    co_return MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("no upstream named {}", target));
+Task<absl::StatusOr<UpstreamResponse>> Router::SendOne(SubCall sub, RetryPolicy policy) {
+  if (!upstreams_->Has(sub.target)) {
+    co_return MakeRpcStatus(RpcErrorKind::kInternal,
+                            fmt::format("no upstream named {}", sub.target));
   }
+  std::string target = sub.target;
   absl::StatusOr<UpstreamResponse> response =
-      co_await SendAsync(*upstreams_, target, std::move(body), policy);
+      co_await AwaitCallback<absl::StatusOr<UpstreamResponse>>(
+          [this, &sub, policy](UpstreamCallback done) {
+            SendSubCall(std::move(sub), policy, std::move(done));
+          });
   if (!response.ok()) co_return UpstreamFailure(target, response.status());
   co_return response;
 }
@@ -840,15 +844,12 @@ Task<std::vector<absl::StatusOr<UpstreamResponse>>> Router::SendAll(Requests req
                                                                     RetryPolicy policy) {
   if (requests.size() == 1) {  // no join needed
     std::vector<absl::StatusOr<UpstreamResponse>> responses;
-    responses.push_back(
-        co_await SendOne(std::move(requests[0].first), std::move(requests[0].second), policy));
+    responses.push_back(co_await SendOne(std::move(requests[0]), policy));
     co_return responses;
   }
   std::vector<Task<absl::StatusOr<UpstreamResponse>>> sends;
   sends.reserve(requests.size());
-  for (auto& [target, body] : requests) {
-    sends.push_back(SendOne(std::move(target), std::move(body), policy));
-  }
+  for (SubCall& sub : requests) sends.push_back(SendOne(std::move(sub), policy));
   co_return co_await AwaitEach(std::move(sends));
 }
 

@@ -1,7 +1,9 @@
 // Adaptive upstream batching (docs/architecture.md §11): while a target has calls of this worker
 // in flight, the plain reads to it that arrive in one turn of the worker's loop leave together
-// as one upstream JSON-RPC batch, and each gets its own element of the answer back. A target
-// with nothing in flight gets a read at once: batching never adds a wait to an idle upstream.
+// as one upstream JSON-RPC batch, and each gets its own element of the answer back. The reads
+// the router makes itself (the parts of a split getMultipleAccounts, re-asks, the delegation
+// records' read) join the same batches. A target with nothing in flight gets a read at once:
+// batching never adds a wait to an idle upstream.
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <memory>
@@ -23,28 +25,35 @@ bool Router::JoinCoalesced(const std::string& target, const TargetLoad& load,
   // Only reads that are safe to repeat: a batch is retried and hedged as a whole. A call
   // without an id has no element to be matched by.
   const RpcCall& call = exchange->body.calls[index];
-  if (options_.upstream_batch_max < 2 || send.policy != RetryPolicy::kSafe ||
-      !call.id.has_value()) {
+  if (send.policy != RetryPolicy::kSafe || !call.id.has_value() ||
+      !MayCoalesce(target, load, call.method)) {
     return false;
   }
-  if (load.in_flight < options_.upstream_batch_after || load.alone_methods.contains(call.method) ||
-      !TakesBatches(target)) {
-    return false;
-  }
+  Coalesce(target, send.min_slot, Coalesced{exchange, index, std::move(done), {}, {}, {}});
+  return true;
+}
+
+bool Router::MayCoalesce(const std::string& target, const TargetLoad& load,
+                         std::string_view method) {
+  return options_.upstream_batch_max >= 2 && load.in_flight >= options_.upstream_batch_after &&
+         !load.alone_methods.contains(method) && TakesBatches(target);
+}
+
+void Router::Coalesce(const std::string& target, Slot min_slot, Coalesced call) {
   auto batch = std::find_if(waiting_.begin(), waiting_.end(), [&](const WaitingBatch& waiting) {
-    return waiting.min_slot == send.min_slot && waiting.target == target;
+    return waiting.min_slot == min_slot && waiting.target == target;
   });
   if (batch == waiting_.end()) {
-    batch = waiting_.insert(waiting_.end(), WaitingBatch{target, send.min_slot, {}});
+    batch = waiting_.insert(waiting_.end(), WaitingBatch{target, min_slot, {}});
     batch->calls.reserve(options_.upstream_batch_max);
   }
-  batch->calls.push_back(Coalesced{exchange, index, std::move(done)});
+  batch->calls.push_back(std::move(call));
   if (batch->calls.size() >= options_.upstream_batch_max) {
     // Full: it leaves now. Taken out first, since sending may answer (and so forward) at once.
     WaitingBatch full = std::move(*batch);
     waiting_.erase(batch);
     SendCoalesced(full.target, full.min_slot, std::move(full.calls));
-    return true;
+    return;
   }
   if (!flush_posted_) {
     flush_posted_ = true;
@@ -55,7 +64,36 @@ bool Router::JoinCoalesced(const std::string& target, const TargetLoad& load,
       FlushCoalesced();
     });
   }
-  return true;
+}
+
+void Router::SendSubCall(SubCall sub, RetryPolicy policy, UpstreamCallback done) {
+  TargetLoad& load = loads_[sub.target];
+  if (policy == RetryPolicy::kSafe && MayCoalesce(sub.target, load, sub.method)) {
+    Coalesce(sub.target, /*min_slot=*/0,
+             Coalesced{nullptr, 0, nullptr, std::move(sub.method), std::move(sub.params),
+                       std::move(done)});
+    return;
+  }
+  SendSubCallAlone(sub.target, sub.method, sub.params, policy, std::move(done));
+}
+
+void Router::SendSubCallAlone(const std::string& target, std::string_view method,
+                              std::string_view params, RetryPolicy policy, UpstreamCallback done,
+                              bool may_learn) {
+  TargetLoad& load = loads_[target];
+  ++load.in_flight;
+  upstreams_->Send(target, SubRequest(method, params), policy,
+                   [&load, target, method = may_learn ? std::string(method) : std::string(),
+                    done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
+                     --load.in_flight;
+                     // An upstream that fails a whole batch for one unknown method (as MagicBlock's
+                     // ER does) would fail every batch that method rides in.
+                     if (!method.empty() && response.ok() &&
+                         response->body.find("-32601") != std::string::npos) {
+                       load.alone_methods.insert(method);
+                     }
+                     done(std::move(response));
+                   });
 }
 
 void Router::FlushCoalesced() {
@@ -69,15 +107,20 @@ void Router::FlushCoalesced() {
 void Router::SendCoalesced(const std::string& target, Slot min_slot, std::vector<Coalesced> calls) {
   if (calls.size() == 1) {
     Coalesced& call = calls[0];
+    if (!call.exchange) {
+      SendSubCallAlone(target, call.method, call.params, RetryPolicy::kSafe,
+                       std::move(call.sub_done));
+      return;
+    }
     Forward(target, call.index, std::move(call.exchange), std::move(call.done),
             /*may_batch=*/false);
     return;
   }
   metrics_->upstream_coalesced_batches.Increment();
   metrics_->upstream_coalesced_calls.Increment(calls.size());
-  std::vector<const RpcCall*> elements;
+  std::vector<std::pair<std::string_view, std::string_view>> elements;
   elements.reserve(calls.size());
-  for (const Coalesced& call : calls) elements.push_back(&call.exchange->body.calls[call.index]);
+  for (const Coalesced& call : calls) elements.emplace_back(call.Method(), call.Params());
   SendOptions send(RetryPolicy::kSafe);
   send.min_slot = min_slot;
   TargetLoad& load = loads_[target];
@@ -96,6 +139,10 @@ void Router::OnCoalescedAnswer(const std::string& target, std::vector<Coalesced>
   // call gets what it would have got alone.
   if (!response.ok() || response->status == 429 || response->status >= 500) {
     for (Coalesced& call : calls) {
+      if (!call.exchange) {
+        call.sub_done(response);
+        continue;
+      }
       CallAnswer answer =
           AnswerFromResponse(target, call.exchange->body.calls[call.index], response);
       call.done(std::move(answer.answer), answer.outcome);
@@ -119,6 +166,12 @@ void Router::OnCoalescedAnswer(const std::string& target, std::vector<Coalesced>
     const size_t k = &call - calls.data();
     if (again(k)) {
       ++alone;
+      continue;
+    }
+    if (!call.exchange) {
+      // The element made a whole answer again, which the sub-call's reader parses.
+      call.sub_done(UpstreamResponse{
+          .status = 200, .body = AnswerFromElement(target_id, "1", *(*answers)[k]).answer});
       continue;
     }
     CallAnswer answer = AnswerFromElement(
@@ -145,6 +198,11 @@ void Router::OnCoalescedAnswer(const std::string& target, std::vector<Coalesced>
 }
 
 void Router::CoalescedAlone(const std::string& target, Coalesced call) {
+  if (!call.exchange) {
+    SendSubCallAlone(target, call.method, call.params, RetryPolicy::kSafe, std::move(call.sub_done),
+                     /*may_learn=*/true);
+    return;
+  }
   const std::string& method = call.exchange->body.calls[call.index].method;
   Answer learn = [this, target, &method, done = std::move(call.done)](std::string answer,
                                                                       CallOutcome outcome) {

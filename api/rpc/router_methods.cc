@@ -26,13 +26,11 @@ std::string JoinRaw(const std::vector<std::string>& values) {
   return out;
 }
 
-// A sub-request of `method` for the listed items of a decision's key or signature list.
+// The params of a sub-request for the listed items of a decision's key or signature list.
 // `target` is where it goes: an ER's part leaves out the base layer's minContextSlot.
-std::string PartRequest(std::string_view method, const RouteDecision& decision,
-                        const std::vector<size_t>& indexes, std::string_view target,
-                        std::string_view base) {
-  return SubRequest(method,
-                    PartParams(decision.keys, indexes, decision.ParamsAfterListFor(target, base)));
+std::string PartRequestParams(const RouteDecision& decision, const std::vector<size_t>& indexes,
+                              std::string_view target, std::string_view base) {
+  return PartParams(decision.keys, indexes, decision.ParamsAfterListFor(target, base));
 }
 
 // getIdentity and getClosestValidator: MagicBlock's router answers the identity and fqdn of
@@ -79,8 +77,9 @@ Task<Router::CallAnswer> Router::SplitAccounts(std::shared_ptr<Exchange> exchang
   Requests requests;
   requests.reserve(decision.parts.size());
   for (const RoutePart& part : decision.parts) {
-    requests.emplace_back(part.target, PartRequest(call.method, decision, part.indexes, part.target,
-                                                   options_.routing.base));
+    requests.push_back(
+        SubCall{part.target, call.method,
+                PartRequestParams(decision, part.indexes, part.target, options_.routing.base)});
   }
   std::vector<absl::StatusOr<ListAnswer>> answers =
       co_await GatherLists(std::move(requests), RetryPolicy::kSafe);
@@ -149,18 +148,22 @@ Task<Router::CallAnswer> Router::Signatures(std::shared_ptr<Exchange> exchange, 
 
   Requests requests;
   for (const RoutePart& part : decision.parts) {
-    requests.emplace_back(part.target, PartRequest(call.method, decision, part.indexes, part.target,
-                                                   options_.routing.base));
+    requests.push_back(
+        SubCall{part.target, call.method,
+                PartRequestParams(decision, part.indexes, part.target, options_.routing.base)});
   }
   const size_t known_parts = requests.size();
   if (!decision.unknown.empty()) {
-    const std::string body = single ? SubRequest(call.method, call.params)
-                                    : PartRequest(call.method, decision, decision.unknown,
-                                                  options_.routing.base, options_.routing.base);
-    for (const std::string& target : everyone) requests.emplace_back(target, body);
+    const std::string params =
+        single ? call.params
+               : PartRequestParams(decision, decision.unknown, options_.routing.base,
+                                   options_.routing.base);
+    for (const std::string& target : everyone) {
+      requests.push_back(SubCall{target, call.method, params});
+    }
   }
   std::vector<std::string> targets;
-  for (const auto& request : requests) targets.push_back(request.first);
+  for (const SubCall& request : requests) targets.push_back(request.target);
   // Signatures nobody remembers are asked of everyone; else the known ones are split.
   const int label =
       decision.unknown.empty() ? RpcCallMetrics::kSplitTarget : RpcCallMetrics::kFanoutTarget;
@@ -243,10 +246,8 @@ Task<void> Router::FetchLookupTablesThenExecute(std::shared_ptr<Exchange> exchan
   Requests requests;
   for (const Pubkey& table : tables) {
     metrics_->lookup_table_fetches.Increment();
-    requests.emplace_back(
-        options_.routing.base,
-        SubRequest("getAccountInfo",
-                   fmt::format(R"(["{}",{{"encoding":"base64"}}])", table.ToBase58())));
+    requests.push_back(SubCall{options_.routing.base, "getAccountInfo",
+                               fmt::format(R"(["{}",{{"encoding":"base64"}}])", table.ToBase58())});
   }
   std::vector<absl::StatusOr<UpstreamAnswer>> answers =
       co_await Gather(std::move(requests), RetryPolicy::kSafe);
@@ -325,7 +326,7 @@ Task<Router::CallAnswer> Router::ForwardLatestBlockhash(std::shared_ptr<Exchange
   const std::string target = exchange->decisions[index].target;
   const int target_id = calls_->TargetId(target);
   Requests requests;
-  requests.emplace_back(target, SubRequest("getLatestBlockhash", "[]"));
+  requests.push_back(SubCall{target, "getLatestBlockhash", "[]"});
   std::vector<absl::StatusOr<UpstreamAnswer>> answers =
       co_await Gather(std::move(requests), RetryPolicy::kSafe);
   const CallOutcome failed{target_id, RpcOutcome::kUpstreamFailure};

@@ -55,11 +55,6 @@ VerifiedRead ReadOf(std::string_view method) {
   return VerifiedRead::kGetAccountInfo;
 }
 
-// The zero-length getAccountInfo probe of `account`, at the call's commitment.
-std::string ProbeRequest(const RpcCall& call, const Pubkey& account) {
-  return SubRequest("getAccountInfo", OwnerProbeParams(call, account));
-}
-
 }  // namespace
 
 std::string OwnerProbeParams(const RpcCall& call, const Pubkey& account) {
@@ -81,9 +76,8 @@ Task<Router::Records> Router::ReadRecords(std::vector<Pubkey> accounts) {
     pdas.push_back(DelegationRecordPda(account).ToBase58());
   }
   Requests requests;
-  requests.emplace_back(
-      options_.routing.base,
-      SubRequest("getMultipleAccounts", PartParams(pdas, all, R"(,{"encoding":"base64"})")));
+  requests.push_back(SubCall{options_.routing.base, "getMultipleAccounts",
+                             PartParams(pdas, all, R"(,{"encoding":"base64"})")});
   std::vector<absl::StatusOr<ListAnswer>> answers =
       co_await GatherLists(std::move(requests), RetryPolicy::kSafe);
   const size_t count = accounts.size();
@@ -190,8 +184,9 @@ Router::Answer Router::BatchedAnswerTo(const std::shared_ptr<Exchange>& exchange
 Task<std::optional<std::string>> Router::Probe(std::shared_ptr<Exchange> exchange, size_t index) {
   const RouteDecision& decision = exchange->decisions[index];
   Requests requests;
-  requests.emplace_back(decision.target,
-                        ProbeRequest(exchange->body.calls[index], *decision.account));
+  // The zero-length getAccountInfo probe of the account, at the call's commitment.
+  requests.push_back(SubCall{decision.target, "getAccountInfo",
+                             OwnerProbeParams(exchange->body.calls[index], *decision.account)});
   std::vector<absl::StatusOr<UpstreamAnswer>> answers =
       co_await Gather(std::move(requests), RetryPolicy::kSafe);
   co_return ResultValue(answers[0]);
@@ -324,11 +319,10 @@ Task<Router::Reasked> Router::ReaskParts(std::shared_ptr<Exchange> exchange, siz
   const RouteDecision& decision = exchange->decisions[index];
   Requests requests;
   for (const RoutePart& part : parts) {
-    requests.emplace_back(
-        part.target,
-        SubRequest("getMultipleAccounts",
-                   PartParams(decision.keys, part.indexes,
-                              decision.ParamsAfterListFor(part.target, options_.routing.base))));
+    requests.push_back(
+        SubCall{part.target, "getMultipleAccounts",
+                PartParams(decision.keys, part.indexes,
+                           decision.ParamsAfterListFor(part.target, options_.routing.base))});
   }
   Reasked reasked;
   reasked.answers = co_await GatherLists(std::move(requests), RetryPolicy::kSafe);

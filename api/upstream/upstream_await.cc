@@ -1,45 +1,10 @@
 #include "api/upstream/upstream_await.h"
 
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/post.hpp>
-
 namespace switchyard {
 
 namespace asio = boost::asio;
 
 namespace {
-
-using Signature = void(absl::StatusOr<UpstreamResponse>);
-
-struct InitiateSend {
-  UpstreamClient* client;
-
-  template <typename Handler>
-  void operator()(Handler handler, std::string target, std::string body,
-                  SendOptions options) const {
-    struct Operation {
-      explicit Operation(Handler h) : handler(std::move(h)) {}
-      Handler handler;
-      bool initiating = true;  // Send has not returned yet
-    };
-    auto operation = std::make_shared<Operation>(std::move(handler));
-    client->Send(target, std::move(body), options,
-                 [operation](absl::StatusOr<UpstreamResponse> response) {
-                   auto executor = asio::get_associated_executor(operation->handler);
-                   auto resume = [operation, response = std::move(response)]() mutable {
-                     operation->handler(std::move(response));
-                   };
-                   // An answer before Send returned must not resume the coroutine inside
-                   // its own initiation: it resumes from the executor's queue instead.
-                   if (operation->initiating) {
-                     asio::post(executor, std::move(resume));
-                   } else {
-                     asio::dispatch(executor, std::move(resume));
-                   }
-                 });
-    operation->initiating = false;
-  }
-};
 
 // The join of AwaitAll: counts the tasks still running and resumes the waiter after the last.
 template <typename Handler>
@@ -68,8 +33,11 @@ struct InitiateAll {
 
 Task<absl::StatusOr<UpstreamResponse>> SendAsync(UpstreamClient& client, std::string target,
                                                  std::string body, SendOptions options) {
-  return asio::async_initiate<const asio::use_awaitable_t<>&, Signature>(
-      InitiateSend{&client}, asio::use_awaitable, std::move(target), std::move(body), options);
+  return AwaitCallback<absl::StatusOr<UpstreamResponse>>([&client, target = std::move(target),
+                                                          body = std::move(body),
+                                                          options](UpstreamCallback done) mutable {
+    client.Send(target, std::move(body), options, std::move(done));
+  });
 }
 
 Task<void> AwaitAll(std::vector<Task<void>> tasks) {

@@ -11,10 +11,13 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +31,49 @@ namespace switchyard {
 
 template <typename T>
 using Task = boost::asio::awaitable<T>;
+
+namespace upstream_await_internal {
+
+template <typename T, typename Start>
+struct InitiateCallback {
+  mutable Start start;  // called once
+
+  template <typename Handler>
+  void operator()(Handler handler) const {
+    struct Operation {
+      explicit Operation(Handler h) : handler(std::move(h)) {}
+      Handler handler;
+      bool initiating = true;  // `start` has not returned yet
+    };
+    auto operation = std::make_shared<Operation>(std::move(handler));
+    start(std::function<void(T)>([operation](T result) {
+      auto executor = boost::asio::get_associated_executor(operation->handler);
+      auto resume = [operation, result = std::move(result)]() mutable {
+        operation->handler(std::move(result));
+      };
+      // An answer before `start` returned must not resume the coroutine inside its own
+      // initiation: it resumes from the executor's queue instead.
+      if (operation->initiating) {
+        boost::asio::post(executor, std::move(resume));
+      } else {
+        boost::asio::dispatch(executor, std::move(resume));
+      }
+    }));
+    operation->initiating = false;
+  }
+};
+
+}  // namespace upstream_await_internal
+
+// An operation that reports through a callback, as an awaitable: `start(done)` begins it, and
+// the coroutine resumes on its own executor with what `done` is called with (once), also when
+// `done` is called before `start` returns.
+template <typename T, typename Start>
+Task<T> AwaitCallback(Start start) {
+  return boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&, void(T)>(
+      upstream_await_internal::InitiateCallback<T, Start>{std::move(start)},
+      boost::asio::use_awaitable);
+}
 
 // UpstreamClient::Send as an awaitable: the HTTP answer, or why there is none (as Send reports
 // it). The coroutine resumes on its own executor, also when Send answers before it returns.

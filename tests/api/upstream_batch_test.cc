@@ -350,5 +350,72 @@ TEST_F(UpstreamBatchTest, ConcurrentReadsOfManyClientsAreCoalescedAndEachGetsIts
   EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 0u);
 }
 
+// getMultipleAccounts of many clients at once, each split over er1 and base, over real sockets:
+// the parts of different requests to one target leave in coalesced batches, and each request
+// merges its own parts back in key order; every part reaches its target exactly once.
+TEST_F(UpstreamBatchTest, SplitListsOfManyClientsAreCoalescedByTargetAndEachMergesItsOwnParts) {
+  Start([](RouterOptions& options, HttpServerOptions& server) {
+    options.cache.enabled = false;
+    options.cache.coalesce = false;
+    server.threads = 1;  // one worker sees every request
+  });
+  constexpr int kClients = 12;
+  constexpr int kRequests = 30;
+  std::vector<std::thread> clients;
+  std::vector<std::string> problems(kClients);
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      TestClient client(port());
+      for (int r = 0; r < kRequests; ++r) {
+        const std::string id = std::to_string(c * 1000 + r);
+        // A key on er1 and one on base, in an order that differs between requests.
+        const Pubkey on_er = (c + r) % 2 ? Key(1) : Key(5);
+        const Pubkey on_base = Key(static_cast<uint8_t>(16 + (c * kRequests + r) % 200));
+        const bool er_first = r % 3 != 0;
+        const Pubkey& first = er_first ? on_er : on_base;
+        const Pubkey& second = er_first ? on_base : on_er;
+        ClientResponse response = client.Post(
+            Call(id, "getMultipleAccounts",
+                 "[[" + Quoted(first) + "," + Quoted(second) + R"(],{"encoding":"base64"}])"));
+        auto value = [&](const Pubkey& key) {
+          return R"({"key":")" + key.ToBase58() + R"(","from":")" +
+                 (&key == &on_er ? "er1" : "base") + R"("})";
+        };
+        const std::string expected =
+            R"({"jsonrpc":"2.0","result":{"context":{"apiVersion":"2.1.0","slot":500},"value":[)" +
+            value(first) + "," + value(second) + R"(]},"id":)" + id + "}";
+        if (response.status != 200 || response.body != expected) {
+          problems[c] = "request " + id + ": HTTP " + std::to_string(response.status) + " " +
+                        response.body + " (expected " + expected + ")";
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (const std::string& problem : problems) EXPECT_EQ(problem, "");
+  // The parts each upstream received, alone or inside batches.
+  auto count = [](const std::vector<std::string>& bodies, size_t* batched) {
+    size_t calls = 0;
+    for (const std::string& body : bodies) {
+      size_t in_body = 0;
+      for (size_t at = body.find("getMultipleAccounts"); at != std::string::npos;
+           at = body.find("getMultipleAccounts", at + 1)) {
+        ++in_body;
+      }
+      calls += in_body;
+      if (body.front() == '[') *batched += in_body;
+    }
+    return calls;
+  };
+  size_t batched = 0;
+  EXPECT_EQ(count(base_.received(), &batched), static_cast<size_t>(kClients * kRequests));
+  EXPECT_EQ(count(er1_.received(), &batched), static_cast<size_t>(kClients * kRequests));
+  EXPECT_EQ(batched, metrics_.upstream_coalesced_calls.value());
+  EXPECT_GT(metrics_.upstream_coalesced_batches.value(), 0u);
+  EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 0u);
+  EXPECT_EQ(metrics_.rpc_split_accounts.value(), static_cast<uint64_t>(kClients * kRequests));
+}
+
 }  // namespace
 }  // namespace switchyard::api_test

@@ -58,7 +58,35 @@ class CoalesceTest : public PipelineTest {
     Post(Call(R"("busy")", "getSlot"));
     ASSERT_EQ(sent_->size(), 1u);
   }
+  // Base and er1 busy: a read to each left unanswered.
+  void BothBusy() {
+    Busy();
+    Post(Call(R"("busy-er")", "getAccountInfo", "[" + Quoted(Key(1)) + "]"));
+    ASSERT_EQ(sent_->size(), 2u);
+    ASSERT_EQ((*sent_)[1].target, "er1");
+  }
+  // The index in sent_ of the first send to `target` after the first `from`.
+  size_t SentTo(const std::string& target, size_t from = 2) const {
+    for (size_t i = from; i < sent_->size(); ++i) {
+      if ((*sent_)[i].target == target) return i;
+    }
+    ADD_FAILURE() << "nothing sent to " << target;
+    return sent_->size();
+  }
 };
+
+// The params of getMultipleAccounts of `keys` in base64, and a result listing `values`.
+std::string ListParams(const std::vector<Pubkey>& keys) {
+  std::string list;
+  for (const Pubkey& key : keys) list += (list.empty() ? "" : ",") + Quoted(key);
+  return "[[" + list + R"(],{"encoding":"base64"}])";
+}
+std::string ListResult(const std::string& values, int slot) {
+  return R"({"context":{"slot":)" + std::to_string(slot) + R"(},"value":[)" + values + "]}";
+}
+std::string Merged(const std::string& id, const std::string& values, int slot) {
+  return R"({"jsonrpc":"2.0","result":)" + ListResult(values, slot) + R"(,"id":)" + id + "}";
+}
 
 TEST_F(CoalesceTest, ReadsArrivingTogetherWhileTheTargetIsBusyLeaveAsOneBatch) {
   Busy();
@@ -348,6 +376,131 @@ TEST_F(CoalesceTest, CoalescedReadsAreCheckedByTheirOwnAnswers) {
   ASSERT_TRUE(answers_[0].has_value());
   EXPECT_EQ(answers_[0]->body, AccountAnswer(1, kSystemProgram));
   EXPECT_EQ(metrics_.owner_reroutes.value(), 1u);
+}
+
+// --- the router's own reads: the parts of split account lists ---
+
+TEST_F(CoalesceTest, PartsOfSplitListsArrivingTogetherLeaveAsOneBatchPerTarget) {
+  BothBusy();
+  PostTogether({Call("1", "getMultipleAccounts", ListParams({Key(1), Key(9)})),
+                Call(R"("b")", "getMultipleAccounts", ListParams({Key(8), Key(1)}))});
+  ASSERT_EQ(sent_->size(), 4u);
+  const size_t to_er = SentTo("er1");
+  const size_t to_base = SentTo("base");
+  ASSERT_LT(to_er, sent_->size());
+  ASSERT_LT(to_base, sent_->size());
+  EXPECT_EQ((*sent_)[to_er].body,
+            "[" + Element(0, "getMultipleAccounts", ListParams({Key(1)})) + "," +
+                Element(1, "getMultipleAccounts", ListParams({Key(1)})) + "]");
+  EXPECT_EQ((*sent_)[to_base].body,
+            "[" + Element(0, "getMultipleAccounts", ListParams({Key(9)})) + "," +
+                Element(1, "getMultipleAccounts", ListParams({Key(8)})) + "]");
+  EXPECT_EQ((*sent_)[to_base].policy, RetryPolicy::kSafe);
+  EXPECT_EQ(metrics_.upstream_coalesced_batches.value(), 2u);
+  EXPECT_EQ(metrics_.upstream_coalesced_calls.value(), 4u);
+
+  // Base answers out of order; er1 answers each part differently. Each list merges its own.
+  const std::vector<std::string> base_values = {AccountValue("B9"), AccountValue("B8")};
+  AnswerAt(to_base, UpstreamResponse{200, "[" + Result("1", ListResult(base_values[1], 60)) + "," +
+                                              Result("0", ListResult(base_values[0], 60)) + "]"});
+  EXPECT_FALSE(answers_[0] || answers_[1]);
+  AnswerAt(SentTo("er1"),
+           UpstreamResponse{200, "[" + Result("0", ListResult(AccountValue("A1"), 9)) + "," +
+                                     Result("1", ListResult(AccountValue("A1b"), 9)) + "]"});
+  ASSERT_TRUE(answers_[0] && answers_[1]);
+  EXPECT_EQ(answers_[0]->body, Merged("1", AccountValue("A1") + "," + base_values[0], 60));
+  EXPECT_EQ(answers_[1]->body, Merged(R"("b")", base_values[1] + "," + AccountValue("A1b"), 60));
+  EXPECT_EQ(metrics_.rpc_split_accounts.value(), 2u);
+}
+
+TEST_F(CoalesceTest, APartANodeCannotAnswerNowIsSentAgainAloneAndItsListStillMerges) {
+  BothBusy();
+  PostTogether({Call("1", "getMultipleAccounts", ListParams({Key(1), Key(9)})),
+                Call("2", "getMultipleAccounts", ListParams({Key(1), Key(8)}))});
+  ASSERT_EQ(sent_->size(), 4u);
+  AnswerAt(SentTo("er1"),
+           UpstreamResponse{200, "[" + Result("0", ListResult(AccountValue("A1"), 9)) + "," +
+                                     Result("1", ListResult(AccountValue("A1"), 9)) + "]"});
+  AnswerAt(SentTo("base"),
+           UpstreamResponse{200, "[" + Result("1", ListResult(AccountValue("B8"), 60)) + "," +
+                                     R"({"jsonrpc":"2.0","error":{"code":-32005,)"
+                                     R"("message":"Node is unhealthy"},"id":0}])"});
+  ASSERT_TRUE(answers_[1]);
+  EXPECT_EQ(answers_[1]->body, Merged("2", AccountValue("A1") + "," + AccountValue("B8"), 60));
+  EXPECT_FALSE(answers_[0]);
+  // Key(9)'s part again, by itself, as the router asks for a part.
+  ASSERT_EQ(sent_->size(), 3u);
+  EXPECT_EQ((*sent_)[2].target, "base");
+  EXPECT_EQ((*sent_)[2].body,
+            R"({"jsonrpc":"2.0","id":1,"method":"getMultipleAccounts","params":)" +
+                ListParams({Key(9)}) + "}");
+  EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 1u);
+  AnswerAt(2, UpstreamResponse{200, ListAnswerBody(AccountValue("B9"), 61)});
+  ASSERT_TRUE(answers_[0]);
+  EXPECT_EQ(answers_[0]->body, Merged("1", AccountValue("A1") + "," + AccountValue("B9"), 61));
+}
+
+TEST_F(CoalesceTest, AFailedBatchOfPartsIsTheFailureOfEachList) {
+  BothBusy();
+  PostTogether({Call("1", "getMultipleAccounts", ListParams({Key(1), Key(9)})),
+                Call("2", "getMultipleAccounts", ListParams({Key(1), Key(8)}))});
+  ASSERT_EQ(sent_->size(), 4u);
+  AnswerAt(SentTo("er1"),
+           UpstreamResponse{200, "[" + Result("0", ListResult(AccountValue("A1"), 9)) + "," +
+                                     Result("1", ListResult(AccountValue("A1"), 9)) + "]"});
+  const size_t to_base = SentTo("base");
+  FakeClient::Sent batch = std::move((*sent_)[to_base]);
+  sent_->erase(sent_->begin() + static_cast<ptrdiff_t>(to_base));
+  batch.done(absl::DeadlineExceededError("upstream timed out"));
+  io_.poll();
+  io_.restart();
+  for (size_t i : {0, 1}) {
+    ASSERT_TRUE(answers_[i]);
+    EXPECT_NE(answers_[i]->body.find("upstream base failed: upstream timed out"), std::string::npos)
+        << answers_[i]->body;
+  }
+  EXPECT_EQ(sent_->size(), 2u);  // nothing sent again: the pool had its attempts
+}
+
+TEST_F(CoalesceTest, AWholeBatchErrorSendsThePartsAloneAndAnUnknownMethodStaysAlone) {
+  BothBusy();
+  PostTogether({Call("1", "getMultipleAccounts", ListParams({Key(1), Key(9)})),
+                Call("2", "getMultipleAccounts", ListParams({Key(1), Key(8)}))});
+  ASSERT_EQ(sent_->size(), 4u);
+  AnswerAt(SentTo("base"),
+           UpstreamResponse{200, "[" + Result("0", ListResult(AccountValue("B9"), 60)) + "," +
+                                     Result("1", ListResult(AccountValue("B8"), 60)) + "]"});
+  // er1 answers the batch with one error object, as an upstream that fails a whole batch for a
+  // method it does not know.
+  const std::string unknown =
+      R"({"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found"},"id":null})";
+  AnswerAt(SentTo("er1"), UpstreamResponse{200, unknown});
+  ASSERT_EQ(sent_->size(), 4u);  // each part again, alone
+  EXPECT_EQ((*sent_)[2].target, "er1");
+  EXPECT_EQ((*sent_)[3].target, "er1");
+  EXPECT_EQ((*sent_)[2].body.front(), '{');
+  AnswerAt(2, UpstreamResponse{200, unknown});
+  AnswerAt(2, UpstreamResponse{200, ListAnswerBody(AccountValue("A1"), 9)});
+  ASSERT_TRUE(answers_[0] && answers_[1]);
+  EXPECT_NE(answers_[0]->body.find("-32601"), std::string::npos) << answers_[0]->body;
+  EXPECT_EQ(answers_[1]->body, Merged("2", AccountValue("A1") + "," + AccountValue("B8"), 60));
+
+  // From then on er1's parts go alone even while it is busy; base's still go together.
+  PostTogether({Call("3", "getMultipleAccounts", ListParams({Key(1), Key(9)})),
+                Call("4", "getMultipleAccounts", ListParams({Key(1), Key(8)}))});
+  size_t to_er = 0;
+  size_t to_base = 0;
+  for (size_t i = 2; i < sent_->size(); ++i) {
+    if ((*sent_)[i].target == "er1") {
+      ++to_er;
+      EXPECT_EQ((*sent_)[i].body.front(), '{') << (*sent_)[i].body;
+    } else {
+      ++to_base;
+      EXPECT_EQ((*sent_)[i].body.front(), '[') << (*sent_)[i].body;
+    }
+  }
+  EXPECT_EQ(to_er, 2u);
+  EXPECT_EQ(to_base, 1u);
 }
 
 }  // namespace

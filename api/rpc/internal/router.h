@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -63,7 +64,14 @@ class Router : public RequestHandler {
     CallOutcome outcome;
   };
   using Answer = std::function<void(std::string answer, CallOutcome outcome)>;
-  using Requests = std::vector<std::pair<std::string, std::string>>;  // (target, body)
+  // A request the router makes itself, for a part of a call or to judge one: a method and its
+  // raw params, for a target.
+  struct SubCall {
+    std::string target;
+    std::string method;
+    std::string params;
+  };
+  using Requests = std::vector<SubCall>;
   // Each account's delegation record on base (nullopt: none), or why base could not say.
   using Records = absl::StatusOr<std::vector<std::optional<DelegationRecord>>>;
 
@@ -139,9 +147,20 @@ class Router : public RequestHandler {
   struct TargetLoad;
   bool JoinCoalesced(const std::string& target, const TargetLoad& load, const SendOptions& send,
                      const std::shared_ptr<Exchange>& exchange, size_t index, Answer& done);
+  // Whether a safe-to-repeat read of `method` to `target` may wait for a coalesced batch now.
+  bool MayCoalesce(const std::string& target, const TargetLoad& load, std::string_view method);
+  struct Coalesced;
+  // Adds `call` to the batch waiting for `target` at `min_slot` (sending it when full).
+  void Coalesce(const std::string& target, Slot min_slot, Coalesced call);
+  // SendOne's send: a safe sub-call joins a coalesced batch when it may, else it goes alone;
+  // `done` gets its HTTP answer (from a batch: its element as a whole answer).
+  void SendSubCall(SubCall sub, RetryPolicy policy, UpstreamCallback done);
+  // A sub-call sent by itself; `may_learn`: an unknown-method answer keeps its method out of
+  // the target's batches (it was sent alone again after a failed batch).
+  void SendSubCallAlone(const std::string& target, std::string_view method, std::string_view params,
+                        RetryPolicy policy, UpstreamCallback done, bool may_learn = false);
   // Sends every waiting batch; posted once per turn of the worker's loop.
   void FlushCoalesced();
-  struct Coalesced;
   void SendCoalesced(const std::string& target, Slot min_slot, std::vector<Coalesced> calls);
   void OnCoalescedAnswer(const std::string& target, std::vector<Coalesced>& calls,
                          absl::StatusOr<UpstreamResponse> response);
@@ -241,8 +260,7 @@ class Router : public RequestHandler {
   // status naming the target), in the same order.
   Task<std::vector<absl::StatusOr<UpstreamResponse>>> SendAll(Requests requests,
                                                               RetryPolicy policy);
-  Task<absl::StatusOr<UpstreamResponse>> SendOne(std::string target, std::string body,
-                                                 RetryPolicy policy);
+  Task<absl::StatusOr<UpstreamResponse>> SendOne(SubCall sub, RetryPolicy policy);
   // SendAll with the answers parsed as UpstreamAnswer, and as ListAnswer.
   Task<std::vector<absl::StatusOr<UpstreamAnswer>>> Gather(Requests requests, RetryPolicy policy);
   Task<std::vector<absl::StatusOr<ListAnswer>>> GatherLists(Requests requests, RetryPolicy policy);
@@ -324,11 +342,24 @@ struct Router::Exchange {
   std::vector<CacheCall> cache;
 };
 
-// A read waiting for a coalesced batch, and the batch it waits in.
+// A read waiting for a coalesced batch, and the batch it waits in. The read is a client's call,
+// exchange->body.calls[index], answered through `done`; or, with no exchange, a sub-call the
+// router made (a part of a split list, a re-ask, a delegation records' read), answered through
+// `sub_done` with its element of the batch answer made a whole HTTP answer.
 struct Router::Coalesced {
   std::shared_ptr<Exchange> exchange;
   size_t index = 0;
   Answer done;
+  std::string method;  // of a sub-call
+  std::string params;  // of a sub-call
+  UpstreamCallback sub_done;
+
+  std::string_view Method() const {
+    return exchange ? std::string_view(exchange->body.calls[index].method) : method;
+  }
+  std::string_view Params() const {
+    return exchange ? std::string_view(exchange->body.calls[index].params) : params;
+  }
 };
 struct Router::WaitingBatch {
   std::string target;
