@@ -36,7 +36,7 @@ bool Router::JoinCoalesced(const std::string& target, const TargetLoad& load,
 }
 
 bool Router::MayCoalesce(const std::string& target, const TargetLoad& load,
-                         std::string_view method) {
+                         const std::string& method) {
   return options_.upstream_batch_max >= 2 && load.in_flight >= options_.upstream_batch_after &&
          !load.alone_methods.contains(method) && TakesBatches(target);
 }

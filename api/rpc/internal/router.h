@@ -148,7 +148,7 @@ class Router : public RequestHandler {
   bool JoinCoalesced(const std::string& target, const TargetLoad& load, const SendOptions& send,
                      const std::shared_ptr<Exchange>& exchange, size_t index, Answer& done);
   // Whether a safe-to-repeat read of `method` to `target` may wait for a coalesced batch now.
-  bool MayCoalesce(const std::string& target, const TargetLoad& load, std::string_view method);
+  bool MayCoalesce(const std::string& target, const TargetLoad& load, const std::string& method);
   struct Coalesced;
   // Adds `call` to the batch waiting for `target` at `min_slot` (sending it when full).
   void Coalesce(const std::string& target, Slot min_slot, Coalesced call);
