@@ -734,7 +734,6 @@ void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batc
     for (size_t i : batch.calls) SendAlone(exchange, batch.target, i);
     return;
   }
-  if (CoalesceClientBatch(exchange, batch)) return;
   metrics_->upstream_batches.Increment();
   metrics_->upstream_batch_calls.Increment(batch.calls.size());
   // A call judged by a probe (getBalance) takes its probe along: element calls.size() + j is

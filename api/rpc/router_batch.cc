@@ -7,9 +7,7 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <memory>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -66,59 +64,6 @@ void Router::Coalesce(const std::string& target, Slot min_slot, Coalesced call) 
       FlushCoalesced();
     });
   }
-}
-
-bool Router::CoalesceClientBatch(const std::shared_ptr<Exchange>& exchange,
-                                 const UpstreamBatch& batch) {
-  const TargetLoad& load = loads_[batch.target];
-  for (size_t i : batch.calls) {
-    if (!MayCoalesce(batch.target, load, exchange->body.calls[i].method)) return false;
-  }
-  for (size_t i : batch.calls) {
-    const RpcCall& call = exchange->body.calls[i];
-    const RouteDecision& decision = exchange->decisions[i];
-    const Slot min_slot = MinSlotOf(call, batch.target, exchange->header_min_slot);
-    if (decision.verification != Verification::kOwnerProbe || !decision.account) {
-      Coalesce(batch.target, min_slot,
-               Coalesced{exchange, i, BatchedAnswerTo(exchange, i), {}, {}, {}});
-      continue;
-    }
-    // The call and its probe wait for the same batch (same target and minimum slot); the
-    // probe's element decides once both are in.
-    struct Probed {
-      std::optional<CallAnswer> answer;
-      std::optional<std::optional<UpstreamAnswer>> probe;
-    };
-    auto probed = std::make_shared<Probed>();
-    auto both = [this, exchange, i, probed] {
-      if (probed->answer && probed->probe) {
-        AnswerProbedInBatch(exchange, i, *std::move(probed->answer), *probed->probe);
-      }
-    };
-    Coalesce(batch.target, min_slot,
-             Coalesced{exchange,
-                       i,
-                       [probed, both](std::string answer, CallOutcome outcome) {
-                         probed->answer = CallAnswer{std::move(answer), outcome};
-                         both();
-                       },
-                       {},
-                       {},
-                       {}});
-    Coalesce(
-        batch.target, min_slot,
-        Coalesced{nullptr, 0, nullptr, "getAccountInfo", OwnerProbeParams(call, *decision.account),
-                  [probed, both](absl::StatusOr<UpstreamResponse> response) {
-                    std::optional<UpstreamAnswer> probe;
-                    if (response.ok() && response->status == 200) {
-                      absl::StatusOr<UpstreamAnswer> answer = ParseUpstreamAnswer(response->body);
-                      if (answer.ok()) probe = *std::move(answer);
-                    }
-                    probed->probe = std::move(probe);
-                    both();
-                  }});
-  }
-  return true;
 }
 
 void Router::SendSubCall(SubCall sub, RetryPolicy policy, UpstreamCallback done) {

@@ -503,39 +503,5 @@ TEST_F(CoalesceTest, AWholeBatchErrorSendsThePartsAloneAndAnUnknownMethodStaysAl
   EXPECT_EQ(to_base, 1u);
 }
 
-// --- client batches to a busy target ---
-
-TEST_F(CoalesceTest, ClientBatchesToABusyTargetShareOneUpstreamBatchAndProbesRideAlong) {
-  Busy();
-  auto probe = [](const Pubkey& key) {
-    return "[" + Quoted(key) + R"(,{"encoding":"base64","dataSlice":{"offset":0,"length":0}}])";
-  };
-  PostTogether(
-      {"[" + Call("1", "getBalance", "[" + Quoted(Key(9)) + "]") + "," + Call("2", "getSlot") + "]",
-       "[" + Call("3", "getBalance", "[" + Quoted(Key(8)) + "]") + "," +
-           Call("4", "getBlockHeight") + "]"});
-  ASSERT_EQ(sent_->size(), 2u);
-  EXPECT_EQ((*sent_)[1].body, "[" + Element(0, "getBalance", "[" + Quoted(Key(9)) + "]") + "," +
-                                  Element(1, "getAccountInfo", probe(Key(9))) + "," +
-                                  Element(2, "getSlot") + "," +
-                                  Element(3, "getBalance", "[" + Quoted(Key(8)) + "]") + "," +
-                                  Element(4, "getAccountInfo", probe(Key(8))) + "," +
-                                  Element(5, "getBlockHeight") + "]");
-  EXPECT_EQ(metrics_.upstream_coalesced_calls.value(), 6u);
-  EXPECT_EQ(metrics_.upstream_batches.value(), 0u);
-  const std::string owned = R"({"context":{"slot":7},"value":{"data":["","base64"],)"
-                            R"("executable":false,"lamports":5,"owner":")" +
-                            std::string(kSystemProgram) + R"(","rentEpoch":0,"space":0}})";
-  AnswerAt(1, UpstreamResponse{200, "[" + Result("5", "43") + "," + Result("4", owned) + "," +
-                                        Result("3", R"({"context":{"slot":7},"value":8})") + "," +
-                                        Result("2", "41") + "," + Result("1", owned) + "," +
-                                        Result("0", R"({"context":{"slot":7},"value":9})") + "]"});
-  ASSERT_TRUE(answers_[0] && answers_[1]);
-  EXPECT_EQ(answers_[0]->body, "[" + Result("1", R"({"context":{"slot":7},"value":9})") + "," +
-                                   Result("2", "41") + "]");
-  EXPECT_EQ(answers_[1]->body, "[" + Result("3", R"({"context":{"slot":7},"value":8})") + "," +
-                                   Result("4", "43") + "]");
-}
-
 }  // namespace
 }  // namespace switchyard::api_test

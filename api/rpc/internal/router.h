@@ -152,10 +152,6 @@ class Router : public RequestHandler {
   struct Coalesced;
   // Adds `call` to the batch waiting for `target` at `min_slot` (sending it when full).
   void Coalesce(const std::string& target, Slot min_slot, Coalesced call);
-  // The calls of a client's upstream batch to a busy target join the reads of other requests
-  // waiting for the turn's batch, each answered as in ForwardBatch (a probed call with its
-  // probe beside it); false when the target is idle or one of the methods goes alone there.
-  bool CoalesceClientBatch(const std::shared_ptr<Exchange>& exchange, const UpstreamBatch& batch);
   // SendOne's send: a safe sub-call joins a coalesced batch when it may, else it goes alone;
   // `done` gets its HTTP answer (from a batch: its element as a whole answer).
   void SendSubCall(SubCall sub, RetryPolicy policy, UpstreamCallback done);
