@@ -16,7 +16,34 @@
 namespace switchyard::api_test {
 namespace {
 
-class UpstreamBatchTest : public RouterFixture {};
+class UpstreamBatchTest : public RouterFixture {
+ protected:
+  // The cache off, so that identical reads reach the upstreams, and one worker that sees
+  // every request.
+  void StartOneWorkerWithoutCache() {
+    Start([](RouterOptions& options, HttpServerOptions& server) {
+      options.cache.enabled = false;
+      options.cache.coalesce = false;
+      server.threads = 1;
+    });
+  }
+};
+
+// How many calls naming `marker` the upstream received in `bodies`, alone or inside batches;
+// `*batched` grows by those inside batches.
+size_t CallsReceived(const std::vector<std::string>& bodies, const std::string& marker,
+                     size_t* batched) {
+  size_t calls = 0;
+  for (const std::string& body : bodies) {
+    size_t in_body = 0;
+    for (size_t at = body.find(marker); at != std::string::npos; at = body.find(marker, at + 1)) {
+      ++in_body;
+    }
+    calls += in_body;
+    if (body.front() == '[') *batched += in_body;
+  }
+  return calls;
+}
 
 std::string Call(const std::string& id, const std::string& method, const std::string& params) {
   return R"({"jsonrpc":"2.0","id":)" + id + R"(,"method":")" + method + R"(","params":)" + params +
@@ -306,11 +333,7 @@ TEST_F(UpstreamBatchTest, MixedBatchSendsThePlainAndAnswerCheckedForwardsAsUpstr
 // pool: the ones that arrive together leave in coalesced batches, and every client gets its
 // own answer under its own id; no call is lost or sent twice.
 TEST_F(UpstreamBatchTest, ConcurrentReadsOfManyClientsAreCoalescedAndEachGetsItsOwnAnswer) {
-  Start([](RouterOptions& options, HttpServerOptions& server) {
-    options.cache.enabled = false;
-    options.cache.coalesce = false;
-    server.threads = 1;  // one worker sees every request
-  });
+  StartOneWorkerWithoutCache();
   constexpr int kClients = 12;
   constexpr int kRequests = 40;
   const std::vector<std::string> methods = {"getSlot", "getEpochInfo", "getBlockHeight"};
@@ -333,18 +356,9 @@ TEST_F(UpstreamBatchTest, ConcurrentReadsOfManyClientsAreCoalescedAndEachGetsIts
   }
   for (std::thread& client : clients) client.join();
   for (const std::string& problem : problems) EXPECT_EQ(problem, "");
-  size_t calls = 0;
   size_t batched = 0;
-  for (const std::string& body : base_.received()) {
-    size_t in_body = 0;
-    for (size_t at = body.find("\"method\""); at != std::string::npos;
-         at = body.find("\"method\"", at + 1)) {
-      ++in_body;
-    }
-    calls += in_body;
-    if (body.front() == '[') batched += in_body;
-  }
-  EXPECT_EQ(calls, static_cast<size_t>(kClients * kRequests));
+  EXPECT_EQ(CallsReceived(base_.received(), "\"method\"", &batched),
+            static_cast<size_t>(kClients * kRequests));
   EXPECT_EQ(batched, metrics_.upstream_coalesced_calls.value());
   EXPECT_GT(metrics_.upstream_coalesced_batches.value(), 0u);
   EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 0u);
@@ -354,11 +368,7 @@ TEST_F(UpstreamBatchTest, ConcurrentReadsOfManyClientsAreCoalescedAndEachGetsIts
 // the parts of different requests to one target leave in coalesced batches, and each request
 // merges its own parts back in key order; every part reaches its target exactly once.
 TEST_F(UpstreamBatchTest, SplitListsOfManyClientsAreCoalescedByTargetAndEachMergesItsOwnParts) {
-  Start([](RouterOptions& options, HttpServerOptions& server) {
-    options.cache.enabled = false;
-    options.cache.coalesce = false;
-    server.threads = 1;  // one worker sees every request
-  });
+  StartOneWorkerWithoutCache();
   constexpr int kClients = 12;
   constexpr int kRequests = 30;
   std::vector<std::thread> clients;
@@ -395,22 +405,11 @@ TEST_F(UpstreamBatchTest, SplitListsOfManyClientsAreCoalescedByTargetAndEachMerg
   for (std::thread& client : clients) client.join();
   for (const std::string& problem : problems) EXPECT_EQ(problem, "");
   // The parts each upstream received, alone or inside batches.
-  auto count = [](const std::vector<std::string>& bodies, size_t* batched) {
-    size_t calls = 0;
-    for (const std::string& body : bodies) {
-      size_t in_body = 0;
-      for (size_t at = body.find("getMultipleAccounts"); at != std::string::npos;
-           at = body.find("getMultipleAccounts", at + 1)) {
-        ++in_body;
-      }
-      calls += in_body;
-      if (body.front() == '[') *batched += in_body;
-    }
-    return calls;
-  };
   size_t batched = 0;
-  EXPECT_EQ(count(base_.received(), &batched), static_cast<size_t>(kClients * kRequests));
-  EXPECT_EQ(count(er1_.received(), &batched), static_cast<size_t>(kClients * kRequests));
+  EXPECT_EQ(CallsReceived(base_.received(), "getMultipleAccounts", &batched),
+            static_cast<size_t>(kClients * kRequests));
+  EXPECT_EQ(CallsReceived(er1_.received(), "getMultipleAccounts", &batched),
+            static_cast<size_t>(kClients * kRequests));
   EXPECT_EQ(batched, metrics_.upstream_coalesced_calls.value());
   EXPECT_GT(metrics_.upstream_coalesced_batches.value(), 0u);
   EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 0u);

@@ -73,6 +73,11 @@ class CoalesceTest : public PipelineTest {
     ADD_FAILURE() << "nothing sent to " << target;
     return sent_->size();
   }
+  // Base and er1 busy, then getMultipleAccounts of [Key(1), Key(9)] (id 1) and of
+  // [Key(1), Key(8)] (id 2) together: a batch of their parts to each.
+  void TwoSplitLists();
+  // er1's batch answered: Key(1) as "A1" in both.
+  void AnswerErParts();
 };
 
 // The params of getMultipleAccounts of `keys` in base64, and a result listing `values`.
@@ -86,6 +91,19 @@ std::string ListResult(const std::string& values, int slot) {
 }
 std::string Merged(const std::string& id, const std::string& values, int slot) {
   return R"({"jsonrpc":"2.0","result":)" + ListResult(values, slot) + R"(,"id":)" + id + "}";
+}
+
+void CoalesceTest::TwoSplitLists() {
+  BothBusy();
+  PostTogether({Call("1", "getMultipleAccounts", ListParams({Key(1), Key(9)})),
+                Call("2", "getMultipleAccounts", ListParams({Key(1), Key(8)}))});
+  ASSERT_EQ(sent_->size(), 4u);
+}
+
+void CoalesceTest::AnswerErParts() {
+  AnswerAt(SentTo("er1"),
+           UpstreamResponse{200, "[" + Result("0", ListResult(AccountValue("A1"), 9)) + "," +
+                                     Result("1", ListResult(AccountValue("A1"), 9)) + "]"});
 }
 
 TEST_F(CoalesceTest, ReadsArrivingTogetherWhileTheTargetIsBusyLeaveAsOneBatch) {
@@ -414,13 +432,8 @@ TEST_F(CoalesceTest, PartsOfSplitListsArrivingTogetherLeaveAsOneBatchPerTarget) 
 }
 
 TEST_F(CoalesceTest, APartANodeCannotAnswerNowIsSentAgainAloneAndItsListStillMerges) {
-  BothBusy();
-  PostTogether({Call("1", "getMultipleAccounts", ListParams({Key(1), Key(9)})),
-                Call("2", "getMultipleAccounts", ListParams({Key(1), Key(8)}))});
-  ASSERT_EQ(sent_->size(), 4u);
-  AnswerAt(SentTo("er1"),
-           UpstreamResponse{200, "[" + Result("0", ListResult(AccountValue("A1"), 9)) + "," +
-                                     Result("1", ListResult(AccountValue("A1"), 9)) + "]"});
+  ASSERT_NO_FATAL_FAILURE(TwoSplitLists());
+  AnswerErParts();
   AnswerAt(SentTo("base"),
            UpstreamResponse{200, "[" + Result("1", ListResult(AccountValue("B8"), 60)) + "," +
                                      R"({"jsonrpc":"2.0","error":{"code":-32005,)"
@@ -441,19 +454,9 @@ TEST_F(CoalesceTest, APartANodeCannotAnswerNowIsSentAgainAloneAndItsListStillMer
 }
 
 TEST_F(CoalesceTest, AFailedBatchOfPartsIsTheFailureOfEachList) {
-  BothBusy();
-  PostTogether({Call("1", "getMultipleAccounts", ListParams({Key(1), Key(9)})),
-                Call("2", "getMultipleAccounts", ListParams({Key(1), Key(8)}))});
-  ASSERT_EQ(sent_->size(), 4u);
-  AnswerAt(SentTo("er1"),
-           UpstreamResponse{200, "[" + Result("0", ListResult(AccountValue("A1"), 9)) + "," +
-                                     Result("1", ListResult(AccountValue("A1"), 9)) + "]"});
-  const size_t to_base = SentTo("base");
-  FakeClient::Sent batch = std::move((*sent_)[to_base]);
-  sent_->erase(sent_->begin() + static_cast<ptrdiff_t>(to_base));
-  batch.done(absl::DeadlineExceededError("upstream timed out"));
-  io_.poll();
-  io_.restart();
+  ASSERT_NO_FATAL_FAILURE(TwoSplitLists());
+  AnswerErParts();
+  AnswerAt(SentTo("base"), absl::DeadlineExceededError("upstream timed out"));
   for (size_t i : {0, 1}) {
     ASSERT_TRUE(answers_[i]);
     EXPECT_NE(answers_[i]->body.find("upstream base failed: upstream timed out"), std::string::npos)
@@ -463,10 +466,7 @@ TEST_F(CoalesceTest, AFailedBatchOfPartsIsTheFailureOfEachList) {
 }
 
 TEST_F(CoalesceTest, AWholeBatchErrorSendsThePartsAloneAndAnUnknownMethodStaysAlone) {
-  BothBusy();
-  PostTogether({Call("1", "getMultipleAccounts", ListParams({Key(1), Key(9)})),
-                Call("2", "getMultipleAccounts", ListParams({Key(1), Key(8)}))});
-  ASSERT_EQ(sent_->size(), 4u);
+  ASSERT_NO_FATAL_FAILURE(TwoSplitLists());
   AnswerAt(SentTo("base"),
            UpstreamResponse{200, "[" + Result("0", ListResult(AccountValue("B9"), 60)) + "," +
                                      Result("1", ListResult(AccountValue("B8"), 60)) + "]"});
