@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +27,31 @@ class UpstreamBatchTest : public RouterFixture {
       options.cache.coalesce = false;
       server.threads = 1;
     });
+  }
+  // `clients` clients at once, each on its own connection making `requests` posts of
+  // `request(c, r)`; `expect(c, r)` is the answer each must get. The first wrong answer of each
+  // client, "" for none.
+  std::vector<std::string> RunClients(int clients, int requests,
+                                      const std::function<std::string(int, int)>& request,
+                                      const std::function<std::string(int, int)>& expect) {
+    std::vector<std::thread> threads;
+    std::vector<std::string> problems(clients);
+    for (int c = 0; c < clients; ++c) {
+      threads.emplace_back([&, c] {
+        TestClient client(port());
+        for (int r = 0; r < requests; ++r) {
+          ClientResponse response = client.Post(request(c, r));
+          const std::string expected = expect(c, r);
+          if (response.status != 200 || response.body != expected) {
+            problems[c] = "HTTP " + std::to_string(response.status) + " " + response.body +
+                          " (expected " + expected + ")";
+            return;
+          }
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    return problems;
   }
 };
 
@@ -337,25 +363,13 @@ TEST_F(UpstreamBatchTest, ConcurrentReadsOfManyClientsAreCoalescedAndEachGetsIts
   constexpr int kClients = 12;
   constexpr int kRequests = 40;
   const std::vector<std::string> methods = {"getSlot", "getEpochInfo", "getBlockHeight"};
-  std::vector<std::thread> clients;
-  std::vector<std::string> problems(kClients);
-  for (int c = 0; c < kClients; ++c) {
-    clients.emplace_back([&, c] {
-      TestClient client(port());
-      for (int r = 0; r < kRequests; ++r) {
-        const std::string id = std::to_string(c * 1000 + r);
-        const std::string& method = methods[(c + r) % methods.size()];
-        ClientResponse response = client.Post(Call(id, method, "[]"));
-        if (response.status != 200 || response.body != Answer(id, "base", method)) {
-          problems[c] =
-              "request " + id + ": HTTP " + std::to_string(response.status) + " " + response.body;
-          return;
-        }
-      }
-    });
+  auto id = [](int c, int r) { return std::to_string(c * 1000 + r); };
+  auto method = [&](int c, int r) { return methods[(c + r) % methods.size()]; };
+  for (const std::string& problem : RunClients(
+           kClients, kRequests, [&](int c, int r) { return Call(id(c, r), method(c, r), "[]"); },
+           [&](int c, int r) { return Answer(id(c, r), "base", method(c, r)); })) {
+    EXPECT_EQ(problem, "");
   }
-  for (std::thread& client : clients) client.join();
-  for (const std::string& problem : problems) EXPECT_EQ(problem, "");
   size_t batched = 0;
   EXPECT_EQ(CallsReceived(base_.received(), "\"method\"", &batched),
             static_cast<size_t>(kClients * kRequests));
@@ -371,39 +385,37 @@ TEST_F(UpstreamBatchTest, SplitListsOfManyClientsAreCoalescedByTargetAndEachMerg
   StartOneWorkerWithoutCache();
   constexpr int kClients = 12;
   constexpr int kRequests = 30;
-  std::vector<std::thread> clients;
-  std::vector<std::string> problems(kClients);
-  for (int c = 0; c < kClients; ++c) {
-    clients.emplace_back([&, c] {
-      TestClient client(port());
-      for (int r = 0; r < kRequests; ++r) {
-        const std::string id = std::to_string(c * 1000 + r);
-        // A key on er1 and one on base, in an order that differs between requests.
-        const Pubkey on_er = (c + r) % 2 ? Key(1) : Key(5);
-        const Pubkey on_base = Key(static_cast<uint8_t>(16 + (c * kRequests + r) % 200));
-        const bool er_first = r % 3 != 0;
-        const Pubkey& first = er_first ? on_er : on_base;
-        const Pubkey& second = er_first ? on_base : on_er;
-        ClientResponse response = client.Post(
-            Call(id, "getMultipleAccounts",
-                 "[[" + Quoted(first) + "," + Quoted(second) + R"(],{"encoding":"base64"}])"));
-        auto value = [&](const Pubkey& key) {
-          return R"({"key":")" + key.ToBase58() + R"(","from":")" +
-                 (&key == &on_er ? "er1" : "base") + R"("})";
-        };
-        const std::string expected =
-            R"({"jsonrpc":"2.0","result":{"context":{"apiVersion":"2.1.0","slot":500},"value":[)" +
-            value(first) + "," + value(second) + R"(]},"id":)" + id + "}";
-        if (response.status != 200 || response.body != expected) {
-          problems[c] = "request " + id + ": HTTP " + std::to_string(response.status) + " " +
-                        response.body + " (expected " + expected + ")";
-          return;
-        }
-      }
-    });
+  // Request (c, r) lists a key on er1 and one on base, in an order that differs between
+  // requests; each value names the upstream it came from.
+  struct List {
+    Pubkey first;
+    Pubkey second;
+    bool er_first;
+  };
+  auto list = [&](int c, int r) {
+    const Pubkey on_er = (c + r) % 2 ? Key(1) : Key(5);
+    const Pubkey on_base = Key(static_cast<uint8_t>(16 + (c * kRequests + r) % 200));
+    const bool er_first = r % 3 != 0;
+    return List{er_first ? on_er : on_base, er_first ? on_base : on_er, er_first};
+  };
+  auto id = [](int c, int r) { return std::to_string(c * 1000 + r); };
+  auto request = [&](int c, int r) {
+    const List l = list(c, r);
+    return Call(id(c, r), "getMultipleAccounts",
+                "[[" + Quoted(l.first) + "," + Quoted(l.second) + R"(],{"encoding":"base64"}])");
+  };
+  auto expect = [&](int c, int r) {
+    const List l = list(c, r);
+    auto value = [](const Pubkey& key, const char* from) {
+      return R"({"key":")" + key.ToBase58() + R"(","from":")" + from + R"("})";
+    };
+    return R"({"jsonrpc":"2.0","result":{"context":{"apiVersion":"2.1.0","slot":500},"value":[)" +
+           value(l.first, l.er_first ? "er1" : "base") + "," +
+           value(l.second, l.er_first ? "base" : "er1") + R"(]},"id":)" + id(c, r) + "}";
+  };
+  for (const std::string& problem : RunClients(kClients, kRequests, request, expect)) {
+    EXPECT_EQ(problem, "");
   }
-  for (std::thread& client : clients) client.join();
-  for (const std::string& problem : problems) EXPECT_EQ(problem, "");
   // The parts each upstream received, alone or inside batches.
   size_t batched = 0;
   EXPECT_EQ(CallsReceived(base_.received(), "getMultipleAccounts", &batched),
