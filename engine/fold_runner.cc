@@ -23,6 +23,11 @@ FoldMetrics::FoldMetrics(MetricsRegistry& r)
       applied_slot(r.AddGauge("switchyard_fold_applied_slot", "The applied slot")),
       in_limbo(r.AddGauge("switchyard_fold_in_limbo",
                           "1 between a StreamGap and the next Resynced, else 0")),
+      state_memtable_bytes(r.AddGauge(
+          "switchyard_state_memtable_bytes",
+          "The state store's write buffers (memtables), which grow with writes until a flush")),
+      state_block_cache_bytes(
+          r.AddGauge("switchyard_state_block_cache_bytes", "The state store's block cache in use")),
       commit_seconds(r.AddHistogram("switchyard_fold_commit_seconds",
                                     "Time to write one fold batch", LatencyBucketsSeconds())) {}
 
@@ -100,6 +105,9 @@ absl::Status FoldRunner::CommitAndPublish(bool caught_up) {
       metrics_->ignored_stale.Increment(now.ignored_stale - reported_.ignored_stale);
       metrics_->quarantined.Increment(now.quarantined - reported_.quarantined);
       reported_ = now;
+      const StateStore::Memory memory = store_->MemoryUsage();
+      metrics_->state_memtable_bytes.Set(static_cast<int64_t>(memory.memtables));
+      metrics_->state_block_cache_bytes.Set(static_cast<int64_t>(memory.block_cache));
     }
   }
   const FoldPosition& position = fold_->position();

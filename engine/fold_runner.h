@@ -43,6 +43,8 @@ struct FoldMetrics {
   Counter& commit_errors;
   Gauge& applied_slot;
   Gauge& in_limbo;
+  Gauge& state_memtable_bytes;
+  Gauge& state_block_cache_bytes;
   Histogram& commit_seconds;
 };
 

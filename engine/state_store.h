@@ -135,6 +135,14 @@ class SealedDigestReader {
 // the fold's thread for writes; reads may come from any thread.
 class StateStore : public HistoryReader, public SealedDigestReader {
  public:
+  // Memory the store holds for its database, in bytes: its write buffers (memtables, which
+  // grow with writes until a flush) and its block cache. Zero where a store cannot tell.
+  struct Memory {
+    uint64_t memtables = 0;
+    uint64_t block_cache = 0;
+  };
+  virtual Memory MemoryUsage() { return {}; }
+
   virtual absl::StatusOr<LoadedState> Load() = 0;
   // Writes a batch atomically and durably: all of it or none of it.
   virtual absl::Status Commit(const FoldBatch& batch) = 0;

@@ -164,6 +164,15 @@ RocksDbStateStore::RocksDbStateStore(std::unique_ptr<storage_internal::Database>
 
 RocksDbStateStore::~RocksDbStateStore() = default;
 
+StateStore::Memory RocksDbStateStore::MemoryUsage() {
+  Memory memory;
+  // Every column family's memtables, the active and those waiting for a flush.
+  db_->GetAggregatedIntProperty(rocksdb::DB::Properties::kSizeAllMemTables, &memory.memtables);
+  // One cache shared by the families.
+  db_->GetIntProperty(state_cf_, rocksdb::DB::Properties::kBlockCacheUsage, &memory.block_cache);
+  return memory;
+}
+
 absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
     const std::string& path, const RocksDbStateStoreOptions& options) {
   rocksdb::DBOptions db_options =

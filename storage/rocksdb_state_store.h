@@ -72,6 +72,7 @@ class RocksDbStateStore final : public StateStore {
                                                                 size_t count) override;
   absl::StatusOr<std::vector<std::pair<Slot, StateDigest>>> SealedDigests() override;
   absl::StatusOr<std::vector<QuarantineEntry>> Quarantine() override;
+  Memory MemoryUsage() override;
 
   // Number of rows in the history column family (for audits and tests).
   absl::StatusOr<uint64_t> CountHistoryRows();

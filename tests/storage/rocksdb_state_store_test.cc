@@ -78,6 +78,30 @@ TEST(RocksDbStateStoreTest, CommitThenLoadRestoresStateAndPosition) {
   EXPECT_EQ(*rows, reference.account_events);
 }
 
+// The memory the store reports: its memtables grow with what is committed.
+TEST(RocksDbStateStoreTest, MemoryUsageGrowsWithCommitsInTheMemtables) {
+  TempDir dir;
+  testing::GeneratorOptions options;
+  options.slots = 200;
+  const std::vector<Event> events = testing::GenerateEvents(options);
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto loaded = (*store)->Load();
+  ASSERT_TRUE(loaded.ok());
+  const StateStore::Memory empty = (*store)->MemoryUsage();
+  Fold fold(FoldOptions(), std::move(*loaded), 1);
+  int64_t offset = 0;
+  const size_t half = events.size() / 2;
+  ASSERT_TRUE(
+      (*store)->Commit(FoldEvents(fold, offset, {events.begin(), events.begin() + half})).ok());
+  const StateStore::Memory first = (*store)->MemoryUsage();
+  ASSERT_TRUE(
+      (*store)->Commit(FoldEvents(fold, offset, {events.begin() + half, events.end()})).ok());
+  const StateStore::Memory second = (*store)->MemoryUsage();
+  EXPECT_GT(first.memtables, empty.memtables);
+  EXPECT_GT(second.memtables, first.memtables);
+}
+
 TEST(RocksDbStateStoreTest, HistoryAndAccountAsOfSlot) {
   TempDir dir;
   auto store = RocksDbStateStore::Open(dir.Sub("state"));
