@@ -193,6 +193,53 @@ TEST(KafkaEventLogTest, FoldOverPartitionsMatchesTheReferenceAndResumesFromStore
   EXPECT_EQ(*rows, reference.account_events) << "events applied twice or lost";
 }
 
+// The mock cluster keeps about 5 MiB per partition and drops the oldest record batches past
+// that: its retention. Writes `bytes` of records no fold can decode to `partition`.
+void FillPastTheMockRetention(EventLog& log, int32_t partition, size_t bytes) {
+  const std::string payload(64 << 10, 'x');
+  std::vector<OutgoingRecord> padding;
+  for (size_t written = 0; written < bytes; written += payload.size()) {
+    padding.push_back({"padding", payload, partition});
+  }
+  ASSERT_TRUE(log.Append(padding).ok());
+}
+
+TEST(KafkaEventLogTest, AFoldFromOffsetZeroRefusesATopicWhoseEarlyRecordsAreGone) {
+  MockKafka kafka;
+  kafka.CreateTopic("retained", 1);
+  auto log = KafkaEventLog::Open(Options(kafka, "retained"));
+  ASSERT_TRUE(log.ok()) << log.status();
+  testing::GeneratorOptions gen;
+  gen.slots = 20;
+  ASSERT_TRUE((*log)->Append(Records(testing::GenerateEvents(gen), 1)).ok());
+  FillPastTheMockRetention(**log, 0, 8 << 20);
+  auto reader = (*log)->OpenReader();
+  ASSERT_TRUE(reader.ok());
+  auto start = (*reader)->StartOffset(0);
+  ASSERT_TRUE(start.ok()) << start.status();
+  ASSERT_GT(*start, 0) << "the mock cluster kept every record";
+
+  testing::TempDir dir;
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  SnapshotHolder snapshots;
+  SystemClock clock;
+  MetricsRegistry registry;
+  FoldMetrics metrics(registry);
+  FoldRunner runner(FoldRunnerOptions(), reader->get(), store->get(), &snapshots, &clock, &metrics);
+  ASSERT_TRUE(runner.Init().ok());
+  const absl::Status refused = runner.RunUntilCaughtUp();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_NE(
+      refused.message().find("log hole: partition 0 starts at offset " + std::to_string(*start)),
+      std::string_view::npos)
+      << refused;
+  EXPECT_EQ(runner.log_hole(), (LogHole{0, 0, *start}));
+  EXPECT_EQ(metrics.log_hole.value(), 1);
+  EXPECT_EQ(metrics.log_holes.value(), 1u);
+  EXPECT_EQ(metrics.records.value(), 0u);
+  EXPECT_EQ(snapshots.Current()->applied_slot(), 0u);
+}
+
 TEST(KafkaEventLogTest, RetriedProduceErrorsWriteEachRecordOnce) {
   MockKafka kafka;
   kafka.CreateTopic("delegations", 2);
