@@ -7,6 +7,7 @@
 #include "app/commands.h"
 #include "app/ingest_command.h"
 #include "app/serve.h"
+#include "app/snapshot_commands.h"
 
 namespace switchyard {
 
@@ -38,6 +39,14 @@ int RunCli(int argc, char** argv) {
   dump->add_option("--from", dump_args.from, "First offset")->check(CLI::NonNegativeNumber);
   dump->add_option("--limit", dump_args.limit, "Number of records")->check(CLI::PositiveNumber);
   add_common(dump);
+
+  LogDropBeforeArgs drop_args;
+  CLI::App* drop = log->add_subcommand(
+      "drop-before", "Delete the embedded log's records before an offset (retention)");
+  drop->add_option("--offset", drop_args.offset, "The first offset kept")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  add_common(drop);
 
   CLI::App* fold = app.add_subcommand("fold", "Fold the log into the state until caught up");
   add_common(fold);
@@ -119,11 +128,39 @@ int RunCli(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   add_common(verify);
 
+  CLI::App* snapshot = app.add_subcommand(
+      "snapshot", "Make a snapshot of the state, or start a new replica's state from one");
+  snapshot->require_subcommand(1);
+  SnapshotCreateArgs create_args;
+  CLI::App* snapshot_create = snapshot->add_subcommand(
+      "create",
+      "A RocksDB checkpoint of the state with its manifest (offsets, applied slot, "
+      "digest, files) in DIR, a new or empty directory");
+  snapshot_create->add_option("dir", create_args.dir, "Directory of the snapshot")->required();
+  snapshot_create->add_option(
+      "--admin", create_args.admin_url,
+      "Admin URL of the serve that holds the state, http://HOST:PORT: it makes the snapshot "
+      "without stopping (POST /admin/snapshot)");
+  snapshot_create
+      ->add_option("--timeout-ms", create_args.timeout_ms, "With --admin: the request's deadline")
+      ->check(CLI::PositiveNumber);
+  add_common(snapshot_create);
+  SnapshotRestoreArgs restore_args;
+  CLI::App* snapshot_restore = snapshot->add_subcommand(
+      "restore", "Verify a snapshot (manifest, files, digest) and restore it as a new state");
+  snapshot_restore->add_option("dir", restore_args.dir, "Directory of the snapshot")->required();
+  snapshot_restore->add_option("--state-dir", restore_args.state_dir,
+                               "The new state directory, new or empty (default: DATA_DIR/state)");
+  add_common(snapshot_restore);
+
   ServeArgs serve_args;
   CLI::App* serve = app.add_subcommand(
       "serve", "Fold the log and route JSON-RPC requests, with admin endpoints, until SIGTERM");
   serve->add_option("--ready-file", serve_args.ready_file,
                     "Write {\"api\":PORT,\"admin\":PORT} here once both listeners accept");
+  serve->add_option("--bootstrap-from", serve_args.bootstrap_from,
+                    "Snapshot directory to restore first when the state directory holds no state "
+                    "(ignored once it does); the fold then reads the log from its offsets");
   add_common(serve);
 
   std::vector<std::string> ingest_bases;
@@ -153,6 +190,7 @@ int RunCli(int argc, char** argv) {
 
   if (*append) return RunLogAppend(*config, append_args);
   if (*dump) return RunLogDump(*config, dump_args);
+  if (*drop) return RunLogDropBefore(*config, drop_args);
   if (*fold) return RunFold(*config);
   if (*get) return RunStateGet(*config, get_args);
   if (*audit) return RunAudit(*config, audit_args);
@@ -164,6 +202,8 @@ int RunCli(int argc, char** argv) {
     if (!verify_peer_args.peer.empty()) return RunVerifyPeer(*config, verify_peer_args);
     return RunVerify(*config);
   }
+  if (*snapshot_create) return RunSnapshotCreate(*config, create_args);
+  if (*snapshot_restore) return RunSnapshotRestore(*config, restore_args);
   if (*serve) return RunServe(*config, serve_args);
   if (*ingest) {
     if (!ingest_bases.empty()) {

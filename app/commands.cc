@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "engine/event_codec.h"
 #include "engine/fold_runner.h"
+#include "storage/embedded_event_log.h"
 #include "storage/rocksdb_state_store.h"
 
 namespace switchyard {
@@ -144,6 +145,22 @@ int RunLogDump(const Config& config, const LogDumpArgs& args) {
     if (*read == 0) break;
     remaining -= static_cast<int64_t>(*read);
   }
+  return 0;
+}
+
+int RunLogDropBefore(const Config& config, const LogDropBeforeArgs& args) {
+  if (config.log_url != "embedded") {
+    return Fail(absl::InvalidArgumentError(
+        "log drop-before is for the embedded log; a Kafka topic's retention drops its records"));
+  }
+  EmbeddedEventLogOptions options;
+  options.sync_appends = config.sync;
+  options.create_if_missing = false;
+  auto log = EmbeddedEventLog::Open(config.LogDir(), options);
+  if (!log.ok()) return Fail(log.status());
+  if (auto s = (*log)->DropBefore(args.offset); !s.ok()) return Fail(s);
+  std::cout << "start_offset=" << (*log)->start_offset() << " end_offset=" << (*log)->end_offset()
+            << "\n";
   return 0;
 }
 

@@ -23,6 +23,13 @@ struct LogDumpArgs {
 };
 int RunLogDump(const Config& config, const LogDumpArgs& args);
 
+// `switchyard log drop-before --offset N`: retention for the embedded log (Kafka's is the
+// topic's retention). A state whose next offset is below N can no longer be folded from it.
+struct LogDropBeforeArgs {
+  int64_t offset = 0;
+};
+int RunLogDropBefore(const Config& config, const LogDropBeforeArgs& args);
+
 int RunFold(const Config& config);
 
 struct ReplayArgs {

@@ -31,6 +31,7 @@
 #include "spdlog/spdlog.h"
 #include "storage/kafka_event_log.h"
 #include "storage/rocksdb_state_store.h"
+#include "storage/state_snapshot.h"
 
 namespace switchyard {
 namespace {
@@ -54,8 +55,8 @@ class ErDirectorySink : public ErRegistrySink {
 class ServeProcess {
  public:
   // `stop_signals` are blocked by the caller; Start() gives up when one arrives.
-  ServeProcess(const Config& config, const sigset_t& stop_signals)
-      : config_(config), stop_signals_(stop_signals) {}
+  ServeProcess(const Config& config, const ServeArgs& args, const sigset_t& stop_signals)
+      : config_(config), args_(args), stop_signals_(stop_signals) {}
   ~ServeProcess() { Stop(); }
 
   // On SIGHUP: reloads what can change while connections stay up. Each reloadable part logs
@@ -90,6 +91,7 @@ class ServeProcess {
     if (config_.log_url.rfind("kafka://", 0) == 0) {
       kafka_metrics_ = std::make_unique<KafkaLogMetrics>(registry_);
     }
+    RETURN_IF_ERROR(Bootstrap());
     const absl::Time started = absl::Now();
     // No listener is up while the log cannot be opened: nothing claims readiness meanwhile.
     ASSIGN_OR_RETURN(log_, OpenEventLogRetrying(config_, /*create_if_missing=*/true,
@@ -175,6 +177,11 @@ class ServeProcess {
         },
         &admin_metrics_);
     admin_->SetSealedDigests(store_.get());
+    admin_->SetSnapshotMaker(
+        [store = store_.get()](const std::string& dir) -> absl::StatusOr<std::string> {
+          ASSIGN_OR_RETURN(SnapshotManifest manifest, CreateStateSnapshot(*store, dir));
+          return SnapshotManifestJson(manifest);
+        });
     admin_->SetCache(router_->cache());
     admin_->SetErStatus([ers = router_->ers()] { return ErStatusJson(*ers->Current()); });
     admin_->SetWriteHealth([fold = fold_runner_.get(), watcher = watcher_.get()] {
@@ -214,6 +221,26 @@ class ServeProcess {
       return absl::UnavailableError(fmt::format("api.listen {}:{}: {}", serve.api.address,
                                                 serve.api.port, std::string(s.message())));
     }
+    return absl::OkStatus();
+  }
+
+  // serve --bootstrap-from: a replica without a state starts from the snapshot; one that has
+  // a state keeps it (a restart with the same command line).
+  absl::Status Bootstrap() {
+    if (args_.bootstrap_from.empty()) return absl::OkStatus();
+    if (StateStoreExists(config_.StateDir())) {
+      spdlog::info("bootstrap: {} already holds a state; {} is not restored", config_.StateDir(),
+                   args_.bootstrap_from);
+      return absl::OkStatus();
+    }
+    const absl::Time start = absl::Now();
+    ASSIGN_OR_RETURN(SnapshotManifest manifest,
+                     RestoreStateSnapshot(args_.bootstrap_from, config_.StateDir()));
+    spdlog::info(
+        "bootstrap: restored {} into {} in {:.0f} ms: applied slot {}, digest {}, {} delegated "
+        "accounts; the fold goes on from its offsets",
+        args_.bootstrap_from, config_.StateDir(), absl::ToDoubleMilliseconds(absl::Now() - start),
+        manifest.applied_slot, manifest.digest.ToHex(), manifest.delegated_accounts);
     return absl::OkStatus();
   }
 
@@ -296,6 +323,7 @@ class ServeProcess {
 
  private:
   const Config& config_;
+  const ServeArgs& args_;
   SystemClock clock_;
   MetricsRegistry registry_;
   // The admin listener's own HTTP counters, kept out of the API's.
@@ -370,7 +398,7 @@ int RunServe(const Config& config, const ServeArgs& args) {
   sigaddset(&waited, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &waited, nullptr);
 
-  ServeProcess process(config, signals);
+  ServeProcess process(config, args, signals);
   if (absl::Status s = process.Start(); !s.ok()) {
     if (absl::IsCancelled(s)) {
       spdlog::info("switchyard serve: {}", std::string(s.message()));

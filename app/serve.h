@@ -9,6 +9,9 @@ namespace switchyard {
 struct ServeArgs {
   // When set, {"api":PORT,"admin":PORT} is written here once both listeners accept.
   std::string ready_file;
+  // When set and the state directory holds no state yet: restore the snapshot in this
+  // directory into it first (storage/state_snapshot.h), then fold the log from its offsets.
+  std::string bootstrap_from;
 };
 
 // `switchyard serve`: folds the log into the state and routes JSON-RPC requests against its

@@ -1,5 +1,6 @@
 // Micro-benchmarks of the event-sourced core: the event codec, folding into RocksDB with
-// durable commits, snapshot lookups, and restart-to-ready with 1 M delegated accounts.
+// durable commits, snapshot lookups, restart-to-ready, and snapshot create and restore with
+// 1 M delegated accounts.
 #include <benchmark/benchmark.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -14,6 +15,7 @@
 #include "engine/event_codec.h"
 #include "engine/fold.h"
 #include "storage/rocksdb_state_store.h"
+#include "storage/state_snapshot.h"
 
 namespace switchyard {
 
@@ -210,24 +212,108 @@ void BM_RandomMemoryReadBaseline(benchmark::State& state) {
 }
 BENCHMARK(BM_RandomMemoryReadBaseline);
 
+// A state store at `dir` with 1 M delegated accounts, folded from 1 M Delegated events.
+void WriteMillionAccountStore(const std::filesystem::path& dir, benchmark::State& state) {
+  auto store = RocksDbStateStore::Open(dir.string());
+  Fold fold(FoldOptions(), LoadedState(), 1);
+  std::mt19937_64 rng(5);
+  int64_t offset = 0;
+  for (int i = 0; i < 1'000'000; ++i) {
+    fold.Add(0, offset++, EncodeEvent(RandomDelegation(rng, RandomKey(rng), 1)));
+    if ((i + 1) % 100'000 == 0) {
+      if (!(*store)->Commit(fold.TakeBatch()).ok()) state.SkipWithError("commit failed");
+    }
+  }
+  fold.Add(0, offset++, EncodeEvent(SlotSealedEvent{1}));
+  if (!(*store)->Commit(fold.TakeBatch()).ok()) state.SkipWithError("commit failed");
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The baseline of the snapshot benchmarks, in the same run: a plain recursive copy of `from`.
+double CopySeconds(const std::filesystem::path& from, const std::filesystem::path& to) {
+  const auto start = std::chrono::steady_clock::now();
+  std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
+  const double seconds = SecondsSince(start);
+  std::filesystem::remove_all(to);
+  return seconds;
+}
+
+// `snapshot create` of a live store with 1 M delegated accounts: the checkpoint, its opening
+// to read the position and recompute the digest, the file checksums and the manifest.
+// vs_copy: its time over a plain copy of the store's directory.
+void BM_SnapshotCreate(benchmark::State& state) {
+  const auto dir = BenchDir("snapshot-create");
+  WriteMillionAccountStore(dir / "state", state);
+  auto store = RocksDbStateStore::Open((dir / "state").string());
+  if (!store.ok()) return state.SkipWithError("cannot open the store");
+  double seconds = 0;
+  double copy_seconds = 0;
+  uint64_t bytes = 0;
+  uint64_t delegated = 0;
+  for (auto _ : state) {
+    const auto target = dir / "snapshot";
+    const auto start = std::chrono::steady_clock::now();
+    auto manifest = CreateStateSnapshot(**store, target.string());
+    const double took = SecondsSince(start);
+    if (!manifest.ok())
+      return state.SkipWithError(std::string(manifest.status().message()).c_str());
+    state.SetIterationTime(took);
+    seconds += took;
+    bytes = manifest->total_bytes();
+    delegated = manifest->delegated_accounts;
+    std::filesystem::remove_all(target);
+    copy_seconds += CopySeconds(dir / "state", dir / "copy");
+  }
+  state.counters["accounts"] = static_cast<double>(delegated);
+  state.counters["snapshot_mb"] = static_cast<double>(bytes) / (1 << 20);
+  state.counters["vs_copy"] = seconds / copy_seconds;
+  store->reset();
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_SnapshotCreate)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// `snapshot restore` of a snapshot with 1 M delegated accounts: every file checked against
+// the manifest, copied (table files hard-linked), opened, its digest recomputed.
+// vs_copy: its time over a plain copy of the snapshot's directory.
+void BM_SnapshotRestore(benchmark::State& state) {
+  const auto dir = BenchDir("snapshot-restore");
+  WriteMillionAccountStore(dir / "state", state);
+  {
+    auto store = RocksDbStateStore::Open((dir / "state").string());
+    if (!store.ok()) return state.SkipWithError("cannot open the store");
+    auto made = CreateStateSnapshot(**store, (dir / "snapshot").string());
+    if (!made.ok()) return state.SkipWithError(std::string(made.status().message()).c_str());
+  }
+  double seconds = 0;
+  double copy_seconds = 0;
+  uint64_t delegated = 0;
+  for (auto _ : state) {
+    const auto target = dir / "restored";
+    const auto start = std::chrono::steady_clock::now();
+    auto restored = RestoreStateSnapshot((dir / "snapshot").string(), target.string());
+    const double took = SecondsSince(start);
+    if (!restored.ok())
+      return state.SkipWithError(std::string(restored.status().message()).c_str());
+    state.SetIterationTime(took);
+    seconds += took;
+    delegated = restored->delegated_accounts;
+    std::filesystem::remove_all(target);
+    copy_seconds += CopySeconds(dir / "snapshot", dir / "copy");
+  }
+  state.counters["accounts"] = static_cast<double>(delegated);
+  state.counters["vs_copy"] = seconds / copy_seconds;
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_SnapshotRestore)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+
 // Restart-to-ready with 1 M delegated accounts: a fresh process opens the store, loads the
 // state and builds the routing snapshot. Reports seconds and the child's peak RSS.
 void BM_RestartToReady(benchmark::State& state) {
   const auto dir = BenchDir("restart");
-  {
-    auto store = RocksDbStateStore::Open(dir.string());
-    Fold fold(FoldOptions(), LoadedState(), 1);
-    std::mt19937_64 rng(5);
-    int64_t offset = 0;
-    for (int i = 0; i < 1'000'000; ++i) {
-      fold.Add(0, offset++, EncodeEvent(RandomDelegation(rng, RandomKey(rng), 1)));
-      if ((i + 1) % 100'000 == 0) {
-        if (!(*store)->Commit(fold.TakeBatch()).ok()) state.SkipWithError("commit failed");
-      }
-    }
-    fold.Add(0, offset++, EncodeEvent(SlotSealedEvent{1}));
-    if (!(*store)->Commit(fold.TakeBatch()).ok()) state.SkipWithError("commit failed");
-  }
+  WriteMillionAccountStore(dir, state);
   double max_rss_mb = 0;
   size_t accounts = 0;
   for (auto _ : state) {

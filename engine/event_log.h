@@ -63,6 +63,10 @@ class EventLogReader {
                                       absl::FunctionRef<void(const LogRecordView&)> on_record) = 0;
   // The offset one past the last record of `partition` now.
   virtual absl::StatusOr<int64_t> EndOffset(int32_t partition) = 0;
+  // The first offset `partition` still holds now: 0 until retention (Kafka) or DropBefore
+  // (the embedded log) deletes its early records. A state whose next offset is below it
+  // cannot be folded further from this log (docs/architecture.md §7, "Log holes").
+  virtual absl::StatusOr<int64_t> StartOffset(int32_t partition) = 0;
 };
 
 // A whole log: the producer side, and readers for folding engines. Implemented by

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/status.h"
 
 namespace switchyard {
@@ -28,8 +29,23 @@ FoldMetrics::FoldMetrics(MetricsRegistry& r)
           "The state store's write buffers (memtables), which grow with writes until a flush")),
       state_block_cache_bytes(
           r.AddGauge("switchyard_state_block_cache_bytes", "The state store's block cache in use")),
+      log_hole(r.AddGauge("switchyard_fold_log_hole",
+                          "1 while the log no longer holds the next record of a partition the "
+                          "state needs (retention deleted it); the fold is stopped, else 0")),
+      log_holes(r.AddCounter("switchyard_fold_log_holes_total",
+                             "Holes found in the log at the state's next offset")),
       commit_seconds(r.AddHistogram("switchyard_fold_commit_seconds",
                                     "Time to write one fold batch", LatencyBucketsSeconds())) {}
+
+std::string LogHoleMessage(const LogHole& hole) {
+  return absl::StrCat("log hole: partition ", hole.partition, " starts at offset ",
+                      hole.start_offset, " but the state's next offset there is ", hole.next_offset,
+                      "; records ", hole.next_offset, " to ", hole.start_offset - 1,
+                      " are gone from the log (retention), so the fold stops here rather than "
+                      "skip them. Bootstrap this replica from a snapshot taken at or after "
+                      "offset ",
+                      hole.start_offset, " (switchyard snapshot restore, serve --bootstrap-from)");
+}
 
 FoldRunner::FoldRunner(FoldRunnerOptions options, EventLogReader* reader, StateStore* store,
                        SnapshotHolder* snapshots, const Clock* clock, FoldMetrics* metrics)
@@ -44,6 +60,7 @@ FoldRunner::~FoldRunner() { Stop(); }
 
 absl::Status FoldRunner::Init() {
   uncommitted_records_ = 0;
+  check_log_start_ = true;
   ASSIGN_OR_RETURN(LoadedState loaded, store_->Load());
   fold_ = std::make_unique<Fold>(options_.fold, std::move(loaded), reader_->partition_count());
   for (int32_t p = 0; p < fold_->partition_count(); ++p) {
@@ -68,9 +85,32 @@ absl::StatusOr<size_t> FoldRunner::Step(absl::Duration timeout) {
     RETURN_IF_ERROR(Init());
     needs_reload_ = false;
   }
+  // Nothing was read: no reload is needed, only the check again.
+  if (check_log_start_) RETURN_IF_ERROR(CheckLogStart());
   absl::StatusOr<size_t> read = StepOnce(timeout);
   if (!read.ok()) needs_reload_ = true;
   return read;
+}
+
+absl::Status FoldRunner::CheckLogStart() {
+  std::optional<LogHole> hole;
+  for (int32_t p = 0; p < fold_->partition_count() && !hole; ++p) {
+    ASSIGN_OR_RETURN(const int64_t start, reader_->StartOffset(p));
+    if (start > fold_->read_offset(p)) hole = LogHole{p, fold_->read_offset(p), start};
+  }
+  bool found = false;
+  {
+    absl::MutexLock lock(&error_mu_);
+    found = hole && hole != hole_;
+    hole_ = hole;
+  }
+  if (metrics_ != nullptr) {
+    metrics_->log_hole.Set(hole ? 1 : 0);
+    if (found) metrics_->log_holes.Increment();
+  }
+  if (hole) return absl::FailedPreconditionError(LogHoleMessage(*hole));
+  check_log_start_ = false;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<size_t> FoldRunner::StepOnce(absl::Duration timeout) {
@@ -195,6 +235,11 @@ void FoldRunner::Start() {
 std::string FoldRunner::error() const {
   absl::MutexLock lock(&error_mu_);
   return error_;
+}
+
+std::optional<LogHole> FoldRunner::log_hole() const {
+  absl::MutexLock lock(&error_mu_);
+  return hole_;
 }
 
 void FoldRunner::Stop() {

@@ -45,8 +45,24 @@ struct FoldMetrics {
   Gauge& in_limbo;
   Gauge& state_memtable_bytes;
   Gauge& state_block_cache_bytes;
+  Gauge& log_hole;     // 1 while the log no longer holds a partition's next offset
+  Counter& log_holes;  // holes found (once each, not once per retry)
   Histogram& commit_seconds;
 };
+
+// Where the log no longer holds the next record the state needs: its records from
+// `next_offset` up to `start_offset` were deleted (Kafka retention, the embedded log's
+// DropBefore). Folding on would skip them, so the runner refuses. A value type.
+struct LogHole {
+  int32_t partition = 0;
+  int64_t next_offset = 0;   // the first record the state has not folded
+  int64_t start_offset = 0;  // the first record the log still holds
+
+  friend bool operator==(const LogHole&, const LogHole&) = default;
+};
+
+// What a hole means for the operator, for errors and /ready.
+std::string LogHoleMessage(const LogHole& hole);
 
 // Drives a Fold: reads the log from the state's stored offsets, folds, commits each batch to
 // the StateStore, and publishes snapshots. Owns the fold's thread between Start() and
@@ -61,7 +77,10 @@ class FoldRunner {
   absl::Status Init();
   // Reads up to one batch (waiting up to `timeout` for the first record), folds and commits
   // it. Returns the number of records read. After an error, the next Step first reloads the
-  // state from the store and repositions the reader.
+  // state from the store and repositions the reader. The first Step after Init, and every
+  // Step while a hole is found, first asks the log where each partition starts: while one
+  // starts past the state's next offset, Step reads nothing and returns FailedPrecondition
+  // with LogHoleMessage.
   absl::StatusOr<size_t> Step(absl::Duration timeout);
   // Folds until every record that was in the log when called has been read, or, with a
   // stop slot, until every partition has sealed it.
@@ -74,12 +93,16 @@ class FoldRunner {
   // Why the last step of Start()'s thread failed; empty once a step succeeds again. Any
   // thread.
   std::string error() const;
+  // The hole the last check found, if any. Any thread.
+  std::optional<LogHole> log_hole() const;
 
   const Fold& fold() const { return *fold_; }
 
  private:
   absl::StatusOr<size_t> StepOnce(absl::Duration timeout);
   absl::Status CommitAndPublish(bool caught_up);
+  // Compares each partition's start offset with the fold's read offset.
+  absl::Status CheckLogStart();
 
   FoldRunnerOptions options_;
   EventLogReader* reader_;
@@ -90,6 +113,7 @@ class FoldRunner {
   std::unique_ptr<Fold> fold_;
   size_t uncommitted_records_ = 0;
   bool needs_reload_ = false;
+  bool check_log_start_ = true;
   FoldCounters reported_;  // counters already added to the metrics
   Slot published_slot_ = 0;
   std::optional<Slot> published_limbo_;
@@ -98,6 +122,7 @@ class FoldRunner {
   std::thread thread_;
   mutable absl::Mutex error_mu_;
   std::string error_ ABSL_GUARDED_BY(error_mu_);
+  std::optional<LogHole> hole_ ABSL_GUARDED_BY(error_mu_);
 };
 
 }  // namespace switchyard

@@ -4,6 +4,8 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/endian.h"
 #include "common/status.h"
@@ -16,6 +18,8 @@ namespace {
 using storage_internal::FromRocksDb;
 
 constexpr char kLogCf[] = "log";
+// In the default family: the first sequence number kept, once DropBefore has run.
+constexpr char kStartKey[] = "start_offset";
 
 std::string OffsetKey(int64_t offset) {
   std::string key;
@@ -47,6 +51,10 @@ class EmbeddedEventLog::Reader final : public EventLogReader {
                               absl::FunctionRef<void(const LogRecordView&)> on_record) override {
     if (paused_ || max_records == 0) return size_t{0};
     if (!log_->WaitForOffset(next_, timeout)) return size_t{0};
+    if (const int64_t start = log_->start_offset(); next_ < start) {
+      return absl::DataLossError(absl::StrCat("embedded log has a hole: expected offset ", next_,
+                                              ", the log starts at ", start));
+    }
     if (!iterator_) {
       rocksdb::ReadOptions read;
       read.readahead_size = 2 << 20;
@@ -76,6 +84,7 @@ class EmbeddedEventLog::Reader final : public EventLogReader {
   }
 
   absl::StatusOr<int64_t> EndOffset(int32_t) override { return log_->end_offset(); }
+  absl::StatusOr<int64_t> StartOffset(int32_t) override { return log_->start_offset(); }
 
  private:
   const EmbeddedEventLog* log_;
@@ -85,10 +94,11 @@ class EmbeddedEventLog::Reader final : public EventLogReader {
 };
 
 EmbeddedEventLog::EmbeddedEventLog(std::unique_ptr<storage_internal::Database> database,
-                                   int64_t end, bool sync_appends)
+                                   int64_t start, int64_t end, bool sync_appends)
     : database_(std::move(database)),
       log_cf_(database_->family(1)),
       sync_appends_(sync_appends),
+      start_(start),
       end_(end) {}
 
 EmbeddedEventLog::~EmbeddedEventLog() = default;
@@ -114,8 +124,40 @@ absl::StatusOr<std::unique_ptr<EmbeddedEventLog>> EmbeddedEventLog::Open(
     }
     RETURN_IF_ERROR(FromRocksDb(it->status(), "finding the end of the event log"));
   }
+  int64_t start = 0;
+  std::string stored;
+  rocksdb::Status s =
+      database->db()->Get(rocksdb::ReadOptions(), database->family(0), kStartKey, &stored);
+  if (!s.IsNotFound()) {
+    RETURN_IF_ERROR(FromRocksDb(s, "reading the start of the event log"));
+    if (stored.size() != 8) return absl::DataLossError("malformed embedded log start offset");
+    start = static_cast<int64_t>(LoadU64BE(AsBytes(stored.data())));
+  }
+  // Every record dropped: numbering goes on after the last one.
+  end = std::max(end, start);
   return std::unique_ptr<EmbeddedEventLog>(
-      new EmbeddedEventLog(std::move(database), end, options.sync_appends));
+      new EmbeddedEventLog(std::move(database), start, end, options.sync_appends));
+}
+
+absl::Status EmbeddedEventLog::DropBefore(int64_t offset) {
+  absl::MutexLock lock(&mu_);
+  const int64_t start = std::min(offset, end_);
+  if (start <= start_) return absl::OkStatus();
+  rocksdb::WriteBatch batch;
+  RETURN_IF_ERROR(
+      FromRocksDb(batch.Put(database_->family(0), kStartKey, OffsetKey(start)), "batch put"));
+  RETURN_IF_ERROR(
+      FromRocksDb(batch.DeleteRange(log_cf_, OffsetKey(start_), OffsetKey(start)), "batch delete"));
+  rocksdb::WriteOptions write;
+  write.sync = true;
+  RETURN_IF_ERROR(database_->Write(write, &batch, "dropping early records of the event log"));
+  start_ = start;
+  return absl::OkStatus();
+}
+
+int64_t EmbeddedEventLog::start_offset() const {
+  absl::MutexLock lock(&mu_);
+  return start_;
 }
 
 absl::Status EmbeddedEventLog::Append(std::span<const OutgoingRecord> records) {

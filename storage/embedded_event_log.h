@@ -25,7 +25,7 @@ struct EmbeddedEventLogOptions {
 
 // The event log on one machine: one partition, records in a RocksDB column family keyed by
 // their sequence number (big-endian u64, from 0). Append is the producer side; NewReader
-// makes consumers. The log outlives its readers. Thread-safe.
+// makes consumers; DropBefore is retention. The log outlives its readers. Thread-safe.
 class EmbeddedEventLog final : public EventLog {
  public:
   static absl::StatusOr<std::unique_ptr<EmbeddedEventLog>> Open(
@@ -40,10 +40,16 @@ class EmbeddedEventLog final : public EventLog {
   absl::StatusOr<std::unique_ptr<EventLogReader>> OpenReader() override { return NewReader(); }
   // The sequence number the next record will get.
   int64_t end_offset() const;
+  // The first sequence number the log still holds (end_offset() when it holds none).
+  int64_t start_offset() const;
+  // Deletes every record before `offset` (at most up to end_offset()), durably: retention.
+  // A reader positioned below the new start finds a hole (DataLoss) and StartOffset says
+  // where the log starts now. Numbering goes on from end_offset(), across reopens too.
+  absl::Status DropBefore(int64_t offset);
 
  private:
   class Reader;
-  EmbeddedEventLog(std::unique_ptr<storage_internal::Database> database, int64_t end,
+  EmbeddedEventLog(std::unique_ptr<storage_internal::Database> database, int64_t start, int64_t end,
                    bool sync_appends);
   // Waits until the log holds a record at `offset` or `timeout` passes.
   bool WaitForOffset(int64_t offset, absl::Duration timeout) const;
@@ -52,6 +58,7 @@ class EmbeddedEventLog final : public EventLog {
   rocksdb::ColumnFamilyHandle* log_cf_;
   const bool sync_appends_;
   mutable absl::Mutex mu_;
+  int64_t start_ ABSL_GUARDED_BY(mu_);
   int64_t end_ ABSL_GUARDED_BY(mu_);
 };
 

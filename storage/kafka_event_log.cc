@@ -361,6 +361,15 @@ class KafkaEventLog::Reader final : public EventLogReader {
     return high;
   }
 
+  absl::StatusOr<int64_t> StartOffset(int32_t partition) override {
+    int64_t low = 0;
+    int64_t high = 0;
+    RETURN_IF_ERROR(FromKafka(rd_kafka_query_watermark_offsets(consumer_, topic_.c_str(), partition,
+                                                               &low, &high, TimeoutMs(timeout_)),
+                              fmt::format("reading the start of {}", topic_)));
+    return low;
+  }
+
  private:
   absl::Status Assign() {
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(partition_count());

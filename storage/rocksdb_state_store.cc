@@ -5,6 +5,7 @@
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
 #include <rocksdb/table.h>
+#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
@@ -554,6 +555,37 @@ absl::StatusOr<uint64_t> RocksDbStateStore::CountHistoryRows() {
   for (it->SeekToFirst(); it->Valid(); it->Next()) ++count;
   RETURN_IF_ERROR(FromRocksDb(it->status(), "counting history"));
   return count;
+}
+
+absl::StatusOr<RocksDbStateStore::StateScan> RocksDbStateStore::ScanState() {
+  StateScan scan;
+  rocksdb::ReadOptions read;
+  read.fill_cache = false;
+  read.readahead_size = 4 << 20;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, state_cf_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const rocksdb::Slice key = it->key();
+    std::optional<AccountState> state =
+        DecodeAccountState(std::string_view(it->value().data(), it->value().size()));
+    if (key.size() != Pubkey::kSize || !state) {
+      return absl::DataLossError(absl::StrCat("malformed state row of ", key.size(), " bytes"));
+    }
+    ++scan.accounts;
+    if (state->delegated) {
+      ++scan.delegated;
+      scan.digest.Add(Pubkey::FromBytes(AsBytes(key.data())), *state);
+    }
+  }
+  RETURN_IF_ERROR(FromRocksDb(it->status(), "scanning the state"));
+  return scan;
+}
+
+absl::Status RocksDbStateStore::CreateCheckpoint(const std::string& dir) {
+  rocksdb::Checkpoint* raw = nullptr;
+  RETURN_IF_ERROR(FromRocksDb(rocksdb::Checkpoint::Create(db_, &raw), "making a checkpoint"));
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  return FromRocksDb(checkpoint->CreateCheckpoint(dir),
+                     absl::StrCat("writing a checkpoint of the state store to ", dir));
 }
 
 }  // namespace switchyard

@@ -77,6 +77,20 @@ class RocksDbStateStore final : public StateStore {
   // Number of rows in the history column family (for audits and tests).
   absl::StatusOr<uint64_t> CountHistoryRows();
 
+  // What a full scan of the state family finds: the digest recomputed from the rows (not
+  // the one stored with the position), and the number of rows.
+  struct StateScan {
+    StateDigest digest;
+    uint64_t accounts = 0;   // rows, tombstones included
+    uint64_t delegated = 0;  // rows that delegate
+  };
+  absl::StatusOr<StateScan> ScanState();
+
+  // A RocksDB checkpoint of the whole store in `dir` (which must not exist): every family as
+  // of one moment, so the position in it matches its rows; table files are hard links when
+  // `dir` is on the same file system. Safe while a fold commits.
+  absl::Status CreateCheckpoint(const std::string& dir);
+
  private:
   RocksDbStateStore(std::unique_ptr<storage_internal::Database> database, bool sync_commits);
   absl::Status CheckSchemaVersion(const std::string& path, bool secondary);

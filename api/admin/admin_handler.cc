@@ -9,6 +9,7 @@
 
 #include "api/admin/digest_answer.h"
 #include "api/jsonrpc/jsonrpc.h"
+#include "common/url.h"
 #include "fmt/format.h"
 #include "simdjson.h"
 #include "spdlog/spdlog.h"
@@ -263,6 +264,69 @@ AdminContext::AdminContext(AdminOptions options, SnapshotHolder* snapshots,
 AdminContext::~AdminContext() {
   Stop();
   if (digest_pool_) digest_pool_->join();
+  if (snapshot_pool_) snapshot_pool_->join();
+}
+
+void AdminContext::SetSnapshotMaker(SnapshotMaker maker) {
+  snapshot_maker_ = std::move(maker);
+  if (snapshot_maker_ && !snapshot_pool_) snapshot_pool_ = std::make_unique<asio::thread_pool>(1);
+}
+
+void AdminContext::MakeSnapshot(const HttpRequest& request,
+                                std::function<void(HttpResponse)> answer) {
+  auto error = [](unsigned status, std::string_view message) {
+    HttpResponse response;
+    response.status = status;
+    response.body = fmt::format(R"({{"error":{}}})", JsonQuote(message));
+    return response;
+  };
+  std::string dir;
+  if (std::optional<std::string_view> query = QueryParameter(request.target, "dir")) {
+    dir = std::string(*query);
+  } else if (!request.body.empty()) {
+    simdjson::dom::parser parser;
+    simdjson::dom::element root;
+    std::string_view value;
+    if (parser.parse(request.body.data(), request.body.size()).get(root) != simdjson::SUCCESS ||
+        root["dir"].get_string().get(value) != simdjson::SUCCESS) {
+      return answer(error(400, "the body must be a JSON object with a string \"dir\""));
+    }
+    dir = std::string(value);
+  }
+  if (dir.empty() || dir.front() != '/') {
+    return answer(error(400,
+                        "give the snapshot's directory as an absolute path: ?dir=/PATH or "
+                        "{\"dir\":\"/PATH\"}"));
+  }
+  if (!snapshot_maker_) return answer(error(503, "this process makes no snapshots"));
+  if (snapshot_running_.exchange(true)) {
+    return answer(error(409, "a snapshot is being made; try again when it is done"));
+  }
+  asio::post(*snapshot_pool_, [this, dir = std::move(dir), error, answer = std::move(answer)] {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<std::string> manifest = snapshot_maker_(dir);
+    HttpResponse response;
+    if (manifest.ok()) {
+      spdlog::info("admin: snapshot made in {} in {:.0f} ms", dir,
+                   absl::ToDoubleMilliseconds(absl::Now() - start));
+      response.body = *std::move(manifest);
+    } else {
+      const std::string message(manifest.status().message());
+      spdlog::warn("admin: snapshot in {} failed: {}", dir, message);
+      switch (manifest.status().code()) {
+        case absl::StatusCode::kAlreadyExists:
+          response = error(409, message);
+          break;
+        case absl::StatusCode::kInvalidArgument:
+          response = error(400, message);
+          break;
+        default:
+          response = error(500, message);
+      }
+    }
+    snapshot_running_ = false;
+    answer(std::move(response));
+  });
 }
 
 void AdminContext::SetSealedDigests(SealedDigestReader* sealed) {
@@ -526,6 +590,18 @@ void AdminHandler::Handle(HttpRequest request, Done done) {
         });
     return;
   }
+  if (request.method == "POST" && digest_path == "/admin/snapshot") {
+    context_->MakeSnapshot(
+        request, [back = return_, done = std::move(done)](HttpResponse response) mutable {
+          absl::MutexLock lock(&back->mu);
+          if (back->io_context == nullptr) return;  // the worker is gone
+          asio::post(*back->io_context,
+                     [done = std::move(done), response = std::move(response)]() mutable {
+                       done(std::move(response));
+                     });
+        });
+    return;
+  }
   HttpResponse response;
   std::string_view path = request.target;
   path = path.substr(0, path.find('?'));
@@ -552,7 +628,8 @@ void AdminHandler::Handle(HttpRequest request, Done done) {
   } else {
     response.status = 404;
     response.content_type = "text/plain";
-    response.body = "not found: /health, /ready, /status, /status/digest, /metrics\n";
+    response.body =
+        "not found: /health, /ready, /status, /status/digest, /metrics, POST /admin/snapshot\n";
   }
   done(std::move(response));
 }

@@ -166,7 +166,8 @@ struct WriteHealth {
   std::string log_error;   // ingest cannot append to the event log
 };
 
-// What the admin endpoints share: /health, /ready, /status, /status/digest and /metrics.
+// What the admin endpoints share: /health, /ready, /status, /status/digest, /metrics and
+// /admin/snapshot.
 // Owned by the app;
 // it must outlive the HttpServer that serves HandlerFactory(). The snapshot holder, the
 // registry, the monitor and the metrics must outlive it. Start() and Stop() from one control
@@ -203,6 +204,16 @@ class AdminContext {
   // worker or on that thread.
   void LookUpDigest(std::string_view target, std::function<void(HttpResponse)> answer);
 
+  // Makes a snapshot of the state in the directory it is given and returns its manifest as
+  // JSON (the app's: storage/state_snapshot.h). Blocks on the disk. Before Start().
+  using SnapshotMaker = std::function<absl::StatusOr<std::string>(const std::string& dir)>;
+  void SetSnapshotMaker(SnapshotMaker maker);
+  // Answers POST /admin/snapshot, the directory in `?dir=` or a JSON body {"dir": "..."}: at
+  // once for a bad request or while another snapshot is being made (409), else after the
+  // snapshot is made on a thread of this context's own. `answer` is called once, on the
+  // worker or on that thread.
+  void MakeSnapshot(const HttpRequest& request, std::function<void(HttpResponse)> answer);
+
   // For an HttpServer of its own, on a loopback port.
   RequestHandlerFactory HandlerFactory();
 
@@ -219,6 +230,9 @@ class AdminContext {
   SealedDigestReader* sealed_ = nullptr;
   std::unique_ptr<boost::asio::thread_pool> digest_pool_;  // with sealed_
   std::atomic<size_t> digest_lookups_{0};                  // queued or running on it
+  SnapshotMaker snapshot_maker_;
+  std::unique_ptr<boost::asio::thread_pool> snapshot_pool_;  // with snapshot_maker_
+  std::atomic<bool> snapshot_running_{false};
   mutable absl::Mutex mu_;
   std::vector<PartitionStatus> partitions_ ABSL_GUARDED_BY(mu_);
   std::string partitions_error_ ABSL_GUARDED_BY(mu_);
@@ -226,9 +240,10 @@ class AdminContext {
   std::thread thread_;
 };
 
-// Answers GET /health, /ready, /status, /status/digest and /metrics from an AdminContext;
-// anything else 404. One per admin worker, called on its thread; an answer read off the
-// worker (/status/digest) is posted back to it, and dropped once the handler is gone.
+// Answers GET /health, /ready, /status, /status/digest and /metrics, and POST
+// /admin/snapshot, from an AdminContext; anything else 404. One per admin worker, called on its
+// thread; an answer read off the worker (/status/digest) is posted back to it, and dropped once the
+// handler is gone.
 class AdminHandler : public RequestHandler {
  public:
   AdminHandler(AdminContext* context, boost::asio::io_context& io_context);

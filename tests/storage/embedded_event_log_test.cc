@@ -101,5 +101,51 @@ TEST(EmbeddedEventLogTest, OnlyPartitionZeroExists) {
   EXPECT_FALSE((*log)->NewReader()->Seek(1, 0).ok());
 }
 
+TEST(EmbeddedEventLogTest, DropBeforeMovesTheStartAndReadersBelowItFindAHole) {
+  TempDir dir;
+  {
+    auto log = EmbeddedEventLog::Open(dir.Sub("log"));
+    ASSERT_TRUE((*log)->Append(Records(0, 10)).ok());
+    ASSERT_TRUE((*log)->DropBefore(4).ok());
+    EXPECT_EQ((*log)->start_offset(), 4);
+    EXPECT_EQ((*log)->end_offset(), 10);
+    auto reader = (*log)->NewReader();
+    auto start = reader->StartOffset(0);
+    ASSERT_TRUE(start.ok());
+    EXPECT_EQ(*start, 4);
+    auto hole = reader->Poll(10, absl::ZeroDuration(), [](const LogRecordView&) {});
+    EXPECT_EQ(hole.status().code(), absl::StatusCode::kDataLoss) << hole.status();
+    ASSERT_TRUE(reader->Seek(0, 4).ok());
+    auto kept = PollAll(*reader, 100);
+    ASSERT_EQ(kept.size(), 6u);
+    EXPECT_EQ(kept[0], std::make_pair(int64_t{4}, std::string("record-4")));
+  }
+  // The start survives a reopen, and numbering goes on from the end.
+  auto log = EmbeddedEventLog::Open(dir.Sub("log"));
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ((*log)->start_offset(), 4);
+  EXPECT_EQ((*log)->end_offset(), 10);
+}
+
+TEST(EmbeddedEventLogTest, DroppingEveryRecordKeepsTheNumberingAcrossAReopen) {
+  TempDir dir;
+  {
+    auto log = EmbeddedEventLog::Open(dir.Sub("log"));
+    ASSERT_TRUE((*log)->Append(Records(0, 5)).ok());
+    ASSERT_TRUE((*log)->DropBefore(100).ok());  // capped at the end
+    EXPECT_EQ((*log)->start_offset(), 5);
+  }
+  auto log = EmbeddedEventLog::Open(dir.Sub("log"));
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ((*log)->start_offset(), 5);
+  EXPECT_EQ((*log)->end_offset(), 5);
+  ASSERT_TRUE((*log)->Append(Records(5, 1)).ok());
+  auto reader = (*log)->NewReader();
+  ASSERT_TRUE(reader->Seek(0, 5).ok());
+  auto all = PollAll(*reader, 10);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0], std::make_pair(int64_t{5}, std::string("record-5")));
+}
+
 }  // namespace
 }  // namespace switchyard

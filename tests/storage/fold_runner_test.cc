@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "engine/event_codec.h"
 #include "storage/embedded_event_log.h"
 #include "storage/rocksdb_state_store.h"
@@ -200,6 +201,122 @@ TEST(FoldRunnerTest, BackgroundThreadFollowsAppends) {
   }
   runner.Stop();
   EXPECT_EQ(snapshots.Current()->applied_slot(), 20u);
+}
+
+TEST(FoldRunnerTest, RefusesToFoldPastAHoleInTheLogAndSaysWhere) {
+  TempDir dir;
+  auto log = EmbeddedEventLog::Open(dir.Sub("log"));
+  testing::GeneratorOptions gen;
+  gen.slots = 20;
+  ASSERT_TRUE((*log)->Append(Encode(testing::GenerateEvents(gen))).ok());
+  ASSERT_TRUE((*log)->DropBefore(37).ok());
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  auto reader = (*log)->NewReader();
+  SnapshotHolder snapshots;
+  SystemClock clock;
+  MetricsRegistry registry;
+  FoldMetrics metrics(registry);
+  FoldRunner runner(FoldRunnerOptions(), reader.get(), store->get(), &snapshots, &clock, &metrics);
+  ASSERT_TRUE(runner.Init().ok());  // the state loads; the fold refuses to go on
+  const absl::Status refused = runner.RunUntilCaughtUp();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_NE(refused.message().find("partition 0 starts at offset 37 but the state's next "
+                                   "offset there is 0"),
+            std::string_view::npos)
+      << refused;
+  EXPECT_EQ(runner.log_hole(), (LogHole{0, 0, 37}));
+  // Retried: still refused, counted once.
+  EXPECT_EQ(runner.Step(absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(metrics.log_hole.value(), 1);
+  EXPECT_EQ(metrics.log_holes.value(), 1u);
+  EXPECT_EQ(metrics.records.value(), 0u);
+  EXPECT_EQ(snapshots.Current()->applied_slot(), 0u);
+  auto position = (*store)->Position();
+  ASSERT_TRUE(position.ok());
+  EXPECT_EQ(position->applied_slot, 0u);
+}
+
+TEST(FoldRunnerTest, AStateAtTheLogsFirstRetainedOffsetFoldsOn) {
+  TempDir dir;
+  auto log = EmbeddedEventLog::Open(dir.Sub("log"));
+  testing::GeneratorOptions gen;
+  gen.slots = 40;
+  const auto events = testing::GenerateEvents(gen);
+  const size_t half = events.size() / 2;
+  ASSERT_TRUE((*log)->Append(Encode({events.begin(), events.begin() + half})).ok());
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  SystemClock clock;
+  MetricsRegistry registry;
+  FoldMetrics metrics(registry);
+  int64_t next_offset = 0;
+  {
+    auto reader = (*log)->NewReader();
+    FoldRunner runner(FoldRunnerOptions(), reader.get(), store->get(), nullptr, &clock);
+    ASSERT_TRUE(runner.Init().ok());
+    ASSERT_TRUE(runner.RunUntilCaughtUp().ok());
+    next_offset = (*store)->Position()->partitions.at(0).next_offset;
+  }
+  ASSERT_GT(next_offset, 0);
+  // Retention takes exactly what the state has folded.
+  ASSERT_TRUE((*log)->DropBefore(next_offset).ok());
+  ASSERT_TRUE((*log)->Append(Encode({events.begin() + half, events.end()})).ok());
+  auto reader = (*log)->NewReader();
+  SnapshotHolder snapshots;
+  FoldRunner runner(FoldRunnerOptions(), reader.get(), store->get(), &snapshots, &clock, &metrics);
+  ASSERT_TRUE(runner.Init().ok());
+  ASSERT_TRUE(runner.RunUntilCaughtUp().ok());
+  testing::ReferenceFold reference;
+  for (const Event& e : events) reference.Apply(e);
+  EXPECT_EQ(snapshots.Current()->digest(), reference.digest);
+  EXPECT_EQ(runner.log_hole(), std::nullopt);
+  EXPECT_EQ(metrics.log_hole.value(), 0);
+  EXPECT_EQ(metrics.log_holes.value(), 0u);
+}
+
+TEST(FoldRunnerTest, AHoleOpenedAheadOfAFoldThatHasStartedStopsItWithTheReason) {
+  TempDir dir;
+  auto log = EmbeddedEventLog::Open(dir.Sub("log"));
+  testing::GeneratorOptions gen;
+  gen.slots = 10;
+  const auto events = testing::GenerateEvents(gen);
+  const size_t half = events.size() / 2;
+  ASSERT_TRUE((*log)->Append(Encode({events.begin(), events.begin() + half})).ok());
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  auto reader = (*log)->NewReader();
+  SnapshotHolder snapshots;
+  SystemClock clock;
+  MetricsRegistry registry;
+  FoldMetrics metrics(registry);
+  FoldRunnerOptions options;
+  options.poll_timeout = absl::Milliseconds(10);
+  options.error_backoff = absl::Milliseconds(10);
+  FoldRunner runner(options, reader.get(), store->get(), &snapshots, &clock, &metrics);
+  ASSERT_TRUE(runner.Init().ok());
+  ASSERT_TRUE(runner.RunUntilCaughtUp().ok());
+  const Slot folded_slot = snapshots.Current()->applied_slot();
+  ASSERT_GT(folded_slot, 0u);
+  // The committed position: records read but waiting for their slot's seal are not in it.
+  const int64_t next = (*store)->Position()->partitions.at(0).next_offset;
+  const int64_t start = static_cast<int64_t>(half) + 5;
+  // Retention deletes records the fold has not read yet.
+  ASSERT_TRUE((*log)->Append(Encode({events.begin() + half, events.end()})).ok());
+  ASSERT_TRUE((*log)->DropBefore(start).ok());
+  // The read finds the hole; the reload that follows says what it is.
+  EXPECT_EQ(runner.Step(absl::ZeroDuration()).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(runner.Step(absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(runner.log_hole(), (LogHole{0, next, start}));
+  runner.Start();
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (runner.error().empty() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(2));
+  runner.Stop();
+  EXPECT_NE(runner.error().find(absl::StrCat("log hole: partition 0 starts at offset ", start)),
+            std::string::npos)
+      << runner.error();
+  EXPECT_EQ(metrics.log_hole.value(), 1);
+  EXPECT_EQ(metrics.log_holes.value(), 1u);
+  EXPECT_EQ(snapshots.Current()->applied_slot(), folded_slot);
 }
 
 }  // namespace

@@ -10,8 +10,12 @@
 #include "engine/event_codec.h"
 #include "engine/fold_runner.h"
 #include "storage/rocksdb_state_store.h"
+#include "storage/state_snapshot.h"
 #include "tests/support/event_generator.h"
 #include "tests/support/temp_dir.h"
+
+// GCC 12 reports a false -Wrestrict on `"literal" + std::string` (GCC bug 105329).
+#pragma GCC diagnostic ignored "-Wrestrict"
 
 namespace switchyard {
 namespace {
@@ -191,6 +195,105 @@ TEST(KafkaEventLogTest, FoldOverPartitionsMatchesTheReferenceAndResumesFromStore
   auto rows = (*store)->CountHistoryRows();
   ASSERT_TRUE(rows.ok());
   EXPECT_EQ(*rows, reference.account_events) << "events applied twice or lost";
+}
+
+// The mock cluster keeps about 5 MiB per partition and drops the oldest record batches past
+// that: its retention. Writes `bytes` of records no fold can decode to `partition`.
+void FillPastTheMockRetention(EventLog& log, int32_t partition, size_t bytes) {
+  const std::string payload(64 << 10, 'x');
+  std::vector<OutgoingRecord> padding;
+  for (size_t written = 0; written < bytes; written += payload.size()) {
+    padding.push_back({"padding", payload, partition});
+  }
+  ASSERT_TRUE(log.Append(padding).ok());
+}
+
+TEST(KafkaEventLogTest, AFoldFromOffsetZeroRefusesATopicWhoseEarlyRecordsAreGone) {
+  MockKafka kafka;
+  kafka.CreateTopic("retained", 1);
+  auto log = KafkaEventLog::Open(Options(kafka, "retained"));
+  ASSERT_TRUE(log.ok()) << log.status();
+  testing::GeneratorOptions gen;
+  gen.slots = 20;
+  ASSERT_TRUE((*log)->Append(Records(testing::GenerateEvents(gen), 1)).ok());
+  FillPastTheMockRetention(**log, 0, 8 << 20);
+  auto reader = (*log)->OpenReader();
+  ASSERT_TRUE(reader.ok());
+  auto start = (*reader)->StartOffset(0);
+  ASSERT_TRUE(start.ok()) << start.status();
+  ASSERT_GT(*start, 0) << "the mock cluster kept every record";
+
+  testing::TempDir dir;
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  SnapshotHolder snapshots;
+  SystemClock clock;
+  MetricsRegistry registry;
+  FoldMetrics metrics(registry);
+  FoldRunner runner(FoldRunnerOptions(), reader->get(), store->get(), &snapshots, &clock, &metrics);
+  ASSERT_TRUE(runner.Init().ok());
+  const absl::Status refused = runner.RunUntilCaughtUp();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_NE(
+      refused.message().find("log hole: partition 0 starts at offset " + std::to_string(*start)),
+      std::string_view::npos)
+      << refused;
+  EXPECT_EQ(runner.log_hole(), (LogHole{0, 0, *start}));
+  EXPECT_EQ(metrics.log_hole.value(), 1);
+  EXPECT_EQ(metrics.log_holes.value(), 1u);
+  EXPECT_EQ(metrics.records.value(), 0u);
+  EXPECT_EQ(snapshots.Current()->applied_slot(), 0u);
+}
+
+TEST(KafkaEventLogTest, AReplicaBootstrappedFromASnapshotFoldsOnPastTheRetentionHole) {
+  MockKafka kafka;
+  kafka.CreateTopic("retained", 1);
+  auto log = KafkaEventLog::Open(Options(kafka, "retained"));
+  ASSERT_TRUE(log.ok()) << log.status();
+  testing::GeneratorOptions gen;
+  gen.slots = 40;
+  const auto events = testing::GenerateEvents(gen);
+  // The first half ends with a seal, so no record of it waits for one behind the padding.
+  size_t half = events.size() / 2;
+  while (!std::holds_alternative<SlotSealedEvent>(events[half - 1])) --half;
+  testing::ReferenceFold reference;
+  for (const Event& e : events) reference.Apply(e);
+  testing::TempDir dir;
+  SystemClock clock;
+  auto live = RocksDbStateStore::Open(dir.Sub("live"));
+  auto live_reader = (*log)->OpenReader();
+  ASSERT_TRUE(live_reader.ok());
+  FoldRunner live_runner(FoldRunnerOptions(), live_reader->get(), live->get(), nullptr, &clock);
+  ASSERT_TRUE(live_runner.Init().ok());
+  // A live replica folds the first half and the padding behind it in step with the log, so
+  // it has read every record before the mock's retention drops the early ones.
+  ASSERT_TRUE((*log)->Append(Records({events.begin(), events.begin() + half}, 1)).ok());
+  ASSERT_TRUE(live_runner.RunUntilCaughtUp().ok());
+  for (int chunk = 0; chunk < 8; ++chunk) {
+    FillPastTheMockRetention(**log, 0, 1 << 20);
+    ASSERT_TRUE(live_runner.RunUntilCaughtUp().ok());
+  }
+  auto start = (*live_reader)->StartOffset(0);
+  ASSERT_TRUE(start.ok()) << start.status();
+  ASSERT_GT(*start, 0) << "the mock cluster kept every record";
+  // The padding does not decode: quarantined, and the position moves past it.
+  auto made = CreateStateSnapshot(**live, dir.Sub("snapshot"));
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_GE(made->next_offsets.at(0), *start);
+
+  ASSERT_TRUE((*log)->Append(Records({events.begin() + half, events.end()}, 1)).ok());
+  ASSERT_TRUE(live_runner.RunUntilCaughtUp().ok());
+  ASSERT_TRUE(RestoreStateSnapshot(dir.Sub("snapshot"), dir.Sub("bootstrapped")).ok());
+  auto bootstrapped = RocksDbStateStore::Open(dir.Sub("bootstrapped"));
+  auto reader = (*log)->OpenReader();
+  ASSERT_TRUE(reader.ok());
+  FoldRunner runner(FoldRunnerOptions(), reader->get(), bootstrapped->get(), nullptr, &clock);
+  ASSERT_TRUE(runner.Init().ok());
+  const absl::Status folded = runner.RunUntilCaughtUp();
+  ASSERT_TRUE(folded.ok()) << folded;
+  EXPECT_EQ(runner.fold().position().digest, reference.digest);
+  EXPECT_EQ(runner.fold().position().digest, live_runner.fold().position().digest);
+  EXPECT_EQ(runner.fold().position().applied_slot, live_runner.fold().position().applied_slot);
+  EXPECT_EQ(*(*bootstrapped)->SealedDigests(), *(*live)->SealedDigests());
 }
 
 TEST(KafkaEventLogTest, RetriedProduceErrorsWriteEachRecordOnce) {

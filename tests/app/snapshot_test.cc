@@ -1,0 +1,246 @@
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "app/event_json.h"
+#include "fmt/format.h"
+#include "tests/app/process_test.h"
+#include "tests/support/event_generator.h"
+#include "tests/support/subprocess.h"
+
+namespace switchyard {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::HttpClient;
+using testing::HttpGet;
+using testing::JsonInt;
+using testing::MetricValue;
+using testing::RunCommand;
+using testing::WaitFor;
+
+// The value of "key":"..." in a small JSON object, or "".
+std::string JsonString(const std::string& json, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(json, m, std::regex("\"" + key + "\":\"([^\"]*)\""))) return "";
+  return m[1];
+}
+
+// `switchyard snapshot` and `serve --bootstrap-from` over the embedded log, with serve running
+// against a base upstream that is not there (so /ready says why, and nothing else moves).
+class SnapshotTest : public testing::ProcessTest {
+ protected:
+  void SetUp() override {
+    gen_.slots = 3000;
+    events_ = testing::GenerateEvents(gen_);
+    for (const Event& e : events_) reference_.Apply(e);
+    config_ = WriteFile("serve.toml",
+                        "[api]\nlisten = \"127.0.0.1:0\"\n"
+                        "[admin]\nlisten = \"127.0.0.1:0\"\n"
+                        "[upstreams.base]\n"
+                        "endpoints = [{url = \"http://127.0.0.1:1\"}]\n");
+  }
+
+  CommandResult Run(std::vector<std::string> args, const std::string& data_dir) {
+    args.insert(args.begin(), SWITCHYARD_BINARY);
+    args.insert(args.end(), {"--config", config_, "--data-dir", data_dir});
+    return RunCommand(args);
+  }
+
+  // Appends events_[from, to) to the embedded log of `data_dir`.
+  void AppendEvents(const std::string& data_dir, size_t from, size_t to) {
+    std::string text;
+    for (size_t i = from; i < to; ++i) text += EventToJson(events_[i]) + "\n";
+    const CommandResult append =
+        Run({"log", "append", "--jsonl", WriteFile("events.jsonl", text)}, data_dir);
+    ASSERT_EQ(append.exit_code, 0) << append.err;
+  }
+
+  // Starts serve on `data_dir` and returns its admin port (0 when it did not start).
+  uint16_t StartServe(const std::string& name, const std::string& data_dir,
+                      std::vector<std::string> extra = {}) {
+    const std::string ready = dir_.Sub(name + ".ready");
+    std::vector<std::string> argv = {SWITCHYARD_BINARY, "serve",  "--config",     config_,
+                                     "--data-dir",      data_dir, "--ready-file", ready};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    pids_[name] = Start(argv);
+    return static_cast<uint16_t>(JsonInt(WaitForReadyFile(ready), "admin"));
+  }
+
+  // Waits until the replica's /status shows applied slot `slot`; returns its /status.
+  std::string WaitForSlot(uint16_t admin_port, Slot slot) {
+    std::string body;
+    WaitFor(
+        [&] {
+          auto status = HttpGet(admin_port, "/status");
+          if (!status) return false;
+          body = status->body;
+          return JsonInt(body, "applied_slot") == static_cast<int64_t>(slot);
+        },
+        60s);
+    return body;
+  }
+
+  // A copy of `from`'s log in a new data directory, its records before `offset` dropped.
+  std::string CopyLogDroppingBefore(const std::string& from, const std::string& name,
+                                    int64_t offset) {
+    const std::string data = dir_.Sub(name);
+    fs::create_directories(data);
+    fs::copy(fs::path(from) / "log", fs::path(data) / "log", fs::copy_options::recursive);
+    const CommandResult drop =
+        Run({"log", "drop-before", "--offset", std::to_string(offset)}, data);
+    EXPECT_EQ(drop.exit_code, 0) << drop.err;
+    EXPECT_NE(drop.out.find(fmt::format("start_offset={}", offset)), std::string::npos) << drop.out;
+    return data;
+  }
+
+  testing::GeneratorOptions gen_;
+  std::vector<Event> events_;
+  testing::ReferenceFold reference_;
+  std::string config_;
+  std::map<std::string, pid_t> pids_;
+};
+
+TEST_F(SnapshotTest, SnapshotsOfARunningServeAreConsistentAndBootstrapAReplicaPastAHole) {
+  // The first half of the log, up to and including its last seal.
+  size_t half = events_.size() / 2;
+  while (!std::holds_alternative<SlotSealedEvent>(events_[half - 1])) --half;
+  const Slot half_slot = std::get<SlotSealedEvent>(events_[half - 1]).slot;
+  const std::string data = dir_.Sub("data");
+  AppendEvents(data, 0, half);
+  const uint16_t admin = StartServe("first", data);
+  ASSERT_GT(admin, 0);
+
+  // While it may still be folding: through the command line, which asks the running serve.
+  const std::string early = dir_.Sub("early");
+  const CommandResult made = Run(
+      {"snapshot", "create", early, "--admin", fmt::format("http://127.0.0.1:{}", admin)}, data);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const int64_t early_slot = JsonInt(made.out, "applied_slot");
+  ASSERT_GE(early_slot, 0) << made.out;
+  if (early_slot > 0) {
+    EXPECT_EQ(JsonString(made.out, "digest"),
+              reference_.sealed_digests.at(static_cast<Slot>(early_slot)).ToHex())
+        << made.out;
+  }
+  // The command line cannot open the state serve holds, and says what to do.
+  const CommandResult locked = Run({"snapshot", "create", dir_.Sub("locked")}, data);
+  EXPECT_EQ(locked.exit_code, 1);
+  EXPECT_NE(locked.err.find("--admin http://HOST:PORT"), std::string::npos) << locked.err;
+
+  const std::string status = WaitForSlot(admin, half_slot);
+  ASSERT_EQ(JsonString(status, "digest"), reference_.sealed_digests.at(half_slot).ToHex())
+      << status;
+  // Through the endpoint, once caught up: every record of the first half is folded.
+  const std::string snapshot = dir_.Sub("snapshot");
+  HttpClient client(admin, 60s);
+  auto answer = client.Post("/admin/snapshot?dir=" + snapshot, "");
+  ASSERT_EQ(answer.result_int(), 200u) << answer.body();
+  EXPECT_EQ(JsonInt(answer.body(), "applied_slot"), static_cast<int64_t>(half_slot));
+  EXPECT_EQ(JsonString(answer.body(), "digest"), reference_.sealed_digests.at(half_slot).ToHex())
+      << answer.body();
+  EXPECT_NE(answer.body().find(fmt::format("\"next_offsets\":[{}]", half)), std::string::npos)
+      << answer.body();
+  // A directory that holds something, and one that is not absolute, are refused.
+  EXPECT_EQ(client.Post("/admin/snapshot?dir=" + snapshot, "").result_int(), 409u);
+  EXPECT_EQ(client.Post("/admin/snapshot", R"({"dir":"relative/path"})").result_int(), 400u);
+  EXPECT_EQ(Terminate(pids_["first"], 15s), 0);
+
+  // The early snapshot restores from the command line to its own digest.
+  const CommandResult restored =
+      Run({"snapshot", "restore", early, "--state-dir", dir_.Sub("restored")}, data);
+  ASSERT_EQ(restored.exit_code, 0) << restored.err;
+  EXPECT_EQ(JsonString(restored.out, "digest"), JsonString(made.out, "digest"));
+
+  // The log grows, and a copy of it loses every record the snapshot has folded: a replica
+  // bootstrapped from the snapshot folds the rest and ends at the digest of a fold from 0.
+  AppendEvents(data, half, events_.size());
+  const std::string second = CopyLogDroppingBefore(data, "second", static_cast<int64_t>(half));
+  const uint16_t bootstrapped = StartServe("second", second, {"--bootstrap-from", snapshot});
+  ASSERT_GT(bootstrapped, 0);
+  const std::string second_status = WaitForSlot(bootstrapped, gen_.first_slot + gen_.slots - 1);
+  EXPECT_EQ(JsonString(second_status, "digest"), reference_.digest.ToHex()) << second_status;
+  auto metrics = HttpGet(bootstrapped, "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_EQ(MetricValue(metrics->body, "switchyard_fold_records_total"),
+            static_cast<int64_t>(events_.size() - half))
+      << "the bootstrapped replica read from the snapshot's offset";
+  EXPECT_EQ(MetricValue(metrics->body, "switchyard_fold_log_holes_total"), 0);
+  // Restarted with the same command line, it keeps its state.
+  EXPECT_EQ(Terminate(pids_["second"], 15s), 0);
+  const uint16_t restarted = StartServe("second-again", second, {"--bootstrap-from", snapshot});
+  ASSERT_GT(restarted, 0);
+  const std::string again = WaitForSlot(restarted, gen_.first_slot + gen_.slots - 1);
+  EXPECT_EQ(JsonString(again, "digest"), reference_.digest.ToHex()) << again;
+}
+
+TEST_F(SnapshotTest, AReplicaOnALogWithAHoleIsNotReadyAndSaysWhy) {
+  const std::string data = dir_.Sub("data");
+  AppendEvents(data, 0, events_.size());
+  const std::string holed = CopyLogDroppingBefore(data, "holed", 100);
+  const uint16_t admin = StartServe("holed", holed);
+  ASSERT_GT(admin, 0);
+  std::string body;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto ready = HttpGet(admin, "/ready");
+        if (!ready) return false;
+        body = ready->body;
+        return ready->status == 503u && body.find("log hole") != std::string::npos;
+      },
+      15s))
+      << body;
+  EXPECT_NE(body.find("partition 0 starts at offset 100 but the state's next offset there is 0"),
+            std::string::npos)
+      << body;
+  auto metrics = HttpGet(admin, "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_EQ(MetricValue(metrics->body, "switchyard_fold_log_hole"), 1) << metrics->body;
+  EXPECT_EQ(MetricValue(metrics->body, "switchyard_fold_log_holes_total"), 1);
+  EXPECT_EQ(MetricValue(metrics->body, "switchyard_fold_records_total"), 0);
+}
+
+TEST_F(SnapshotTest, ACorruptSnapshotIsRefusedByRestoreAndByServe) {
+  const std::string data = dir_.Sub("data");
+  AppendEvents(data, 0, events_.size());
+  const CommandResult fold = Run({"fold"}, data);
+  ASSERT_EQ(fold.exit_code, 0) << fold.err;
+  const std::string snapshot = dir_.Sub("snapshot");
+  const CommandResult made = Run({"snapshot", "create", snapshot}, data);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_EQ(JsonString(made.out, "digest"), reference_.digest.ToHex()) << made.out;
+  // Truncate a table file (a copy: the file is a hard link of the live store's).
+  fs::path table;
+  for (const auto& entry : fs::directory_iterator(fs::path(snapshot) / "state")) {
+    if (entry.path().extension() == ".sst") table = entry.path();
+  }
+  ASSERT_FALSE(table.empty());
+  std::string bytes;
+  {
+    std::ifstream in(table, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  fs::remove(table);
+  std::ofstream(table, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+
+  const CommandResult restored =
+      Run({"snapshot", "restore", snapshot, "--state-dir", dir_.Sub("restored")}, data);
+  EXPECT_EQ(restored.exit_code, 1);
+  EXPECT_NE(restored.err.find("refused: file " + table.filename().string()), std::string::npos)
+      << restored.err;
+  EXPECT_FALSE(fs::exists(dir_.Sub("restored")));
+  const CommandResult serve = Run({"serve", "--bootstrap-from", snapshot}, dir_.Sub("new-replica"));
+  EXPECT_EQ(serve.exit_code, 1);
+  EXPECT_NE(serve.err.find("(truncated?)"), std::string::npos) << serve.err;
+}
+
+}  // namespace
+}  // namespace switchyard
