@@ -23,6 +23,21 @@
 namespace switchyard {
 namespace {
 
+// The bytes of every file under `path` (0 when it does not exist yet).
+uintmax_t BytesUnder(const std::string& path) {
+  uintmax_t bytes = 0;
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(path, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec)) {
+      const uintmax_t size = it->file_size(size_ec);
+      if (!size_ec) bytes += size;
+    }
+  }
+  return bytes;
+}
+
 using testing::GroundTruthAt;
 
 TEST(IngestRestartTest, SigkilledIngestResumesWithoutRewritingAndConverges) {
@@ -42,8 +57,14 @@ TEST(IngestRestartTest, SigkilledIngestResumesWithoutRewritingAndConverges) {
   std::mt19937_64 rng(5);
   constexpr int kKills = 6;
   for (int i = 0; i < kKills; ++i) {
+    const uintmax_t before = BytesUnder(dir.Sub("data"));
     const pid_t pid = testing::StartProcess(ingest);
-    // Each run gets far enough to write something, more time under a sanitizer.
+    // Each run first gets as far as opening its data directory (on a loaded machine the start
+    // alone may take longer than the pause), then gets the pause to write its events.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (BytesUnder(dir.Sub("data")) <= before && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(150 + rng() % 350) * testing::kTimeScale);
     ASSERT_EQ(kill(pid, SIGKILL), 0);
     EXPECT_EQ(testing::WaitProcess(pid), 128 + SIGKILL);
