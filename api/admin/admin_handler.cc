@@ -576,35 +576,28 @@ AdminHandler::~AdminHandler() {
 }
 
 void AdminHandler::Handle(HttpRequest request, Done done) {
-  std::string_view digest_path = request.target;
-  digest_path = digest_path.substr(0, digest_path.find('?'));
-  if (request.method == "GET" && digest_path == "/status/digest") {
-    context_->LookUpDigest(
-        request.target, [back = return_, done = std::move(done)](HttpResponse response) mutable {
-          absl::MutexLock lock(&back->mu);
-          if (back->io_context == nullptr) return;  // the worker is gone
-          asio::post(*back->io_context,
-                     [done = std::move(done), response = std::move(response)]() mutable {
-                       done(std::move(response));
-                     });
-        });
+  std::string_view path = request.target;
+  path = path.substr(0, path.find('?'));
+  // An answer made off this worker (a digest lookup, a snapshot) comes back to it.
+  auto on_worker = [back = return_](Done done) {
+    return [back, done = std::move(done)](HttpResponse response) mutable {
+      absl::MutexLock lock(&back->mu);
+      if (back->io_context == nullptr) return;  // the worker is gone
+      asio::post(*back->io_context,
+                 [done = std::move(done), response = std::move(response)]() mutable {
+                   done(std::move(response));
+                 });
+    };
+  };
+  if (request.method == "GET" && path == "/status/digest") {
+    context_->LookUpDigest(request.target, on_worker(std::move(done)));
     return;
   }
-  if (request.method == "POST" && digest_path == "/admin/snapshot") {
-    context_->MakeSnapshot(
-        request, [back = return_, done = std::move(done)](HttpResponse response) mutable {
-          absl::MutexLock lock(&back->mu);
-          if (back->io_context == nullptr) return;  // the worker is gone
-          asio::post(*back->io_context,
-                     [done = std::move(done), response = std::move(response)]() mutable {
-                       done(std::move(response));
-                     });
-        });
+  if (request.method == "POST" && path == "/admin/snapshot") {
+    context_->MakeSnapshot(request, on_worker(std::move(done)));
     return;
   }
   HttpResponse response;
-  std::string_view path = request.target;
-  path = path.substr(0, path.find('?'));
   if (request.method != "GET") {
     response.status = 405;
     response.content_type = "text/plain";
