@@ -189,7 +189,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   static const absl::flat_hash_set<std::string> kSections = {
       "storage", "log",       "fold",    "api",      "admin",    "router",          "consistency",
       "routing", "upstreams", "ers",     "ingest",   "pubsub",   "upstream_health", "cache",
-      "access",  "keys",      "regions", "registry", "er_probe", "verify"};
+      "access",  "keys",      "regions", "registry", "er_probe", "verify",          "integrity"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", file, key.str()));

@@ -164,6 +164,67 @@ absl::Status ReadUpstreamHealth(const SectionOf& section, const std::string& fil
   return absl::OkStatus();
 }
 
+// [integrity]: sampled cross-checks, consensus reads, admission (docs/architecture.md §22).
+absl::Status ReadIntegrity(const SectionOf& section, const std::string& file,
+                           RouterOptions* router) {
+  IntegrityOptions& integrity = router->integrity;
+  TableReader integrity_table(section("integrity"), "integrity.", file);
+  RETURN_IF_ERROR(integrity_table.ReadFraction("sample_rate", &integrity.sample_rate));
+  if (const toml::node* rates = integrity_table.Node("sample_rates")) {
+    if (!rates->is_table())
+      return integrity_table.Error("sample_rates", "must be a table of numbers");
+    TableReader rate_table(*rates->as_table(), "integrity.sample_rates.", file);
+    for (const auto& [method, value] : *rates->as_table()) {
+      const std::string name(method.str());
+      double rate = 0;
+      RETURN_IF_ERROR(rate_table.ReadFraction(name.c_str(), &rate));
+      integrity.sample_rates[name] = rate;
+    }
+  }
+  RETURN_IF_ERROR(integrity_table.ReadSize("tiebreak_endpoints", &integrity.tiebreak_endpoints,
+                                           /*allow_zero=*/true));
+  RETURN_IF_ERROR(integrity_table.ReadSize("eject_after", &integrity.eject_after));
+  RETURN_IF_ERROR(integrity_table.ReadMillis("window_ms", &integrity.window));
+  RETURN_IF_ERROR(integrity_table.ReadSize("log_answer_bytes", &integrity.log_answer_bytes));
+  if (const toml::node* methods = integrity_table.Node("consensus_methods")) {
+    if (!methods->is_table()) {
+      return integrity_table.Error("consensus_methods", "must be a table of \"K/N\" strings");
+    }
+    for (const auto& [method, value] : *methods->as_table()) {
+      const std::string key = fmt::format("consensus_methods.\"{}\"", method.str());
+      if (!value.is_string()) return integrity_table.Error(key, "must be a \"K/N\" string");
+      absl::StatusOr<ConsensusRule> rule = ParseConsensusRule(value.as_string()->get());
+      if (!rule.ok()) return integrity_table.Error(key, std::string(rule.status().message()));
+      integrity.consensus_methods[std::string(method.str())] = *rule;
+    }
+  }
+  RETURN_IF_ERROR(integrity_table.ReadBool("consensus_header", &integrity.consensus_header));
+  RETURN_IF_ERROR(integrity_table.ReadBool("admission", &integrity.admission));
+  RETURN_IF_ERROR(integrity_table.ReadSize("admission_max_lag", &integrity.admission_max_lag,
+                                           /*allow_zero=*/true));
+  RETURN_IF_ERROR(integrity_table.ReadSize("admission_latency_requests",
+                                           &integrity.admission_latency_requests));
+  RETURN_IF_ERROR(
+      integrity_table.ReadMillis("admission_latency_p95_ms", &integrity.admission_latency_p95));
+  if (const toml::node* accounts = integrity_table.Node("admission_accounts")) {
+    const toml::array* list = accounts->as_array();
+    if (list == nullptr) {
+      return integrity_table.Error("admission_accounts", "must be an array of base58 pubkeys");
+    }
+    for (const toml::node& item : *list) {
+      if (!item.is_string() || !Pubkey::FromBase58(item.as_string()->get()).ok()) {
+        return integrity_table.Error("admission_accounts", "must be an array of base58 pubkeys");
+      }
+      integrity.admission_accounts.push_back(item.as_string()->get());
+    }
+  }
+  RETURN_IF_ERROR(integrity_table.CheckNoUnknownKeys());
+  if (absl::Status valid = ValidateIntegrityOptions(integrity); !valid.ok()) {
+    return absl::InvalidArgumentError(fmt::format("{}: {}", file, std::string(valid.message())));
+  }
+  return absl::OkStatus();
+}
+
 // [upstreams.NAME] and [[ers]], each ER naming one of them.
 absl::Status ReadUpstreams(const toml::table& root, const SectionOf& section,
                            const std::string& file, RouterOptions* options) {
@@ -423,7 +484,6 @@ absl::Status ReadPubsub(const SectionOf& section, const std::string& file, Serve
   }
   RETURN_IF_ERROR(pubsub.CheckNoUnknownKeys());
   return absl::OkStatus();
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -434,6 +494,7 @@ absl::Status ReadServeConfig(const toml::table& root, const SectionOf& section,
   RETURN_IF_ERROR(ReadAdmin(section, file, serve));
   RETURN_IF_ERROR(ReadRouter(section, file, serve));
   RETURN_IF_ERROR(ReadUpstreamHealth(section, file, serve));
+  RETURN_IF_ERROR(ReadIntegrity(section, file, &serve->router));
   RETURN_IF_ERROR(ReadUpstreams(root, section, file, &serve->router));
   RETURN_IF_ERROR(ReadRouting(section, file, serve));
   RETURN_IF_ERROR(ReadChecks(section, file, serve));

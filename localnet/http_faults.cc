@@ -1,6 +1,9 @@
 #include "localnet/http_faults.h"
 
+#include <optional>
+
 #include "fmt/format.h"
+#include "simdjson.h"
 
 namespace switchyard::localnet {
 namespace {
@@ -34,6 +37,47 @@ HttpFault HttpFaultInjector::Next() {
   bound += options_.delay_rate;
   if (draw < bound) return {HttpFaultKind::kDelay, options_.delay};
   return {};
+}
+
+RuntimeFaults::RuntimeFaults(const FaultOptions& options)
+    : slot_lag_(options.slot_lag), lie_lamports_(options.lie_lamports) {}
+
+absl::StatusOr<std::string> RuntimeFaults::Apply(std::string_view body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::object object;
+  if (parser.parse(body.data(), body.size()).get_object().get(object) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("the body must be a JSON object");
+  }
+  std::optional<uint64_t> slot_lag;
+  std::optional<uint64_t> lie_lamports;
+  std::optional<uint64_t> delay_ms;
+  for (auto [key, value] : object) {
+    uint64_t number = 0;
+    if (value.get_uint64().get(number) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError(
+          fmt::format("\"{}\" must be a non-negative integer", std::string_view(key)));
+    }
+    if (key == "slot_lag") {
+      slot_lag = number;
+    } else if (key == "lie_lamports") {
+      lie_lamports = number;
+    } else if (key == "delay_ms") {
+      if (number > 3'600'000) return absl::InvalidArgumentError("\"delay_ms\" is over an hour");
+      delay_ms = number;
+    } else {
+      return absl::InvalidArgumentError(fmt::format(
+          "unknown fault \"{}\" (slot_lag, lie_lamports, delay_ms)", std::string_view(key)));
+    }
+  }
+  if (slot_lag) slot_lag_.store(*slot_lag, std::memory_order_relaxed);
+  if (lie_lamports) lie_lamports_.store(*lie_lamports, std::memory_order_relaxed);
+  if (delay_ms) delay_ms_.store(static_cast<int64_t>(*delay_ms), std::memory_order_relaxed);
+  return Json();
+}
+
+std::string RuntimeFaults::Json() const {
+  return fmt::format(R"({{"slot_lag":{},"lie_lamports":{},"delay_ms":{}}})", slot_lag(),
+                     lie_lamports(), delay_ms_.load(std::memory_order_relaxed));
 }
 
 absl::Status ValidateHttpFaults(const FaultOptions& options) {

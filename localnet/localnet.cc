@@ -31,7 +31,9 @@ Localnet::Localnet(LocalnetOptions options, const Clock* clock)
                                            options_.base_timeout);
   }
   if (!options_.er_mode) registry_ = std::make_unique<LocalErRegistry>(bank_.get());
-  rpc_ = std::make_unique<RpcService>(options_, bank_.get(), cloner_.get(), clock_);
+  runtime_faults_ = std::make_unique<RuntimeFaults>(options_.faults);
+  rpc_ = std::make_unique<RpcService>(options_, bank_.get(), cloner_.get(), clock_,
+                                      runtime_faults_.get());
   hub_ = std::make_unique<PubSubHub>(bank_.get(), options_.faults);
   if (options_.scenario.enabled) {
     scenario_ = std::make_unique<ScenarioDriver>(options_.scenario, bank_.get());
@@ -58,6 +60,7 @@ ServerLimits Localnet::Limits() {
   limits.gzip_min_bytes = options_.gzip_min_bytes;
   limits.gzip_counters = &gzip_counters_;
   limits.registry = registry_.get();
+  limits.runtime_faults = runtime_faults_.get();
   return limits;
 }
 

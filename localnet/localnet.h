@@ -37,6 +37,8 @@ class Localnet {
   const Pubkey& identity() const { return rpc_->identity(); }
   ScenarioDriver* scenario() { return scenario_.get(); }
   const GzipCounters& gzip_counters() const { return gzip_counters_; }
+  // The faults POST /faults changes, for a test to change them in-process.
+  RuntimeFaults& runtime_faults() { return *runtime_faults_; }
 
  private:
   void SlotLoop();
@@ -52,6 +54,7 @@ class Localnet {
   std::unique_ptr<PubSubHub> hub_;
   std::unique_ptr<ScenarioDriver> scenario_;
   std::unique_ptr<HttpFaultInjector> faults_;
+  std::unique_ptr<RuntimeFaults> runtime_faults_;
   GzipCounters gzip_counters_;
   std::unique_ptr<IoPool> pool_;
   std::unique_ptr<Listener> http_;

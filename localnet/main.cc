@@ -109,6 +109,8 @@ int main(int argc, char** argv) {
                "Connection: close, and close (no HTTP pipelining)");
   app.add_option("--slot-lag", options.faults.slot_lag,
                  "Fault: HTTP answers report slots (getSlot, context slots) this far behind");
+  app.add_option("--fault-lie-lamports", options.faults.lie_lamports,
+                 "Fault: HTTP answers report every account's lamports this much too high");
   app.add_option("--transaction-history-slots", options.max_transaction_history_slots,
                  "Forget transactions older than this many slots, as a node with a pruned "
                  "ledger (getTransaction, getSignaturesForAddress; 0: never)")

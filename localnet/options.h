@@ -56,6 +56,9 @@ struct FaultOptions {
   // HTTP answers report the slot (getSlot, every context slot, minContextSlot checks, block
   // height and epoch info) this many slots behind the bank's.
   uint64_t slot_lag = 0;
+  // HTTP answers report every account's lamports this much above the bank's (getBalance,
+  // getAccountInfo, getMultipleAccounts, getProgramAccounts): an endpoint that lies.
+  uint64_t lie_lamports = 0;
 };
 
 // Everything a localnet needs; validated once by the binary's main.

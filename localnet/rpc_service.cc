@@ -126,8 +126,8 @@ void AppendStatus(std::string* out, const SignatureStatus& status) {
 Pubkey FaucetPubkey() { return DeriveKey("switchyard-localnet-faucet", ""); }
 
 RpcService::RpcService(const LocalnetOptions& options, Bank* bank, AccountSource* source,
-                       const Clock* clock)
-    : options_(options), bank_(bank), source_(source), clock_(clock) {
+                       const Clock* clock, const RuntimeFaults* faults)
+    : options_(options), bank_(bank), source_(source), clock_(clock), faults_(faults) {
   identity_ = options.er_mode ? options.identity
                               : DeriveKey("switchyard-localnet-identity", options.bind_address);
   faucet_ = FaucetPubkey();
@@ -139,17 +139,24 @@ namespace {
 class Methods {
  public:
   Methods(const LocalnetOptions& options, Bank* bank, const Pubkey& identity, const Pubkey& faucet,
-          std::atomic<uint64_t>* airdrop_counter)
+          std::atomic<uint64_t>* airdrop_counter, const RuntimeFaults* faults)
       : options_(options),
+        slot_lag_(faults->slot_lag()),
+        lie_lamports_(faults->lie_lamports()),
         bank_(bank),
         identity_(identity),
         faucet_(faucet),
         airdrop_counter_(airdrop_counter) {}
 
   // The slot (or block height) as the answers report it: behind by the slot-lag fault.
-  Slot Lagged(Slot slot) const {
-    const uint64_t lag = options_.faults.slot_lag;
-    return slot > lag ? slot - lag : 0;
+  Slot Lagged(Slot slot) const { return slot > slot_lag_ ? slot - slot_lag_ : 0; }
+
+  // The account as the answers report it: with the lamports lie added, in `scratch`.
+  const Account& Told(const Account& account, Account* scratch) const {
+    if (lie_lamports_ == 0) return account;
+    *scratch = account;
+    scratch->lamports += lie_lamports_;
+    return *scratch;
   }
 
   void Dispatch(const Call& call, std::string_view method, array params) {
@@ -215,7 +222,9 @@ class Methods {
     if (account == nullptr) {
       call.out->append("null");
     } else {
-      absl::Status st = AppendAccountJson(call.out, *account, cfg->encoding, cfg->slice);
+      Account scratch;
+      absl::Status st =
+          AppendAccountJson(call.out, Told(*account, &scratch), cfg->encoding, cfg->slice);
       if (!st.ok()) {
         call.out->resize(start);
         return call.InvalidParams(std::string(st.message()));
@@ -234,7 +243,8 @@ class Methods {
     AccountRef account = bank_->GetAccounts({&*key, 1}, &slot)[0];
     slot = Lagged(slot);
     if (!MinContextSlotMet(call, config, slot)) return;
-    call.Result(fmt::format("{}{}}}", ContextPrefix(slot), account ? account->lamports : 0));
+    call.Result(fmt::format("{}{}}}", ContextPrefix(slot),
+                            account ? account->lamports + lie_lamports_ : 0));
   }
 
   void GetMultipleAccounts(const Call& call, array params) {
@@ -266,7 +276,9 @@ class Methods {
       if (accounts[i] == nullptr) {
         value.append("null");
       } else {
-        absl::Status st = AppendAccountJson(&value, *accounts[i], cfg->encoding, cfg->slice);
+        Account scratch;
+        absl::Status st =
+            AppendAccountJson(&value, Told(*accounts[i], &scratch), cfg->encoding, cfg->slice);
         if (!st.ok()) return call.InvalidParams(std::string(st.message()));
       }
     }
@@ -351,7 +363,9 @@ class Methods {
     for (size_t i = 0; i < accounts.size(); ++i) {
       if (i > 0) value.push_back(',');
       value.append("{\"account\":");
-      absl::Status st = AppendAccountJson(&value, *accounts[i].second, cfg->encoding, cfg->slice);
+      Account scratch;
+      absl::Status st =
+          AppendAccountJson(&value, Told(*accounts[i].second, &scratch), cfg->encoding, cfg->slice);
       if (!st.ok()) return call.InvalidParams(std::string(st.message()));
       fmt::format_to(std::back_inserter(value), ",\"pubkey\":\"{}\"}}",
                      accounts[i].first.ToBase58());
@@ -653,6 +667,9 @@ class Methods {
   }
 
   const LocalnetOptions& options_;
+  // The faults in force when this body arrived.
+  const uint64_t slot_lag_;
+  const uint64_t lie_lamports_;
   Bank* const bank_;
   const Pubkey& identity_;
   const Pubkey& faucet_;
@@ -695,7 +712,7 @@ std::string RpcService::HandleNow(std::string_view body) {
     AppendErrorResponse(&out, "null", -32700, "Parse error");
     return out;
   }
-  Methods methods(options_, bank_, identity_, faucet_, &airdrop_counter_);
+  Methods methods(options_, bank_, identity_, faucet_, &airdrop_counter_, faults_);
   array batch;
   if (doc.get_array().get(batch) == simdjson::SUCCESS) {
     if (batch.size() == 0) {

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/pubkey.h"
 #include "localnet/bank.h"
+#include "localnet/http_faults.h"
 #include "localnet/options.h"
 
 namespace switchyard::localnet {
@@ -29,7 +30,9 @@ class RpcService {
  public:
   using Reply = std::function<void(std::string)>;
 
-  RpcService(const LocalnetOptions& options, Bank* bank, AccountSource* source, const Clock* clock);
+  // `faults` (the slot lag and the lamports lie of the answers) outlives the service.
+  RpcService(const LocalnetOptions& options, Bank* bank, AccountSource* source, const Clock* clock,
+             const RuntimeFaults* faults);
 
   // Handles one HTTP body (a request or a batch); calls `reply` exactly once.
   void Handle(std::string_view body, Reply reply);
@@ -45,6 +48,7 @@ class RpcService {
   Bank* const bank_;
   AccountSource* const source_;
   const Clock* const clock_;
+  const RuntimeFaults* const faults_;
   Pubkey identity_;
   Pubkey faucet_;
   std::atomic<uint64_t> airdrop_counter_{0};

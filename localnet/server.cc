@@ -110,8 +110,21 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       }
       return;
     }
+    if (req.target() == "/faults" && limits_.runtime_faults != nullptr) {
+      absl::StatusOr<std::string> applied = limits_.runtime_faults->Apply(req.body());
+      if (applied.ok()) {
+        WriteResponse("200 OK", "application/json", *std::move(applied));
+      } else {
+        WriteResponse("400 Bad Request", "text/plain", std::string(applied.status().message()));
+      }
+      return;
+    }
     body_ = std::move(req.body());
-    const HttpFault fault = limits_.faults != nullptr ? limits_.faults->Next() : HttpFault{};
+    HttpFault fault = limits_.faults != nullptr ? limits_.faults->Next() : HttpFault{};
+    if (fault.kind == HttpFaultKind::kNone && limits_.runtime_faults != nullptr) {
+      const absl::Duration delay = limits_.runtime_faults->answer_delay();
+      if (delay > absl::ZeroDuration()) fault = {HttpFaultKind::kDelay, delay};
+    }
     switch (fault.kind) {
       case HttpFaultKind::kNone:
         break;

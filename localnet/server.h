@@ -60,6 +60,9 @@ struct ServerLimits {
   // See LocalnetOptions::gzip_min_bytes; the counters outlive the listener.
   size_t gzip_min_bytes = 0;
   GzipCounters* gzip_counters = nullptr;
+  // POST /faults changes these (RuntimeFaults::Apply), and every HTTP JSON-RPC answer waits
+  // their delay. Outlives the listener.
+  RuntimeFaults* runtime_faults = nullptr;
   // Base mode: POST /registry changes the ER registry's records (LocalErRegistry::Apply).
   LocalErRegistry* registry = nullptr;
 };

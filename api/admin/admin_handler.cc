@@ -207,6 +207,7 @@ void UpstreamMonitor::OnProbed(Probe* probe) {
     any_ok |= p->last_ok;
   }
   if (best) target->slot->Set(static_cast<int64_t>(*best));
+  if (ok) MaybeAdmit(probe);
   std::string error;
   if (!ok) {
     target->failures->Increment();
@@ -530,13 +531,19 @@ std::string AdminContext::StatusJson() const {
             "\"latency_ewma_ms\":{:.3f},\"hedge_delay_ms\":{:.3f},\"in_flight\":{},"
             "\"requests\":{},\"failures\":{},\"state_changes\":{},\"retries\":{},"
             "\"hedges\":{},\"hedge_wins\":{},\"budget_exhausted\":{},\"last_error\":{},"
-            "\"ejected_reason\":{},\"pipelining\":\"{}\",\"pipeline_fallbacks\":{}}}",
+            "\"ejected_reason\":{},\"pipelining\":\"{}\",\"pipeline_fallbacks\":{},"
+            "\"integrity\":{{\"checks\":{},\"skipped\":{},\"disagreements\":{},"
+            "\"minority\":{},\"consensus_dissents\":{}}},\"admission\":{{\"state\":\"{}\","
+            "\"checks\":{},\"failures\":{},\"result\":{}}}}}",
             j == 0 ? "" : ",", JsonQuote(e.url), EndpointStateName(e.state),
             CircuitStateName(e.circuit), OptionalSlot(e.slot), e.lag, e.latency_ewma_ms, e.p95_ms,
             e.in_flight, e.requests, e.failures, e.state_changes, e.retries, e.hedges, e.hedge_wins,
             e.budget_exhausted, e.last_error.empty() ? "null" : JsonQuote(e.last_error),
             e.ejected_reason.empty() ? "null" : JsonQuote(e.ejected_reason),
-            PipelineStatusName(e.pipeline), e.pipeline_fallbacks);
+            PipelineStatusName(e.pipeline), e.pipeline_fallbacks, e.integrity_checks,
+            e.integrity_skipped, e.disagreements, e.minority_answers, e.consensus_dissents,
+            AdmissionStateName(e.admission), e.admission_checks, e.admission_failures,
+            e.admission_result.empty() ? "null" : JsonQuote(e.admission_result));
       }
       out += "]";
     }

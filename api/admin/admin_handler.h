@@ -21,6 +21,7 @@
 #include "api/cache/response_cache.h"
 #include "api/net/http_server.h"
 #include "api/upstream/upstream.h"
+#include "api/upstream/upstream_await.h"
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/slot.h"
@@ -101,6 +102,7 @@ class UpstreamMonitor {
     HealthClock::duration round_trip{};  // of the getSlot
     std::optional<Slot> last_slot;
     bool last_ok = false;
+    bool admitting = false;  // its admission checks are running
   };
   struct Target {
     std::string name;
@@ -111,6 +113,11 @@ class UpstreamMonitor {
   void ProbeAll();
   void ScheduleNext();
   void OnProbed(Probe* probe);
+  // Admission (upstream_admission.cc, docs/architecture.md §22): after a probe of an endpoint
+  // that waits for admission, its checks run on this thread and their outcome goes to its
+  // health.
+  void MaybeAdmit(Probe* probe);
+  Task<void> Admit(Probe* probe, TargetHealth* health);
 
   UpstreamMonitorOptions options_;
   // The probes' own upstream counters, kept apart from the API's request counters.

@@ -41,6 +41,8 @@ constexpr auto kRpcErrors = std::to_array<RpcErrorEntry>({
      absl::StatusCode::kPermissionDenied, false},
     {RpcErrorKind::kRateLimited, -32429, "Rate limit exceeded",
      absl::StatusCode::kResourceExhausted, false},
+    {RpcErrorKind::kConsensusFailed, -32605, "Consensus not reached", absl::StatusCode::kUnknown,
+     false},
 });
 
 const RpcErrorEntry& EntryFor(RpcErrorKind kind) {
@@ -93,6 +95,10 @@ absl::Status RpcStatusFromUpstreamError(int64_t code, std::string_view message) 
     if (entry.code == code && entry.passes_from_upstream) return MakeRpcStatus(entry.kind, message);
   }
   return MakeRpcStatus(RpcErrorKind::kInternal, message);
+}
+
+bool IsConsensusError(const absl::Status& status) {
+  return !status.ok() && RpcErrorFromStatus(status).code == -32605;
 }
 
 bool IsMinContextSlotError(const absl::Status& status) {

@@ -26,6 +26,9 @@ enum class RpcErrorKind {
   kUnauthorized,  // -32401: no valid API key where one is required (HTTP 401)
   kMethodDenied,  // -32403: the API key may not call this method
   kRateLimited,   // -32429: over a request or message limit (HTTP 429)
+  // -32605: a consensus read (X-Switchyard-Consensus, integrity.consensus_methods) whose
+  // endpoints did not agree enough; `data` says how they answered.
+  kConsensusFailed,
 };
 
 // A JSON-RPC error object ready to be written.
@@ -42,7 +45,8 @@ absl::Status MakeRpcStatus(RpcErrorKind kind, std::string_view message, std::str
 
 // The one mapping from a Status to a JSON-RPC error. A Status made by MakeRpcStatus maps to
 // its kind; any other maps by its code (InvalidArgument → -32602, Unimplemented → -32601,
-// OutOfRange → -32016, FailedPrecondition → -32604, everything else → -32603).
+// OutOfRange → -32016, FailedPrecondition → -32604, Unknown → -32605, everything else →
+// -32603).
 RpcError RpcErrorFromStatus(const absl::Status& status);
 
 // The Status for a JSON-RPC error an upstream answered a forwarded call with (`code` and
@@ -50,6 +54,10 @@ RpcError RpcErrorFromStatus(const absl::Status& status);
 // -32601, -32602) keep their kind, since the call was the client's; any other code is an
 // upstream failure (kInternal). The message is the upstream's.
 absl::Status RpcStatusFromUpstreamError(int64_t code, std::string_view message);
+
+// Whether `status` is the consensus error (it reaches the client as it is, not as an upstream
+// failure).
+bool IsConsensusError(const absl::Status& status);
 
 // The error -32016 with data.contextSlot, as Solana answers an unmet minContextSlot.
 absl::Status MinContextSlotStatus(uint64_t context_slot);

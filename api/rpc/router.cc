@@ -79,6 +79,7 @@ RetryPolicy PolicyOf(Resend resend) {
 }
 
 absl::Status UpstreamFailure(const std::string& target, const absl::Status& status) {
+  if (IsConsensusError(status)) return status;  // it says what the endpoints answered
   return MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("upstream {} failed: {}", target,
                                                             std::string(status.message())));
 }
@@ -236,8 +237,9 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
   }
   context->ers_ = std::make_unique<ErDirectory>(context->options_.routing, context->options_.ers,
                                                 context->options_.er_directory, &metrics->registry);
-  context->health_ = std::make_unique<UpstreamHealth>(context->options_.upstreams,
-                                                      context->options_.health, &metrics->registry);
+  context->health_ =
+      std::make_unique<UpstreamHealth>(context->options_.upstreams, context->options_.health,
+                                       &metrics->registry, context->options_.integrity);
   const CacheOptions& cache = context->options_.cache;
   if (cache.enabled || cache.coalesce) {
     std::vector<std::string> targets;
@@ -375,6 +377,29 @@ void Router::Handle(HttpRequest request, Done done) {
       return;
     }
   }
+  std::optional<ConsensusRule> consensus;
+  if (options_.integrity.consensus_header) {
+    if (std::optional<std::string_view> header = request.Header("X-Switchyard-Consensus")) {
+      absl::StatusOr<ConsensusRule> rule = ParseConsensusRule(*header);
+      if (!rule.ok()) {
+        const absl::Duration latency = context_->clock()->Monotonic() - start;
+        for (const RpcCall& call : body->calls) {
+          metrics_->rpc_errors.Increment();
+          calls_->Record(calls_->MethodId(call.method), AtRouter(RpcOutcome::kRouterError),
+                         latency);
+        }
+        done(JsonResponse(
+            400,
+            RpcErrorResponse("null",
+                             MakeRpcStatus(RpcErrorKind::kInvalidRequest,
+                                           fmt::format("X-Switchyard-Consensus: {}",
+                                                       std::string(rule.status().message())))),
+            applied));
+        return;
+      }
+      consensus = *rule;
+    }
+  }
   const Slot header_min_slot = min_slot;
   for (const RpcCall& call : body->calls) {
     if (call.min_context_slot) min_slot = std::max(min_slot, *call.min_context_slot);
@@ -384,6 +409,7 @@ void Router::Handle(HttpRequest request, Done done) {
   exchange->done = std::move(done);
   exchange->start = start;
   exchange->header_min_slot = header_min_slot;
+  exchange->consensus = consensus;
   exchange->gzip_pass_through = request.accepts_gzip && options_.upstream_gzip &&
                                 !exchange->body.batch && exchange->body.calls.size() == 1 &&
                                 ForwardsVerbatim(exchange->body.calls[0]);
@@ -668,6 +694,17 @@ void Router::Forward(const std::string& target, size_t index, std::shared_ptr<Ex
   // to followers (a leader's answer is read).
   send.accept_gzip =
       exchange->gzip_pass_through && (exchange->cache.empty() || !exchange->cache[index].leader);
+  if (options_.integrity.consensus() && send.policy == RetryPolicy::kSafe) {
+    // A consensus read (docs/architecture.md §22): the request's header, else the method's rule.
+    std::optional<ConsensusRule> rule = exchange->consensus;
+    if (!rule) rule = options_.integrity.ConsensusFor(call.method);
+    if (rule && rule->of > 1) {
+      send.consensus_needs = rule->needs;
+      send.consensus_of = rule->of;
+      send.accept_gzip = false;  // its answers are compared
+      may_batch = false;
+    }
+  }
   TargetLoad& load = loads_[target];
   if (may_batch && JoinCoalesced(target, load, send, exchange, index, done)) return;
   ++load.in_flight;

@@ -47,6 +47,7 @@ struct RouterOptions {
   std::vector<UpstreamTarget> upstreams;  // base, every ER target and every other group
   UpstreamOptions upstream;
   UpstreamHealthOptions health;  // [upstream_health]
+  IntegrityOptions integrity;    // [integrity]: cross-checks, consensus reads, admission
   CacheOptions cache;            // [cache]
   AccessOptions access;          // [access] and [[keys]]: API keys and rate limits
   // getIdentity.

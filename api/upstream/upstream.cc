@@ -106,6 +106,7 @@ UpstreamPool::UpstreamPool(asio::io_context& io_context, std::string name,
     endpoints_.push_back(std::move(endpoint));
   }
   if (health_ != nullptr && health_->size() != endpoints_.size()) health_ = nullptr;
+  sampling_ = health_ != nullptr && endpoints_.size() > 1 && health_->integrity().sampling();
   for (size_t i = 0; i < endpoints_.size(); ++i) SetPipelineState(i, endpoints_[i]->pipeline);
   random_ ^= reinterpret_cast<uintptr_t>(this);
 }
@@ -160,6 +161,12 @@ size_t UpstreamPool::RoundRobin(size_t exclude) {
 UpstreamPool::Choice UpstreamPool::Choose(Request& request) {
   const size_t n = endpoints_.size();
   const bool first = request.attempts == 0;
+  if (request.options.endpoint != SIZE_MAX) {
+    // Pinned (an integrity read): that endpoint, once; its caller chose it among those in
+    // rotation.
+    if (first && request.options.endpoint < n) return {request.options.endpoint, false};
+    return {};
+  }
   if (health_ == nullptr) {
     if (!first && n > 1) return {RoundRobin(request.last_endpoint), false};
     return {RoundRobin(SIZE_MAX), false};
@@ -258,6 +265,10 @@ absl::Status UpstreamPool::NoEndpointStatus() const {
 }
 
 void UpstreamPool::Send(std::string body, SendOptions options, UpstreamCallback done) {
+  if (options.consensus_of > 1 && health_ != nullptr && options.policy == RetryPolicy::kSafe) {
+    SendConsensus(std::move(body), options, std::move(done));
+    return;
+  }
   auto request = std::make_shared<Request>();
   request->body = std::move(body);
   request->options = options;
@@ -537,6 +548,7 @@ void UpstreamPool::OnAttemptEnd(std::shared_ptr<Attempt> attempt,
   }
   if (!IsFailure(outcome)) {
     request->won_started = attempt->started;
+    request->answered_by = attempt->index;
     if (attempt->hedge && health_ != nullptr) health_->CountHedgeWin(attempt->index);
     Finish(request, std::move(result));
     return;
@@ -545,7 +557,7 @@ void UpstreamPool::OnAttemptEnd(std::shared_ptr<Attempt> attempt,
   const RetryPolicy policy = request->options.policy;
   bool again = policy == RetryPolicy::kSafe ||
                (policy == RetryPolicy::kOtherEndpointOnly && unsent && endpoints_.size() > 1);
-  if (shut_down_) again = false;
+  if (shut_down_ || request->options.endpoint != SIZE_MAX) again = false;
   if (again && endpoints_.size() == 1) {
     // Alone: once more on the same endpoint, after an I/O error only.
     again = outcome == ExchangeOutcome::kIoError && !request->alone_retried;
@@ -593,6 +605,13 @@ void UpstreamPool::Finish(const std::shared_ptr<Request>& request,
   }
   auto done = std::move(request->done);
   request->done = nullptr;
+  if (sampling_ && result.ok()) {
+    // Checked off the client's path: the client has its answer before the check leaves.
+    std::optional<Sample> sample = SampleOf(*request, *result);
+    done(std::move(result));
+    if (sample) StartCrossCheck(*std::move(sample));
+    return;
+  }
   done(std::move(result));
 }
 

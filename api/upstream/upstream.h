@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -155,6 +156,27 @@ class UpstreamPool {
   absl::Status Decode(const SendOptions& options, UpstreamResponse& response);
   // Why no endpoint can take a request now, for an answer given at once.
   absl::Status NoEndpointStatus() const;
+  // Integrity (upstream_cross_check.cc, docs/architecture.md §22).
+  struct Sample;
+  struct CrossCheck;
+  struct Consensus;
+  // Whether the answer `result` of `request` is sampled for a cross-check: what the check needs
+  // when it is.
+  std::optional<Sample> SampleOf(const Request& request, const UpstreamResponse& result);
+  // Sends the sampled read to another endpoint in rotation and compares the answers; when they
+  // differ, asks more endpoints and tells the health which ones were outside the majority.
+  void StartCrossCheck(Sample sample);
+  void AskForCheck(const std::shared_ptr<CrossCheck>& check, const std::vector<size_t>& endpoints,
+                   bool tiebreak);
+  void ComparePair(const std::shared_ptr<CrossCheck>& check);
+  void JudgeMajority(const CrossCheck& check);
+  // A consensus read (SendOptions::consensus_of).
+  void SendConsensus(std::string body, SendOptions options, UpstreamCallback done);
+  void OnConsensusLeg(const std::shared_ptr<Consensus>& consensus, size_t leg,
+                      absl::StatusOr<UpstreamResponse> result);
+  // The endpoints in rotation now but `exclude`, best score first (latency × load / weight).
+  std::vector<size_t> InRotation(size_t exclude) const;
+  uint64_t NextRandom();
   // Deadlines: one timer per pool, not one per exchange. While any exchange is in flight it
   // fires every tick and times out the connections past their deadline.
   void ArmSweep();
@@ -183,6 +205,10 @@ class UpstreamPool {
   std::vector<size_t> recovering_;  // Choose's scratch: recovering endpoints the ramp refused
   uint64_t random_ = 0x9e3779b97f4a7c15;
   bool shut_down_ = false;
+  // The target's integrity options sample its reads (and the pool has more than one endpoint).
+  bool sampling_ = false;
+  SteadyClock::time_point disagreement_logged_at_{};
+  uint64_t disagreements_unlogged_ = 0;
 };
 
 // Targets a set does not hold from the start (the ERs the registry lists): a target's pool is

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -44,6 +45,15 @@ struct SendOptions {
   // answer that inflates to 2 KiB or less, which might be a node error the retry logic must
   // see, and every other status arrive inflated.
   bool accept_gzip = false;
+  // Integrity (docs/architecture.md §22). `endpoint`: only that endpoint of the target (its
+  // index), once, never retried or hedged: the reads of cross-checks and consensus legs.
+  // SIZE_MAX: the choice decides.
+  size_t endpoint = SIZE_MAX;
+  // A consensus read: asked of consensus_of endpoints of the target at once, answered when
+  // consensus_needs of them agree, else failed with the consensus error (-32605). 0: a plain
+  // read. Only for reads (kSafe) to a target with endpoint health.
+  uint32_t consensus_needs = 0;
+  uint32_t consensus_of = 0;
 };
 
 using UpstreamCallback = std::function<void(absl::StatusOr<UpstreamResponse>)>;

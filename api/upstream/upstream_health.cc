@@ -60,6 +60,18 @@ std::string_view EndpointStateName(EndpointState state) {
   return "unknown";
 }
 
+std::string_view AdmissionStateName(AdmissionState state) {
+  switch (state) {
+    case AdmissionState::kOff:
+      return "off";
+    case AdmissionState::kPending:
+      return "pending";
+    case AdmissionState::kPassed:
+      return "passed";
+  }
+  return "unknown";
+}
+
 std::string_view CircuitStateName(CircuitState state) {
   switch (state) {
     case CircuitState::kClosed:
@@ -196,6 +208,85 @@ EndpointHealth::EndpointHealth(TargetHealth* target, size_t index, std::string u
   if (options_.hedge_delay > absl::ZeroDuration()) {
     hedge_delay_ns_.store(absl::ToInt64Nanoseconds(options_.hedge_delay));
   }
+  const IntegrityOptions& integrity = target->integrity();
+  if (integrity.sampling()) {
+    checks_ = &registry->AddCounter("switchyard_upstream_endpoint_integrity_checks_total",
+                                    "Sampled cross-checks an endpoint took part in that compared",
+                                    labels);
+    checks_skipped_ = &registry->AddCounter(
+        "switchyard_upstream_endpoint_integrity_skipped_total",
+        "Sampled cross-checks that could not compare (answers at different slots, an error)",
+        labels);
+    disagreements_ = &registry->AddCounter(
+        "switchyard_upstream_endpoint_integrity_disagreements_total",
+        "Sampled cross-checks in which an endpoint's answer and its peer's differed", labels);
+    minority_ = &registry->AddCounter(
+        "switchyard_upstream_endpoint_integrity_minority_total",
+        "Times an endpoint's answer was outside the majority of its target's endpoints", labels);
+  }
+  if (integrity.consensus()) {
+    consensus_dissents_ = &registry->AddCounter(
+        "switchyard_upstream_endpoint_consensus_dissents_total",
+        "Consensus reads in which an endpoint's answer was not among the agreeing ones", labels);
+  }
+  if (integrity.admission) {
+    admission_.store(AdmissionState::kPending, std::memory_order_relaxed);
+    MetricLabels passed = labels;
+    passed.emplace_back("result", "passed");
+    MetricLabels failed = labels;
+    failed.emplace_back("result", "failed");
+    admission_passed_ = &registry->AddCounter("switchyard_upstream_endpoint_admission_checks_total",
+                                              "Admission checks of an endpoint, by result", passed);
+    admission_failed_ = &registry->AddCounter("switchyard_upstream_endpoint_admission_checks_total",
+                                              "Admission checks of an endpoint, by result", failed);
+  }
+}
+
+void EndpointHealth::CountCheck(bool compared) {
+  Counter* counter = compared ? checks_ : checks_skipped_;
+  if (counter != nullptr) counter->Increment();
+}
+
+void EndpointHealth::CountConsensusDissent() {
+  if (consensus_dissents_ != nullptr) consensus_dissents_->Increment();
+}
+
+void EndpointHealth::OnMinority(HealthClock::time_point now, std::string_view detail) {
+  if (minority_ != nullptr) minority_->Increment();
+  const IntegrityOptions& integrity = target_->integrity();
+  absl::MutexLock lock(&mu_);
+  minority_at_.push_back(now);
+  while (!minority_at_.empty() && now - minority_at_.front() > Chrono(integrity.window)) {
+    minority_at_.pop_front();
+  }
+  if (minority_at_.size() < integrity.eject_after || state_ == EndpointState::kEjected) return;
+  last_error_ = fmt::format("integrity: {}", detail);
+  EjectLocked(now,
+              fmt::format("integrity: its answer was outside its target's majority {} times "
+                          "within {}; the last: {}",
+                          minority_at_.size(), absl::FormatDuration(integrity.window), detail));
+  if (state_ == EndpointState::kEjected) minority_at_.clear();
+}
+
+bool EndpointHealth::InRotation(HealthClock::time_point now) const {
+  if (avoid_until_ns_.load(std::memory_order_relaxed) > Nanos(now)) return false;
+  if (state() == EndpointState::kEjected || circuit() != CircuitState::kClosed) return false;
+  return admission() != AdmissionState::kPending || !target_->any_admitted();
+}
+
+void EndpointHealth::OnAdmissionCheck(bool passed, std::string result) {
+  (passed ? admission_passed_ : admission_failed_)->Increment();
+  absl::MutexLock lock(&mu_);
+  ++admission_checks_;
+  if (!passed) ++admission_failures_;
+  if (passed && admission_.load(std::memory_order_relaxed) != AdmissionState::kPassed) {
+    admission_.store(AdmissionState::kPassed, std::memory_order_relaxed);
+    target_->admitted_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::info("upstream {}: endpoint {} admitted: {}", target_->name(), url_, result);
+  } else if (!passed && admission_result_ != result) {
+    spdlog::warn("upstream {}: endpoint {} not admitted: {}", target_->name(), url_, result);
+  }
+  admission_result_ = std::move(result);
 }
 
 int64_t EndpointHealth::Epoch(HealthClock::time_point now, absl::Duration window) const {
@@ -205,6 +296,10 @@ int64_t EndpointHealth::Epoch(HealthClock::time_point now, absl::Duration window
 
 EndpointHealth::Admission EndpointHealth::Admit(HealthClock::time_point now, double draw) {
   if (avoid_until_ns_.load(std::memory_order_relaxed) > Nanos(now)) return Admission::kNo;
+  if (admission_.load(std::memory_order_relaxed) == AdmissionState::kPending &&
+      target_->any_admitted()) {
+    return Admission::kNo;
+  }
   const EndpointState state = state_.load(std::memory_order_relaxed);
   const CircuitState circuit = circuit_.load(std::memory_order_relaxed);
   if (state == EndpointState::kHealthy && circuit == CircuitState::kClosed) return Admission::kYes;
@@ -354,6 +449,11 @@ void EndpointHealth::StartRecoveryLocked(HealthClock::time_point now) {
   consecutive_failures_ = 0;
   errors_.Clear();
   ejected_for_lag_ = false;
+  if (admission_.load(std::memory_order_relaxed) == AdmissionState::kPassed) {
+    // A recovered endpoint is admitted again before it takes traffic.
+    admission_.store(AdmissionState::kPending, std::memory_order_relaxed);
+    target_->admitted_.fetch_sub(1, std::memory_order_relaxed);
+  }
   spdlog::info("upstream {}: endpoint {} is recovering", target_->name(), url_);
 }
 
@@ -484,12 +584,29 @@ EndpointStatus EndpointHealth::Status() const {
   s.hedges = hedges_->value();
   s.hedge_wins = hedge_wins_->value();
   s.budget_exhausted = budget_exhausted_->value();
+  auto value = [](const Counter* counter) -> uint64_t {
+    return counter != nullptr ? counter->value() : 0;
+  };
+  s.integrity_checks = value(checks_);
+  s.integrity_skipped = value(checks_skipped_);
+  s.disagreements = value(disagreements_);
+  s.minority_answers = value(minority_);
+  s.consensus_dissents = value(consensus_dissents_);
+  s.admission = admission_.load(std::memory_order_relaxed);
+  s.admission_checks = admission_checks_;
+  s.admission_failures = admission_failures_;
+  s.admission_result = admission_result_;
   return s;
 }
 
+const IntegrityOptions& TargetHealth::NoIntegrity() {
+  static const IntegrityOptions kOff;
+  return kOff;
+}
+
 TargetHealth::TargetHealth(const UpstreamTarget& target, const UpstreamHealthOptions& options,
-                           MetricsRegistry* registry)
-    : name_(target.name), options_(options) {
+                           MetricsRegistry* registry, const IntegrityOptions& integrity)
+    : name_(target.name), options_(options), integrity_(integrity) {
   const MetricLabels labels = {{"target", name_}};
   retries_ = &registry->AddCounter("switchyard_upstream_retries_total",
                                    "Reads sent again to another endpoint after a failure", labels);
@@ -511,6 +628,41 @@ TargetHealth::TargetHealth(const UpstreamTarget& target, const UpstreamHealthOpt
     endpoints_.push_back(std::make_unique<EndpointHealth>(this, i, target.endpoints[i].url,
                                                           target.endpoints[i].weight, registry));
   }
+  const size_t n = endpoints_.size();
+  if (integrity_.sampling()) {
+    pair_disagreements_.assign(n * n, nullptr);
+    for (size_t a = 0; a < n; ++a) {
+      for (size_t b = a + 1; b < n; ++b) {
+        pair_disagreements_[a * n + b] = &registry->AddCounter(
+            "switchyard_upstream_integrity_disagreements_total",
+            "Sampled cross-checks in which two endpoints of a target answered differently",
+            {{"target", name_},
+             {"endpoint", endpoints_[a]->url()},
+             {"peer", endpoints_[b]->url()}});
+      }
+    }
+  }
+  if (integrity_.consensus()) {
+    consensus_agreed_ = &registry->AddCounter("switchyard_upstream_consensus_reads_total",
+                                              "Consensus reads, by whether enough endpoints agreed",
+                                              {{"target", name_}, {"outcome", "agreed"}});
+    consensus_failed_ = &registry->AddCounter("switchyard_upstream_consensus_reads_total",
+                                              "Consensus reads, by whether enough endpoints agreed",
+                                              {{"target", name_}, {"outcome", "failed"}});
+  }
+}
+
+void TargetHealth::CountDisagreement(size_t a, size_t b) {
+  const size_t n = endpoints_.size();
+  if (a == b || a >= n || b >= n || pair_disagreements_.empty()) return;
+  pair_disagreements_[std::min(a, b) * n + std::max(a, b)]->Increment();
+  endpoints_[a]->disagreements_->Increment();
+  endpoints_[b]->disagreements_->Increment();
+}
+
+void TargetHealth::CountConsensus(bool agreed) {
+  Counter* counter = agreed ? consensus_agreed_ : consensus_failed_;
+  if (counter != nullptr) counter->Increment();
 }
 
 bool TargetHealth::TryBeginRetry(size_t endpoint) {
@@ -562,10 +714,11 @@ TargetStatus TargetHealth::Status() const {
 }
 
 UpstreamHealth::UpstreamHealth(const std::vector<UpstreamTarget>& targets,
-                               UpstreamHealthOptions options, MetricsRegistry* registry)
-    : options_(std::move(options)) {
+                               UpstreamHealthOptions options, MetricsRegistry* registry,
+                               IntegrityOptions integrity)
+    : options_(std::move(options)), integrity_(std::move(integrity)) {
   for (const UpstreamTarget& target : targets) {
-    targets_.push_back(std::make_unique<TargetHealth>(target, options_, registry));
+    targets_.push_back(std::make_unique<TargetHealth>(target, options_, registry, integrity_));
     by_name_[target.name] = targets_.back().get();
   }
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "api/upstream/upstream_integrity.h"
 #include "common/metrics.h"
 #include "common/slot.h"
 
@@ -111,6 +113,15 @@ enum class PipelineStatus : uint8_t {
 };
 std::string_view PipelineStatusName(PipelineStatus status);
 
+// Where an endpoint is in admission (IntegrityOptions::admission): its checks are run by the
+// upstream monitor before a new or recovered endpoint takes traffic.
+enum class AdmissionState : uint8_t {
+  kOff,      // admission is off: every endpoint is in rotation as its health says
+  kPending,  // not checked yet, or its last check failed: out of rotation
+  kPassed,   // checked and admitted
+};
+std::string_view AdmissionStateName(AdmissionState state);
+
 // One endpoint as /status shows it. A value type.
 struct EndpointStatus {
   std::string url;
@@ -132,6 +143,16 @@ struct EndpointStatus {
   uint64_t budget_exhausted = 0;  // retries and hedges of its reads the budget refused
   PipelineStatus pipeline = PipelineStatus::kOff;
   uint64_t pipeline_fallbacks = 0;  // probes that found it not pipelining
+  // Integrity (docs/architecture.md §22).
+  uint64_t integrity_checks = 0;    // sampled cross-checks it took part in and that compared
+  uint64_t integrity_skipped = 0;   // ... that could not compare (another slot, an error)
+  uint64_t disagreements = 0;       // checks in which its answer and its peer's differed
+  uint64_t minority_answers = 0;    // its answer was outside its target's majority
+  uint64_t consensus_dissents = 0;  // consensus reads its answer was not among the agreeing ones
+  AdmissionState admission = AdmissionState::kOff;
+  uint64_t admission_checks = 0;
+  uint64_t admission_failures = 0;
+  std::string admission_result;  // the last check's outcome
 };
 
 struct TargetStatus {
@@ -192,6 +213,21 @@ class EndpointHealth {
   void SetPipeline(PipelineStatus status) { pipeline_.store(status, std::memory_order_relaxed); }
   void CountPipelineFallback() { pipeline_fallbacks_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Integrity (docs/architecture.md §22), from any worker. A sampled cross-check this endpoint
+  // took part in: compared, or not (the answers were at different slots, or one was an error).
+  void CountCheck(bool compared);
+  // Its answer was outside the majority of its target's endpoints (`detail` says how): the
+  // IntegrityOptions::eject_after-th time within the window ejects it, the reason
+  // "integrity: ...".
+  void OnMinority(HealthClock::time_point now, std::string_view detail);
+  void CountConsensusDissent();
+  // Whether a read may be sent here now without being admitted by the choice (the integrity
+  // reads pick their endpoints with this): in rotation, circuit closed, not avoided.
+  bool InRotation(HealthClock::time_point now) const;
+  // Admission, from the upstream monitor: whether it waits for its checks, and their outcome.
+  AdmissionState admission() const { return admission_.load(std::memory_order_relaxed); }
+  void OnAdmissionCheck(bool passed, std::string result);
+
   EndpointStatus Status() const;
 
  private:
@@ -242,6 +278,7 @@ class EndpointHealth {
   std::atomic<int64_t> avoid_until_ns_{0};  // HealthClock ticks since its epoch
   std::atomic<PipelineStatus> pipeline_{PipelineStatus::kOff};
   std::atomic<uint64_t> pipeline_fallbacks_{0};
+  std::atomic<AdmissionState> admission_{AdmissionState::kOff};
 
   mutable absl::Mutex mu_;
   uint32_t consecutive_failures_ ABSL_GUARDED_BY(mu_) = 0;
@@ -264,6 +301,10 @@ class EndpointHealth {
   uint64_t requests_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t state_changes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<HealthClock::time_point> minority_at_ ABSL_GUARDED_BY(mu_);  // within the window
+  uint64_t admission_checks_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t admission_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string admission_result_ ABSL_GUARDED_BY(mu_);
 
   // Metrics, labelled {target, endpoint}.
   std::array<Counter*, kExchangeOutcomeCount> outcomes_{};
@@ -276,16 +317,27 @@ class EndpointHealth {
   Counter* hedges_ = nullptr;
   Counter* hedge_wins_ = nullptr;
   Counter* budget_exhausted_ = nullptr;
+  // Integrity's, registered only when it is on.
+  Counter* checks_ = nullptr;
+  Counter* checks_skipped_ = nullptr;
+  Counter* disagreements_ = nullptr;
+  Counter* minority_ = nullptr;
+  Counter* consensus_dissents_ = nullptr;
+  Counter* admission_passed_ = nullptr;
+  Counter* admission_failed_ = nullptr;
 };
 
 // Every endpoint of one target, and the target's retry budget.
 class TargetHealth {
  public:
+  // `integrity` (all off by default) outlives it.
   TargetHealth(const UpstreamTarget& target, const UpstreamHealthOptions& options,
-               MetricsRegistry* registry);
+               MetricsRegistry* registry, const IntegrityOptions& integrity = NoIntegrity());
+  static const IntegrityOptions& NoIntegrity();
 
   const std::string& name() const { return name_; }
   const UpstreamHealthOptions& options() const { return options_; }
+  const IntegrityOptions& integrity() const { return integrity_; }
   size_t size() const { return endpoints_.size(); }
   EndpointHealth& endpoint(size_t i) { return *endpoints_[i]; }
   const EndpointHealth& endpoint(size_t i) const { return *endpoints_[i]; }
@@ -312,6 +364,13 @@ class TargetHealth {
     endpoints_[endpoint]->hedge_wins_->Increment();
   }
   void CountFastFailure() { fast_failures_->Increment(); }
+  // Integrity: endpoints `a` and `b` answered a sampled read differently; a consensus read
+  // ended `agreed` or not.
+  void CountDisagreement(size_t a, size_t b);
+  void CountConsensus(bool agreed);
+  // Whether any endpoint passed admission (until one has, none is kept out for it: a target
+  // with no admitted endpoint would answer nothing).
+  bool any_admitted() const { return admitted_.load(std::memory_order_relaxed) > 0; }
 
   // The most advanced slot any endpoint was probed at; 0 when none is known.
   Slot best_slot() const { return best_slot_.load(std::memory_order_relaxed); }
@@ -329,7 +388,13 @@ class TargetHealth {
 
   const std::string name_;
   const UpstreamHealthOptions& options_;
+  const IntegrityOptions& integrity_;
   std::vector<std::unique_ptr<EndpointHealth>> endpoints_;
+  std::atomic<uint32_t> admitted_{0};  // endpoints in AdmissionState::kPassed
+  // Disagreements by pair (a < b: a * size + b), registered only with sampling on.
+  std::vector<Counter*> pair_disagreements_;
+  Counter* consensus_agreed_ = nullptr;
+  Counter* consensus_failed_ = nullptr;
   std::atomic<uint32_t> requests_in_flight_{0};
   std::atomic<uint32_t> retries_in_flight_{0};
   std::atomic<Slot> best_slot_{0};
@@ -349,9 +414,10 @@ class TargetHealth {
 class UpstreamHealth {
  public:
   UpstreamHealth(const std::vector<UpstreamTarget>& targets, UpstreamHealthOptions options,
-                 MetricsRegistry* registry);
+                 MetricsRegistry* registry, IntegrityOptions integrity = {});
 
   const UpstreamHealthOptions& options() const { return options_; }
+  const IntegrityOptions& integrity() const { return integrity_; }
   TargetHealth* Find(std::string_view target);
   const TargetHealth* Find(std::string_view target) const;
   void Tick(HealthClock::time_point now);
@@ -359,6 +425,7 @@ class UpstreamHealth {
 
  private:
   const UpstreamHealthOptions options_;
+  const IntegrityOptions integrity_;
   std::vector<std::unique_ptr<TargetHealth>> targets_;
   absl::flat_hash_map<std::string, TargetHealth*> by_name_;
 };

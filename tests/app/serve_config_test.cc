@@ -207,6 +207,72 @@ TEST_F(ServeConfigTest, ErrorsNameTheKeyAndTheFile) {
             file + ": 'ers' must be an array of tables ([[ers]])");
 }
 
+TEST_F(ServeConfigTest, IntegrityIsOffByDefault) {
+  absl::StatusOr<Config> config = Load(kBase);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const IntegrityOptions& integrity = config->serve.router.integrity;
+  EXPECT_FALSE(integrity.enabled());
+  EXPECT_EQ(integrity.SampleRateFor("getAccountInfo"), 0);
+}
+
+TEST_F(ServeConfigTest, ReadsTheIntegritySection) {
+  absl::StatusOr<Config> config = Load(std::string(kBase) + R"(
+[integrity]
+sample_rate = 0.01
+sample_rates = {getSlot = 0.5, getBalance = 0.25}
+tiebreak_endpoints = 2
+eject_after = 4
+window_ms = 30000
+log_answer_bytes = 64
+consensus_methods = {getAccountInfo = "2/3"}
+consensus_header = true
+admission = true
+admission_max_lag = 20
+admission_latency_requests = 100
+admission_latency_p95_ms = 250
+admission_accounts = ["11111111111111111111111111111112"]
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const IntegrityOptions& integrity = config->serve.router.integrity;
+  EXPECT_EQ(integrity.SampleRateFor("getAccountInfo"), 0.01);  // a comparable read
+  EXPECT_EQ(integrity.SampleRateFor("getBalance"), 0.25);
+  EXPECT_EQ(integrity.SampleRateFor("getSlot"), 0.5);
+  EXPECT_EQ(integrity.SampleRateFor("getLatestBlockhash"), 0);  // differs between nodes
+  EXPECT_EQ(integrity.max_sample_rate(), 0.5);
+  EXPECT_EQ(integrity.tiebreak_endpoints, 2u);
+  EXPECT_EQ(integrity.eject_after, 4u);
+  EXPECT_EQ(integrity.window, absl::Seconds(30));
+  EXPECT_EQ(integrity.log_answer_bytes, 64u);
+  ASSERT_TRUE(integrity.ConsensusFor("getAccountInfo").has_value());
+  EXPECT_EQ(*integrity.ConsensusFor("getAccountInfo"), (ConsensusRule{2, 3}));
+  EXPECT_FALSE(integrity.ConsensusFor("getBalance").has_value());
+  EXPECT_TRUE(integrity.consensus_header);
+  EXPECT_TRUE(integrity.admission);
+  EXPECT_EQ(integrity.admission_max_lag, 20u);
+  EXPECT_EQ(integrity.admission_latency_requests, 100u);
+  EXPECT_EQ(integrity.admission_latency_p95, absl::Milliseconds(250));
+  EXPECT_EQ(integrity.admission_accounts,
+            std::vector<std::string>{"11111111111111111111111111111112"});
+}
+
+TEST_F(ServeConfigTest, IntegrityErrorsNameTheKey) {
+  const std::string file = dir_.Sub("serve.toml");
+  EXPECT_EQ(Error(std::string(kBase) + "[integrity]\nsample_rate = 1.5\n"),
+            file + ": 'integrity.sample_rate' must be within [0, 1]");
+  EXPECT_EQ(Error(std::string(kBase) + "[integrity]\nsample_rates = {getBalance = -1}\n"),
+            file + ": 'integrity.sample_rates.getBalance' must be within [0, 1]");
+  EXPECT_EQ(Error(std::string(kBase) + "[integrity]\nconsensus_methods = {getBalance = \"3/2\"}\n"),
+            file +
+                ": 'integrity.consensus_methods.\"getBalance\"' \"3/2\": K/N needs 1 <= K <= N "
+                "<= 16");
+  EXPECT_EQ(Error(std::string(kBase) + "[integrity]\neject_after = 0\n"),
+            file + ": 'integrity.eject_after' must be a positive integer");
+  EXPECT_EQ(Error(std::string(kBase) + "[integrity]\nadmission_accounts = [\"0OIl\"]\n"),
+            file + ": 'integrity.admission_accounts' must be an array of base58 pubkeys");
+  EXPECT_EQ(Error(std::string(kBase) + "[integrity]\nsampel_rate = 0.1\n"),
+            file + ": unknown key 'integrity.sampel_rate'");
+}
+
 // Regression: integers were cast into their field unchecked, so a weight of 2^32 became 0 and
 // max_attempts = 2^32 + 1 became a valid-looking 1.
 TEST_F(ServeConfigTest, IntegersThatDoNotFitTheirFieldAreRefused) {

@@ -324,6 +324,8 @@ struct Router::Exchange {
   size_t remaining = 0;
   absl::Duration start;
   Slot header_min_slot = 0;  // X-Min-Slot: a slot of the base layer
+  // X-Switchyard-Consensus: every plain read of the request is a consensus read.
+  std::optional<ConsensusRule> consensus;
   // Set when the consistency gate gave up on the calls' minContextSlot: the applied slot then.
   // Calls asking for more are answered -32016; the others go on.
   std::optional<Slot> gate_gave_up_at;

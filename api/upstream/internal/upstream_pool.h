@@ -16,6 +16,7 @@
 
 #include "api/upstream/internal/upstream_connection.h"
 #include "api/upstream/upstream.h"
+#include "api/upstream/upstream_integrity.h"
 
 namespace switchyard {
 
@@ -75,6 +76,7 @@ struct UpstreamPool::Request {
   };
   std::array<Live, 2> live;
   uint32_t moves = 0;  // times it went again because of another request on its connection
+  size_t answered_by = SIZE_MAX;  // the endpoint whose answer finished it
 };
 
 // One attempt of a request, on one endpoint.
@@ -85,6 +87,38 @@ struct UpstreamPool::Attempt {
   bool hedge = false;
   bool began = false;  // the endpoint's health counts it in flight
   upstream_internal::Clock::time_point started;
+};
+
+// Integrity (upstream_cross_check.cc): a sampled answer, its cross-check, a consensus read.
+struct UpstreamPool::Sample {
+  std::string request;
+  std::string method;
+  size_t answered_by = SIZE_MAX;
+  std::string answer;
+};
+
+struct UpstreamPool::CrossCheck {
+  std::string request;
+  std::string method;
+  struct Answer {
+    size_t endpoint = SIZE_MAX;
+    ComparableAnswer comparable;
+  };
+  std::vector<Answer> answers;  // [0]: the sampled answer, [1]: its peer's, then tie-breaks
+  size_t pending = 0;
+};
+
+struct UpstreamPool::Consensus {
+  std::string body;
+  UpstreamCallback done;
+  uint32_t needs = 0;
+  std::vector<size_t> endpoints;  // one leg each
+  std::vector<std::optional<ComparableAnswer>> answers;
+  std::vector<std::string> raw;
+  uint32_t answered = 0;
+  uint32_t budgeted = 0;  // legs holding the retry budget
+  bool finished = false;
+  std::string winner;  // the agreed value, once agreed
 };
 
 }  // namespace switchyard
