@@ -8,6 +8,8 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "api/admin/admin_handler.h"
 #include "api/upstream/upstream_await.h"
@@ -78,47 +80,76 @@ Task<void> UpstreamMonitor::Admit(Probe* probe, TargetHealth* health) {
   // Synced: within admission_max_lag of the most advanced endpoint the monitor saw.
   const Slot slot = *probe->last_slot;
   Slot best = slot;
-  const Probe* reference = nullptr;
+  // The references for the fixed reads: an admitted endpoint when there is one; otherwise
+  // every other endpoint that answers its probes, and the endpoint must not be outvoted.
+  std::vector<const Probe*> references;
+  bool admitted_reference = false;
   for (const auto& other : probe->target->probes) {
     if (other.get() == probe || !other->last_ok || !other->last_slot) continue;
     best = std::max(best, *other->last_slot);
-    // The reference for the fixed reads: an admitted endpoint, else any that answers.
     const bool admitted = health->endpoint(other->index).admission() == AdmissionState::kPassed;
-    if (reference == nullptr || admitted) reference = other.get();
+    if (admitted && !admitted_reference) {
+      references = {other.get()};
+      admitted_reference = true;
+    } else if (!admitted_reference) {
+      references.push_back(other.get());
+    }
   }
   if (best - slot > integrity.admission_max_lag) {
     finish(false, fmt::format("not synced: slot {} is {} behind the target's best {} (at most {})",
                               slot, best - slot, best, integrity.admission_max_lag));
     co_return;
   }
-  // The fixed reads: the same answers as the reference endpoint's.
+  // The fixed reads: the same answers as the admitted endpoint's, or as most of the others'.
   std::vector<std::string> reads = {std::string(kGetGenesisHash)};
   for (const std::string& account : integrity.admission_accounts) {
     reads.push_back(BalanceRead(account));
   }
   size_t compared = 0;
-  if (reference != nullptr) {
-    for (const std::string& read : reads) {
-      auto [mine, theirs] =
-          co_await AwaitBoth(SendAsync(*upstreams_, probe->pool, read, RetryPolicy::kNever),
-                             SendAsync(*upstreams_, reference->pool, read, RetryPolicy::kNever));
-      if (stopping_) co_return;
-      absl::StatusOr<std::string> own = ValueOf(mine);
-      absl::StatusOr<std::string> other = ValueOf(theirs);
-      if (!own.ok()) {
-        finish(false, fmt::format("unreachable: {}: {}", MethodOfRequest(read),
-                                  std::string(own.status().message())));
-        co_return;
-      }
-      if (!other.ok()) continue;  // the reference could not answer: nothing to compare
-      if (*own != *other) {
-        finish(false, fmt::format("answers differ: {} answered {} where {} answered {}",
-                                  MethodOfRequest(read), Bounded(*own, 128), reference->url,
-                                  Bounded(*other, 128)));
-        co_return;
-      }
-      ++compared;
+  for (const std::string& read : reads) {
+    if (references.empty()) break;
+    std::vector<Task<absl::StatusOr<UpstreamResponse>>> asks;
+    asks.push_back(SendAsync(*upstreams_, probe->pool, read, RetryPolicy::kNever));
+    for (const Probe* reference : references) {
+      asks.push_back(SendAsync(*upstreams_, reference->pool, read, RetryPolicy::kNever));
     }
+    std::vector<absl::StatusOr<UpstreamResponse>> answers = co_await AwaitEach(std::move(asks));
+    if (stopping_) co_return;
+    absl::StatusOr<std::string> own = ValueOf(answers[0]);
+    if (!own.ok()) {
+      finish(false, fmt::format("unreachable: {}: {}", MethodOfRequest(read),
+                                std::string(own.status().message())));
+      co_return;
+    }
+    // A reference that could not answer has nothing to compare.
+    size_t agree = 0;
+    size_t differ = 0;
+    const Probe* differing = nullptr;
+    std::string differing_value;
+    for (size_t i = 0; i < references.size(); ++i) {
+      absl::StatusOr<std::string> other = ValueOf(answers[i + 1]);
+      if (!other.ok()) continue;
+      if (*other == *own) {
+        ++agree;
+      } else if (++differ == 1) {
+        differing = references[i];
+        differing_value = *std::move(other);
+      }
+    }
+    if (differ > 0 && (admitted_reference || differ > agree)) {
+      finish(false, fmt::format("answers differ: {} answered {} where {} answered {} ({} of {} "
+                                "other endpoints answered otherwise)",
+                                MethodOfRequest(read), Bounded(*own, 128), differing->url,
+                                Bounded(differing_value, 128), differ, agree + differ));
+      co_return;
+    }
+    if (agree + differ > 0) ++compared;
+  }
+  // Alone in its target it has nothing to agree with; otherwise an endpoint is not admitted on
+  // its own word (the first probed would be, whatever it answers): it waits for the others.
+  if (compared == 0 && probe->target->probes.size() > 1) {
+    finish(false, "no other endpoint answered the fixed reads to compare with");
+    co_return;
   }
   // The latency test: admission_latency_requests reads at once; their p95 within the bound.
   std::vector<Task<std::pair<absl::StatusOr<UpstreamResponse>, HealthClock::duration>>> timed;
@@ -145,8 +176,10 @@ Task<void> UpstreamMonitor::Admit(Probe* probe, TargetHealth* health) {
   finish(true, fmt::format("passed: slot {} (best {}), {} of {} fixed reads equal to {}, p95 "
                            "{:.1f} ms of {} reads at once",
                            slot, best, compared, reads.size(),
-                           reference != nullptr ? reference->url : "no other endpoint", p95,
-                           millis.size()));
+                           references.empty()   ? std::string("no other endpoint")
+                           : admitted_reference ? references[0]->url
+                                                : fmt::format("{} others", references.size()),
+                           p95, millis.size()));
 }
 
 }  // namespace switchyard

@@ -21,7 +21,7 @@ struct CorsOptions {
   // Request headers a page may send (case-insensitive); a preflight that asks only for these
   // gets them echoed, otherwise it gets this list.
   std::vector<std::string> allowed_headers = {"content-type", "solana-client", "x-api-key",
-                                              "x-min-slot"};
+                                              "x-min-slot", "x-switchyard-consensus"};
   // Answer headers a page may read.
   std::vector<std::string> exposed_headers = {"X-Delegation-Slot"};
   absl::Duration max_age = absl::Hours(24);  // how long a browser may keep a preflight's answer

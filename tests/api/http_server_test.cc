@@ -222,7 +222,7 @@ TEST_F(HttpServerTest, PreflightAskingForAnUnlistedHeaderGetsTheAllowedList) {
   ClientResponse response = client.Read();
   EXPECT_EQ(response.status, 204u);
   EXPECT_EQ(response.headers["Access-Control-Allow-Headers"],
-            "content-type, solana-client, x-api-key, x-min-slot");
+            "content-type, solana-client, x-api-key, x-min-slot, x-switchyard-consensus");
 }
 
 TEST_F(HttpServerTest, EveryAnswerCarriesAllowOriginAndTheExposedHeaders) {

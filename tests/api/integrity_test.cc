@@ -283,6 +283,47 @@ TEST_F(IntegrityTest, AConsensusReadFailsClearlyWhenAllThreeDisagree) {
             1);
 }
 
+TEST_F(IntegrityTest, AConsensusMethodIsReadByConsensusWithoutAHeader) {
+  StartChains();
+  StartRouter([](RouterOptions& router) {
+    router.integrity.consensus_methods["getBalance"] = ConsensusRule{2, 3};
+  });
+  SetFaults(0, R"({"lie_lamports":3})");
+  for (int id = 1; id <= 6; ++id) {
+    const ClientResponse response = Read(id);
+    EXPECT_EQ(LamportsOf(response.body), static_cast<int64_t>(kLamports)) << response.body;
+  }
+  EXPECT_EQ(Value(R"(switchyard_upstream_consensus_reads_total{target="base",outcome="agreed"})"),
+            6);
+  // The header is not honoured without consensus_header: a 3/3 read is still the method's 2/3.
+  const ClientResponse response = Read(7, {{"X-Switchyard-Consensus", "3/3"}});
+  EXPECT_EQ(LamportsOf(response.body), static_cast<int64_t>(kLamports)) << response.body;
+  EXPECT_EQ(Value(R"(switchyard_upstream_consensus_reads_total{target="base",outcome="failed"})"),
+            0);
+}
+
+TEST_F(IntegrityTest, AConsensusReadBeyondTheRetryBudgetFailsClearly) {
+  StartChains();
+  StartRouter([](RouterOptions& router) {
+    router.integrity.consensus_header = true;
+    router.health.retry_budget_ratio = 0;
+    router.health.retry_budget_min = 0;
+  });
+  const ClientResponse response = Read(4, {{"X-Switchyard-Consensus", "2/3"}});
+  EXPECT_EQ(LamportsOf(response.body), -1);
+  EXPECT_NE(response.body.find(R"("code":-32605)"), std::string::npos) << response.body;
+  EXPECT_NE(response.body.find("2 endpoints must agree and 1 could be asked (3 in rotation, "
+                               "within the retry budget)"),
+            std::string::npos)
+      << response.body;
+  EXPECT_EQ(Value(R"(switchyard_upstream_consensus_reads_total{target="base",outcome="failed"})"),
+            1);
+  EXPECT_GE(Value(R"(switchyard_upstream_retry_budget_exhausted_total{target="base"})"), 1);
+  // A one-endpoint "consensus" needs no budget and is answered.
+  EXPECT_EQ(LamportsOf(Read(5, {{"X-Switchyard-Consensus", "1/1"}}).body),
+            static_cast<int64_t>(kLamports));
+}
+
 TEST_F(IntegrityTest, AMalformedConsensusHeaderIsRefused) {
   StartChains();
   StartRouter([](RouterOptions& router) { router.integrity.consensus_header = true; });
@@ -328,6 +369,46 @@ TEST_F(IntegrityTest, ALaggingEndpointIsNotAdmittedUntilItCatchesUp) {
         return base().endpoint(2).Status().requests > 0;
       },
       absl::Seconds(10)));
+}
+
+// The liar is endpoint 0, asked first by the others while none is admitted: it must not keep
+// the honest ones out, and its own answers, outvoted, keep it pending.
+TEST_F(IntegrityTest, AnEndpointWhoseAnswersDifferFromTheOthersIsNotAdmitted) {
+  StartChains();
+  SetFaults(0, R"({"lie_lamports":9})");
+  StartRouter([](RouterOptions& router) {
+    router.integrity.admission = true;
+    router.integrity.admission_latency_requests = 5;
+    router.integrity.admission_accounts = {kAccount.ToBase58()};
+  });
+  StartMonitor();
+  ASSERT_TRUE(WaitFor([&] { return Admitted(1) && Admitted(2); }, absl::Seconds(10)))
+      << base().endpoint(1).Status().admission_result << " / "
+      << base().endpoint(2).Status().admission_result;
+  EXPECT_NE(base().endpoint(1).Status().admission_result.find("2 of 2 fixed reads equal"),
+            std::string::npos)
+      << base().endpoint(1).Status().admission_result;
+  ASSERT_TRUE(WaitFor([&] { return base().endpoint(0).Status().admission_failures >= 2; },
+                      absl::Seconds(10)));
+  const EndpointStatus liar = base().endpoint(0).Status();
+  EXPECT_EQ(liar.admission, AdmissionState::kPending);
+  EXPECT_EQ(liar.admission_result.rfind("answers differ: getBalance answered ", 0), 0u)
+      << liar.admission_result;
+  EXPECT_NE(liar.admission_result.find(std::to_string(kLamports + 9)), std::string::npos)
+      << liar.admission_result;
+  // /status shows each endpoint's admission and integrity objects.
+  const std::string status = admin_->StatusJson();
+  EXPECT_NE(status.find(R"("admission":{"state":"pending")"), std::string::npos) << status;
+  EXPECT_NE(status.find(R"("admission":{"state":"passed")"), std::string::npos) << status;
+  EXPECT_NE(status.find(R"("integrity":{"checks":0,"skipped":0,"disagreements":0,"minority":0,)"
+                        R"("consensus_dissents":0})"),
+            std::string::npos)
+      << status;
+  EXPECT_NE(status.find("answers differ: getBalance"), std::string::npos) << status;
+  for (int id = 1; id <= 20; ++id) {
+    EXPECT_EQ(LamportsOf(Read(id).body), static_cast<int64_t>(kLamports));
+  }
+  EXPECT_EQ(base().endpoint(0).Status().requests, 0u);
 }
 
 TEST_F(IntegrityTest, ASlowEndpointFailsAdmission) {
