@@ -8,6 +8,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -145,10 +146,16 @@ Task<void> UpstreamMonitor::Admit(Probe* probe, TargetHealth* health) {
     }
     if (agree + differ > 0) ++compared;
   }
-  // Alone in its target it has nothing to agree with; otherwise an endpoint is not admitted on
-  // its own word (the first probed would be, whatever it answers): it waits for the others.
-  if (compared == 0 && probe->target->probes.size() > 1) {
-    finish(false, "no other endpoint answered the fixed reads to compare with");
+  // Nothing compared: while another endpoint of the target has not had its first probe, it
+  // waits for it (or the first probed would be admitted on its own word, whatever it answers).
+  // Once every other endpoint has been probed and none answers, it is admitted alone, as the
+  // only endpoint of a target is.
+  const bool others_unprobed = std::ranges::any_of(
+      probe->target->probes,
+      [&](const std::unique_ptr<Probe>& other) { return other.get() != probe && !other->probed; });
+  if (compared == 0 && others_unprobed) {
+    finish(false,
+           "waiting for the first probe of another endpoint to compare the fixed reads with");
     co_return;
   }
   // The latency test: admission_latency_requests reads at once; their p95 within the bound.
