@@ -137,6 +137,7 @@ class IntegrityTest : public ::testing::Test {
     if (monitor_) monitor_->Stop();
     if (server_) server_->Stop();
     for (pid_t pid : pids_) {
+      if (pid <= 0) continue;  // stopped by the test
       kill(pid, SIGKILL);
       int status = 0;
       waitpid(pid, &status, 0);
@@ -409,6 +410,33 @@ TEST_F(IntegrityTest, AnEndpointWhoseAnswersDifferFromTheOthersIsNotAdmitted) {
     EXPECT_EQ(LamportsOf(Read(id).body), static_cast<int64_t>(kLamports));
   }
   EXPECT_EQ(base().endpoint(0).Status().requests, 0u);
+}
+
+// The others probed and down: the one that answers is admitted alone rather than the target
+// left with none.
+TEST_F(IntegrityTest, TheOnlyEndpointThatAnswersIsAdmittedAlone) {
+  StartChains();
+  for (size_t i : {1u, 2u}) {
+    kill(pids_[i], SIGKILL);
+    int status = 0;
+    waitpid(pids_[i], &status, 0);
+    pids_[i] = -1;
+  }
+  StartRouter([](RouterOptions& router) {
+    router.integrity.admission = true;
+    router.integrity.admission_latency_requests = 5;
+    router.integrity.admission_accounts = {kAccount.ToBase58()};
+  });
+  StartMonitor();
+  ASSERT_TRUE(WaitFor([&] { return Admitted(0); }, absl::Seconds(10)))
+      << base().endpoint(0).Status().admission_result;
+  EXPECT_NE(base().endpoint(0).Status().admission_result.find("0 of 2 fixed reads equal to no "
+                                                              "other endpoint"),
+            std::string::npos)
+      << base().endpoint(0).Status().admission_result;
+  EXPECT_FALSE(Admitted(1));
+  EXPECT_FALSE(Admitted(2));
+  EXPECT_EQ(LamportsOf(Read(1).body), static_cast<int64_t>(kLamports));
 }
 
 TEST_F(IntegrityTest, ASlowEndpointFailsAdmission) {
