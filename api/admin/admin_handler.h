@@ -21,7 +21,6 @@
 #include "api/cache/response_cache.h"
 #include "api/net/http_server.h"
 #include "api/upstream/upstream.h"
-#include "api/upstream/upstream_await.h"
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/slot.h"
@@ -117,7 +116,7 @@ class UpstreamMonitor {
   // that waits for admission, its checks run on this thread and their outcome goes to its
   // health.
   void MaybeAdmit(Probe* probe);
-  Task<void> Admit(Probe* probe, TargetHealth* health);
+  struct Admission;  // its checks (upstream_admission.cc)
 
   UpstreamMonitorOptions options_;
   // The probes' own upstream counters, kept apart from the API's request counters.

@@ -55,6 +55,12 @@ Task<std::pair<absl::StatusOr<UpstreamResponse>, HealthClock::duration>> TimedRe
 
 }  // namespace
 
+// The checks of one admission, a coroutine on the monitor's thread: a nested type of
+// UpstreamMonitor, so that its header needs no coroutine types.
+struct UpstreamMonitor::Admission {
+  static Task<void> Run(UpstreamMonitor* self, Probe* probe, TargetHealth* health);
+};
+
 void UpstreamMonitor::MaybeAdmit(Probe* probe) {
   if (options_.health == nullptr || probe->admitting || stopping_) return;
   TargetHealth* health = options_.health->Find(probe->target->name);
@@ -63,15 +69,17 @@ void UpstreamMonitor::MaybeAdmit(Probe* probe) {
     return;
   }
   probe->admitting = true;
-  asio::co_spawn(io_context_, Admit(probe, health), asio::detached);
+  asio::co_spawn(io_context_, Admission::Run(this, probe, health), asio::detached);
 }
 
-Task<void> UpstreamMonitor::Admit(Probe* probe, TargetHealth* health) {
+
+Task<void> UpstreamMonitor::Admission::Run(UpstreamMonitor* self, Probe* probe,
+                                           TargetHealth* health) {
   const IntegrityOptions& integrity = health->integrity();
   EndpointHealth& endpoint = health->endpoint(probe->index);
   auto finish = [&](bool passed, std::string result) {
     probe->admitting = false;
-    if (!stopping_) endpoint.OnAdmissionCheck(passed, std::move(result));
+    if (!self->stopping_) endpoint.OnAdmissionCheck(passed, std::move(result));
   };
   // Reachable: the probe that led here succeeded.
   if (!probe->last_ok || !probe->last_slot) {
@@ -110,12 +118,12 @@ Task<void> UpstreamMonitor::Admit(Probe* probe, TargetHealth* health) {
   for (const std::string& read : reads) {
     if (references.empty()) break;
     std::vector<Task<absl::StatusOr<UpstreamResponse>>> asks;
-    asks.push_back(SendAsync(*upstreams_, probe->pool, read, RetryPolicy::kNever));
+    asks.push_back(SendAsync(*self->upstreams_, probe->pool, read, RetryPolicy::kNever));
     for (const Probe* reference : references) {
-      asks.push_back(SendAsync(*upstreams_, reference->pool, read, RetryPolicy::kNever));
+      asks.push_back(SendAsync(*self->upstreams_, reference->pool, read, RetryPolicy::kNever));
     }
     std::vector<absl::StatusOr<UpstreamResponse>> answers = co_await AwaitEach(std::move(asks));
-    if (stopping_) co_return;
+    if (self->stopping_) co_return;
     absl::StatusOr<std::string> own = ValueOf(answers[0]);
     if (!own.ok()) {
       finish(false, fmt::format("unreachable: {}: {}", MethodOfRequest(read),
@@ -161,10 +169,10 @@ Task<void> UpstreamMonitor::Admit(Probe* probe, TargetHealth* health) {
   // The latency test: admission_latency_requests reads at once; their p95 within the bound.
   std::vector<Task<std::pair<absl::StatusOr<UpstreamResponse>, HealthClock::duration>>> timed;
   for (uint32_t i = 0; i < integrity.admission_latency_requests; ++i) {
-    timed.push_back(TimedRead(*upstreams_, probe->pool));
+    timed.push_back(TimedRead(*self->upstreams_, probe->pool));
   }
   auto results = co_await AwaitEach(std::move(timed));
-  if (stopping_) co_return;
+  if (self->stopping_) co_return;
   std::vector<double> millis;
   size_t failed = 0;
   for (const auto& [response, took] : results) {
