@@ -72,7 +72,6 @@ void UpstreamMonitor::MaybeAdmit(Probe* probe) {
   asio::co_spawn(io_context_, Admission::Run(this, probe, health), asio::detached);
 }
 
-
 Task<void> UpstreamMonitor::Admission::Run(UpstreamMonitor* self, Probe* probe,
                                            TargetHealth* health) {
   const IntegrityOptions& integrity = health->integrity();
