@@ -246,6 +246,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   RETURN_IF_ERROR(fold.ReadPositive("max_batch_records", &batch));
   RETURN_IF_ERROR(fold.ReadPositive("publish_interval_ms", &publish_ms));
   RETURN_IF_ERROR(fold.ReadPositive("max_pending_per_partition", &pending));
+  RETURN_IF_ERROR(fold.ReadBool("pipelined_commits", &config.fold.pipelined_commits));
   RETURN_IF_ERROR(fold.CheckNoUnknownKeys());
   config.fold.max_batch_records = static_cast<size_t>(batch);
   config.fold.publish_interval = absl::Milliseconds(publish_ms);

@@ -38,6 +38,7 @@ namespace switchyard {
 //   max_batch_records = 50000
 //   publish_interval_ms = 50
 //   max_pending_per_partition = 200000
+//   pipelined_commits = true       # write a batch while the next is folded (catch-up)
 //
 // and, for `serve`, the sections of ServeConfig below.
 

@@ -54,11 +54,24 @@ FoldRunner::FoldRunner(FoldRunnerOptions options, EventLogReader* reader, StateS
       store_(store),
       snapshots_(snapshots),
       clock_(clock),
-      metrics_(metrics) {}
+      metrics_(metrics) {
+  if (options_.pipelined_commits) commit_thread_ = std::thread([this] { CommitLoop(); });
+}
 
-FoldRunner::~FoldRunner() { Stop(); }
+FoldRunner::~FoldRunner() {
+  Stop();
+  if (commit_thread_.joinable()) {
+    {
+      absl::MutexLock lock(&commit_mu_);
+      commit_stop_ = true;
+    }
+    commit_thread_.join();
+  }
+}
 
 absl::Status FoldRunner::Init() {
+  // A batch still in flight is written (or fails) before the state is read back.
+  AwaitCommit().IgnoreError();
   uncommitted_records_ = 0;
   check_log_start_ = true;
   ASSIGN_OR_RETURN(LoadedState loaded, store_->Load());
@@ -129,42 +142,85 @@ absl::StatusOr<size_t> FoldRunner::StepOnce(absl::Duration timeout) {
 }
 
 absl::Status FoldRunner::CommitAndPublish(bool caught_up) {
-  if (uncommitted_records_ > 0) {
-    FoldBatch batch = fold_->TakeBatch();
-    uncommitted_records_ = 0;
-    const absl::Duration start = clock_->Monotonic();
-    if (absl::Status s = store_->Commit(batch); !s.ok()) {
-      if (metrics_ != nullptr) metrics_->commit_errors.Increment();
-      return s;
-    }
-    if (metrics_ != nullptr) {
-      const FoldCounters& now = batch.position.counters;
-      metrics_->commits.Increment();
-      metrics_->commit_seconds.Observe(absl::ToDoubleSeconds(clock_->Monotonic() - start));
-      metrics_->applied.Increment(now.applied - reported_.applied);
-      metrics_->ignored_stale.Increment(now.ignored_stale - reported_.ignored_stale);
-      metrics_->quarantined.Increment(now.quarantined - reported_.quarantined);
-      reported_ = now;
-      const StateStore::Memory memory = store_->MemoryUsage();
-      metrics_->state_memtable_bytes.Set(static_cast<int64_t>(memory.memtables));
-      metrics_->state_block_cache_bytes.Set(static_cast<int64_t>(memory.block_cache));
-    }
-  }
+  RETURN_IF_ERROR(AwaitCommit());
   const FoldPosition& position = fold_->position();
-  if (metrics_ != nullptr) {
-    metrics_->applied_slot.Set(static_cast<int64_t>(position.applied_slot));
-    metrics_->in_limbo.Set(position.LimboSince() ? 1 : 0);
-  }
   const bool changed =
       position.applied_slot != published_slot_ || position.LimboSince() != published_limbo_;
   const absl::Duration now = clock_->Monotonic();
+  CommitJob job;
   if (changed && (caught_up || now - last_publish_ >= options_.publish_interval)) {
-    if (snapshots_ != nullptr) snapshots_->Publish(fold_->MakeSnapshot());
+    job.snapshot = fold_->MakeSnapshot();
     published_slot_ = position.applied_slot;
     published_limbo_ = position.LimboSince();
     last_publish_ = now;
   }
+  if (uncommitted_records_ == 0) {
+    if (job.snapshot != nullptr && snapshots_ != nullptr) snapshots_->Publish(job.snapshot);
+    return absl::OkStatus();
+  }
+  job.batch = fold_->TakeBatch();
+  uncommitted_records_ = 0;
+  if (!caught_up && commit_thread_.joinable()) {
+    absl::MutexLock lock(&commit_mu_);
+    commit_job_ = std::move(job);
+    return absl::OkStatus();
+  }
+  return RunCommit(job);
+}
+
+absl::Status FoldRunner::RunCommit(const CommitJob& job) {
+  const FoldBatch& batch = job.batch;
+  const absl::Duration start = clock_->Monotonic();
+  if (absl::Status s = store_->Commit(batch); !s.ok()) {
+    if (metrics_ != nullptr) metrics_->commit_errors.Increment();
+    return s;
+  }
+  if (metrics_ != nullptr) {
+    const FoldCounters& now = batch.position.counters;
+    metrics_->commits.Increment();
+    metrics_->commit_seconds.Observe(absl::ToDoubleSeconds(clock_->Monotonic() - start));
+    metrics_->applied.Increment(now.applied - reported_.applied);
+    metrics_->ignored_stale.Increment(now.ignored_stale - reported_.ignored_stale);
+    metrics_->quarantined.Increment(now.quarantined - reported_.quarantined);
+    reported_ = now;
+    const StateStore::Memory memory = store_->MemoryUsage();
+    metrics_->state_memtable_bytes.Set(static_cast<int64_t>(memory.memtables));
+    metrics_->state_block_cache_bytes.Set(static_cast<int64_t>(memory.block_cache));
+    metrics_->applied_slot.Set(static_cast<int64_t>(batch.position.applied_slot));
+    metrics_->in_limbo.Set(batch.position.LimboSince() ? 1 : 0);
+  }
+  if (job.snapshot != nullptr && snapshots_ != nullptr) snapshots_->Publish(job.snapshot);
   return absl::OkStatus();
+}
+
+absl::Status FoldRunner::AwaitCommit() {
+  absl::MutexLock lock(&commit_mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) { return !commit_job_; };
+  commit_mu_.Await(absl::Condition(&idle));
+  absl::Status status = std::move(commit_status_);
+  commit_status_ = absl::OkStatus();
+  return status;
+}
+
+void FoldRunner::CommitLoop() {
+  auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    return commit_job_.has_value() || commit_stop_;
+  };
+  for (;;) {
+    const CommitJob* job = nullptr;
+    {
+      absl::MutexLock lock(&commit_mu_);
+      commit_mu_.Await(absl::Condition(&work));
+      if (!commit_job_) return;  // stopping, nothing in flight
+      job = &*commit_job_;
+    }
+    // The fold thread waits for this job (AwaitCommit) before it touches the job, the
+    // reported counters or the store again, so the job is used here without the lock.
+    absl::Status status = RunCommit(*job);
+    absl::MutexLock lock(&commit_mu_);
+    commit_status_ = std::move(status);
+    commit_job_.reset();
+  }
 }
 
 absl::Status FoldRunner::RunUntilCaughtUp() {

@@ -23,6 +23,10 @@ namespace switchyard {
 
 struct FoldRunnerOptions {
   size_t max_batch_records = 50'000;  // records folded per commit
+  // While catching up (a full batch read), the batch is written on a commit thread while the
+  // next one is read and folded on the fold thread; at most one batch is in flight. A batch
+  // read to the end of the log is written before Step returns either way.
+  bool pipelined_commits = true;
   absl::Duration poll_timeout = absl::Milliseconds(100);
   // While catching up, a new snapshot at most this often; when caught up, after every batch
   // that moves the applied slot or the limbo flag.
@@ -66,7 +70,10 @@ std::string LogHoleMessage(const LogHole& hole);
 
 // Drives a Fold: reads the log from the state's stored offsets, folds, commits each batch to
 // the StateStore, and publishes snapshots. Owns the fold's thread between Start() and
-// Stop(); the other methods are for a caller that drives it on its own thread instead.
+// Stop(); the other methods are for a caller that drives it on its own thread instead. Owns
+// a commit thread for its whole life (FoldRunnerOptions::pipelined_commits): a snapshot is
+// published only once the batch it shows is committed, so no reader sees a state that a
+// crash could take back.
 class FoldRunner {
  public:
   FoldRunner(FoldRunnerOptions options, EventLogReader* reader, StateStore* store,
@@ -99,8 +106,21 @@ class FoldRunner {
   const Fold& fold() const { return *fold_; }
 
  private:
+  // A batch to write, and the snapshot of the state after it when one is to be published.
+  struct CommitJob {
+    FoldBatch batch;
+    std::shared_ptr<const Snapshot> snapshot;
+  };
+
   absl::StatusOr<size_t> StepOnce(absl::Duration timeout);
+  // Takes the fold's batch and commits it: on the commit thread while catching up, else
+  // before returning. First waits for the batch in flight and returns its error, if any.
   absl::Status CommitAndPublish(bool caught_up);
+  // Writes the job's batch, counts it, then publishes its snapshot. Fold or commit thread.
+  absl::Status RunCommit(const CommitJob& job);
+  // Waits until no batch is in flight; the error of the last one, once.
+  absl::Status AwaitCommit();
+  void CommitLoop();
   // Compares each partition's start offset with the fold's read offset.
   absl::Status CheckLogStart();
 
@@ -123,6 +143,12 @@ class FoldRunner {
   mutable absl::Mutex error_mu_;
   std::string error_ ABSL_GUARDED_BY(error_mu_);
   std::optional<LogHole> hole_ ABSL_GUARDED_BY(error_mu_);
+
+  absl::Mutex commit_mu_;
+  std::optional<CommitJob> commit_job_ ABSL_GUARDED_BY(commit_mu_);  // handed over, not done
+  absl::Status commit_status_ ABSL_GUARDED_BY(commit_mu_);           // of the last job, until read
+  bool commit_stop_ ABSL_GUARDED_BY(commit_mu_) = false;
+  std::thread commit_thread_;
 };
 
 }  // namespace switchyard

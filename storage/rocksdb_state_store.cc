@@ -136,18 +136,16 @@ absl::StatusOr<HistoryEntry> DecodeHistoryRow(rocksdb::Slice key, rocksdb::Slice
   return entry;
 }
 
-// A history_by_slot row: slot | seq -> account | flags | record.
-absl::StatusOr<HistoryEntry> DecodeBySlotRow(rocksdb::Slice key, rocksdb::Slice value) {
-  if (key.size() != 16 || value.size() < Pubkey::kSize + 1) {
-    return absl::DataLossError("malformed history_by_slot row");
-  }
-  HistoryEntry entry;
-  entry.slot = LoadU64BE(AsBytes(key.data()));
-  entry.seq = LoadU64BE(AsBytes(key.data() + 8));
-  entry.ignored = (value[Pubkey::kSize] & kHistoryIgnored) != 0;
-  ASSIGN_OR_RETURN(entry.event, DecodeEvent(std::string_view(value.data() + Pubkey::kSize + 1,
-                                                             value.size() - Pubkey::kSize - 1)));
-  return entry;
+// A history_by_slot row (schema 3) indexes the rows of one slot that one commit wrote:
+// key slot | seq of its first row -> per row: account | flags | seq (BE). Rows are in seq
+// order, so the keys in order give (slot, seq) order. The records stay in `history` alone:
+// every event's bytes are written once.
+constexpr size_t kPackedRow = Pubkey::kSize + 1 + 8;
+
+void AppendPackedRow(const Pubkey& account, bool ignored, uint64_t seq, std::string* out) {
+  out->append(reinterpret_cast<const char*>(account.data()), Pubkey::kSize);
+  out->push_back(static_cast<char>(ignored ? kHistoryIgnored : 0));
+  AppendU64BE(out, seq);
 }
 
 }  // namespace
@@ -161,7 +159,8 @@ RocksDbStateStore::RocksDbStateStore(std::unique_ptr<storage_internal::Database>
       meta_cf_(database_->family(3)),
       quarantine_cf_(database_->family(4)),
       by_slot_cf_(database_->family(5)),
-      sync_commits_(sync_commits) {}
+      sync_commits_(sync_commits),
+      commit_batch_(std::make_unique<rocksdb::WriteBatch>()) {}
 
 RocksDbStateStore::~RocksDbStateStore() = default;
 
@@ -248,9 +247,10 @@ absl::Status RocksDbStateStore::CheckSchemaVersion(const std::string& path, bool
         absl::StrCat("the state store at ", path, " has schema version ", stored,
                      ", newer than version ", kSchemaVersion, " that this build reads"));
   }
-  if (stored < 2) {
-    // Schema 1 had no slot index. A secondary cannot write it: its slot-order reads fail
-    // until a primary (fold, serve) has opened the store once.
+  if (stored < 3) {
+    // Schema 1 had no slot index, schema 2 one row per event in it. A secondary cannot
+    // rebuild it: its slot-order reads fail until a primary (fold, serve) has opened the store
+    // once.
     if (secondary) {
       by_slot_cf_ = nullptr;
       return absl::OkStatus();
@@ -261,20 +261,28 @@ absl::Status RocksDbStateStore::CheckSchemaVersion(const std::string& path, bool
 }
 
 absl::Status RocksDbStateStore::BuildSlotIndex() {
+  rocksdb::WriteOptions write;
+  write.sync = sync_commits_;
+  // Whatever an older schema wrote there goes; every slot-index key is 16 bytes.
+  const std::string all_end(17, '\xff');
+  RETURN_IF_ERROR(FromRocksDb(db_->DeleteRange(write, by_slot_cf_, rocksdb::Slice(), all_end),
+                              "clearing the slot index"));
   rocksdb::ReadOptions read;
   read.fill_cache = false;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, history_cf_));
   rocksdb::WriteBatch wb;
   std::string value;
-  rocksdb::WriteOptions write;
-  write.sync = sync_commits_;
+  // History is in account order: each row gets an index row of its own.
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const rocksdb::Slice key = it->key();
-    if (key.size() != 48) return absl::DataLossError("malformed history row");
-    value.assign(key.data(), Pubkey::kSize);
-    value.append(it->value().data(), it->value().size());
-    RETURN_IF_ERROR(FromRocksDb(
-        wb.Put(by_slot_cf_, rocksdb::Slice(key.data() + Pubkey::kSize, 16), value), "batch put"));
+    if (key.size() != 48 || it->value().empty())
+      return absl::DataLossError("malformed history row");
+    const Slot slot = LoadU64BE(AsBytes(key.data() + 32));
+    const uint64_t seq = LoadU64BE(AsBytes(key.data() + 40));
+    value.clear();
+    AppendPackedRow(Pubkey::FromBytes(AsBytes(key.data())), (it->value()[0] & kHistoryIgnored) != 0,
+                    seq, &value);
+    RETURN_IF_ERROR(FromRocksDb(wb.Put(by_slot_cf_, BySlotKey(slot, seq), value), "batch put"));
     if (wb.Count() >= 10'000) {
       RETURN_IF_ERROR(FromRocksDb(db_->Write(write, &wb), "building the slot index"));
       wb.Clear();
@@ -289,29 +297,28 @@ absl::Status RocksDbStateStore::BuildSlotIndex() {
 }
 
 absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
-  rocksdb::WriteBatch wb(batch.history.size() * 260 + batch.accounts.size() * 160 + 4096);
-  std::string value;
+  absl::MutexLock lock(&commit_mu_);
+  // One batch reused across commits: its buffer keeps its pages.
+  rocksdb::WriteBatch& wb = *commit_batch_;
+  wb.Clear();
+  std::string& value = commit_value_;
   // Only the last write of each account in the batch matters.
-  absl::flat_hash_set<Pubkey> written;
+  written_.clear();
   for (auto it = batch.accounts.rbegin(); it != batch.accounts.rend(); ++it) {
     const auto& write = *it;
-    if (!written.insert(write.account).second) continue;
+    if (!written_.insert(write.account).second) continue;
     value.clear();
     EncodeAccountState(write.state, &value);
     RETURN_IF_ERROR(FromRocksDb(wb.Put(state_cf_, AsSlice(write.account), value), "batch put"));
   }
-  std::string by_slot;
   for (const auto& row : batch.history) {
     value.clear();
     value.push_back(static_cast<char>(row.ignored ? kHistoryIgnored : 0));
     value += row.record;
     RETURN_IF_ERROR(FromRocksDb(
         wb.Put(history_cf_, HistoryKey(row.account, row.slot, row.seq), value), "batch put"));
-    by_slot.assign(reinterpret_cast<const char*>(row.account.data()), Pubkey::kSize);
-    by_slot += value;
-    RETURN_IF_ERROR(
-        FromRocksDb(wb.Put(by_slot_cf_, BySlotKey(row.slot, row.seq), by_slot), "batch put"));
   }
+  RETURN_IF_ERROR(PutSlotIndex(batch.history, wb));
   for (const auto& q : batch.quarantine) {
     std::string key;
     AppendU64BE(&key, static_cast<uint32_t>(q.partition));
@@ -331,6 +338,32 @@ absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
   rocksdb::WriteOptions write;
   write.sync = sync_commits_;
   return database_->Write(write, &wb, "committing a fold batch to the state store");
+}
+
+absl::Status RocksDbStateStore::PutSlotIndex(const std::vector<FoldBatch::HistoryRow>& rows,
+                                             rocksdb::WriteBatch& wb) {
+  // The rows of one slot go into one packed row. A batch holds the rows of few slots,
+  // nearly always in slot order: consecutive rows of a slot are packed together, and a slot
+  // met again later in the batch (a late record) is gathered by a second pass.
+  std::string& packed = commit_packed_;
+  slot_rows_.clear();
+  for (size_t i = 0; i < rows.size(); ++i) slot_rows_.emplace_back(rows[i].slot, i);
+  auto by_slot = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (!std::is_sorted(slot_rows_.begin(), slot_rows_.end(), by_slot)) {
+    std::stable_sort(slot_rows_.begin(), slot_rows_.end(), by_slot);
+  }
+  for (size_t i = 0; i < slot_rows_.size();) {
+    const Slot slot = slot_rows_[i].first;
+    const uint64_t first_seq = rows[slot_rows_[i].second].seq;
+    packed.clear();
+    for (; i < slot_rows_.size() && slot_rows_[i].first == slot; ++i) {
+      const FoldBatch::HistoryRow& row = rows[slot_rows_[i].second];
+      AppendPackedRow(row.account, row.ignored, row.seq, &packed);
+    }
+    RETURN_IF_ERROR(
+        FromRocksDb(wb.Put(by_slot_cf_, BySlotKey(slot, first_seq), packed), "batch put"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<FoldPosition> RocksDbStateStore::Position() {
@@ -447,7 +480,7 @@ absl::Status RocksDbStateStore::ForEachHistoryRow(
     Slot from_slot, Slot to_slot, absl::FunctionRef<absl::Status(const HistoryEntry&)> row) {
   if (by_slot_cf_ == nullptr) {
     return absl::FailedPreconditionError(
-        "this state store (schema 1) has no slot index yet; run `switchyard fold` or serve on it "
+        "this state store has no slot index of schema 3 yet; run `switchyard fold` or serve on it "
         "once to build it");
   }
   if (from_slot > to_slot) return absl::OkStatus();
@@ -458,12 +491,56 @@ absl::Status RocksDbStateStore::ForEachHistoryRow(
   read.iterate_upper_bound = &upper_slice;
   read.fill_cache = false;  // a scan: keep the block cache for point reads
   read.readahead_size = 2 << 20;
+  // The index and the rows it names are read from one view of the store. A secondary's view
+  // stays as it was at open (and it has no snapshots).
+  std::optional<rocksdb::ManagedSnapshot> snapshot;
+  if (!database_->secondary()) {
+    snapshot.emplace(db_);
+    read.snapshot = snapshot->snapshot();
+  }
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, by_slot_cf_));
   for (it->Seek(BySlotKey(from_slot, 0)); it->Valid(); it->Next()) {
-    ASSIGN_OR_RETURN(HistoryEntry entry, DecodeBySlotRow(it->key(), it->value()));
-    RETURN_IF_ERROR(row(entry));
+    RETURN_IF_ERROR(ReadIndexedRows(read, it->key(), it->value(), row));
   }
   return FromRocksDb(it->status(), "reading history by slot");
+}
+
+absl::Status RocksDbStateStore::ReadIndexedRows(
+    const rocksdb::ReadOptions& read, rocksdb::Slice key, rocksdb::Slice value,
+    absl::FunctionRef<absl::Status(const HistoryEntry&)> row) {
+  if (key.size() != 16 || value.empty() || value.size() % kPackedRow != 0) {
+    return absl::DataLossError("malformed history_by_slot row");
+  }
+  const Slot slot = LoadU64BE(AsBytes(key.data()));
+  const size_t count = value.size() / kPackedRow;
+  // The rows are read in bounded chunks, one MultiGet each.
+  constexpr size_t kChunk = 512;
+  std::vector<std::string> keys;
+  std::vector<rocksdb::Slice> slices;
+  std::vector<rocksdb::PinnableSlice> values(std::min(count, kChunk));
+  std::vector<rocksdb::Status> statuses(values.size());
+  for (size_t first = 0; first < count; first += kChunk) {
+    const size_t n = std::min(kChunk, count - first);
+    keys.clear();
+    slices.clear();
+    for (size_t i = 0; i < n; ++i) {
+      const uint8_t* p = AsBytes(value.data() + (first + i) * kPackedRow);
+      keys.push_back(HistoryKey(Pubkey::FromBytes(p), slot, LoadU64BE(p + Pubkey::kSize + 1)));
+    }
+    for (const std::string& k : keys) slices.emplace_back(k);
+    db_->MultiGet(read, history_cf_, n, slices.data(), values.data(), statuses.data());
+    for (size_t i = 0; i < n; ++i) {
+      if (statuses[i].IsNotFound()) {
+        return absl::DataLossError(absl::StrCat("history_by_slot names a history row at slot ",
+                                                slot, " that history does not hold"));
+      }
+      RETURN_IF_ERROR(FromRocksDb(statuses[i], "reading history by slot"));
+      ASSIGN_OR_RETURN(HistoryEntry entry, DecodeHistoryRow(slices[i], values[i]));
+      values[i].Reset();
+      RETURN_IF_ERROR(row(entry));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<AccountState>> RocksDbStateStore::GetAccountAt(const Pubkey& account,

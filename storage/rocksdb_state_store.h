@@ -4,13 +4,19 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/state_store.h"
 
 namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
+class WriteBatch;
+struct ReadOptions;
+class Slice;
 }  // namespace rocksdb
 
 namespace switchyard {
@@ -33,17 +39,21 @@ struct RocksDbStateStoreOptions {
 // The delegation state in RocksDB. Column families:
 //   state            account -> AccountState (tombstones included)
 //   history          account | slot (BE) | seq (BE) -> flags | the event's log record
-//   history_by_slot  slot (BE) | seq (BE) -> account | flags | the event's log record: the
-//                    same rows in slot order, for exports and slot-range diffs
+//   history_by_slot  slot (BE) | seq of its first row (BE) -> per row: account | flags |
+//                    seq (BE): an index of the history rows in slot order, for exports and
+//                    slot-range diffs; the rows of one slot that one commit wrote share one
+//                    key (one key per slot and commit, not per event), and each event's
+//                    record is stored once, in history
 //   meta             schema version, applied slot, digest, fold position, counters, and
 //                    "sealed/" | slot (BE) -> the digest when the applied slot reached that slot
 //   quarantine       partition (BE) | offset (BE) -> reason and the undecodable record
 // Each Commit is one WriteBatch. Thread-safe.
 class RocksDbStateStore final : public StateStore {
  public:
-  // 2: history_by_slot. A store of schema 1 opened as a primary gets the index built from its
-  // history at open.
-  static constexpr uint32_t kSchemaVersion = 2;
+  // 2: history_by_slot, one row per event. 3: history_by_slot packed per slot and commit. A
+  // store of schema 1 or 2 opened as a primary gets the index (re)built from its history at
+  // open.
+  static constexpr uint32_t kSchemaVersion = 3;
 
   // Opens or creates the store at `path`. A store written by a newer schema version is
   // refused with a message naming both versions.
@@ -94,8 +104,16 @@ class RocksDbStateStore final : public StateStore {
  private:
   RocksDbStateStore(std::unique_ptr<storage_internal::Database> database, bool sync_commits);
   absl::Status CheckSchemaVersion(const std::string& path, bool secondary);
-  // Fills history_by_slot from history (a schema-1 store), then records the schema version.
+  // Fills history_by_slot from history (a store of schema 1 or 2), then records the schema
+  // version.
   absl::Status BuildSlotIndex();
+  // Calls `row` for every history row a history_by_slot row names, read with `read`.
+  absl::Status ReadIndexedRows(const rocksdb::ReadOptions& read, rocksdb::Slice key,
+                               rocksdb::Slice value,
+                               absl::FunctionRef<absl::Status(const HistoryEntry&)> row);
+  // Adds the packed history_by_slot rows of `rows` (a commit's history) to `wb`.
+  absl::Status PutSlotIndex(const std::vector<FoldBatch::HistoryRow>& rows, rocksdb::WriteBatch& wb)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
 
   std::unique_ptr<storage_internal::Database> database_;
   rocksdb::DB* db_;  // owned by database_
@@ -105,6 +123,13 @@ class RocksDbStateStore final : public StateStore {
   rocksdb::ColumnFamilyHandle* quarantine_cf_;
   rocksdb::ColumnFamilyHandle* by_slot_cf_;  // null in a schema-1 store opened as a secondary
   bool sync_commits_;
+  // Commit's buffers, kept across commits so that their memory is reused.
+  absl::Mutex commit_mu_;
+  std::unique_ptr<rocksdb::WriteBatch> commit_batch_ ABSL_GUARDED_BY(commit_mu_);
+  std::string commit_value_ ABSL_GUARDED_BY(commit_mu_);
+  std::string commit_packed_ ABSL_GUARDED_BY(commit_mu_);
+  absl::flat_hash_set<Pubkey> written_ ABSL_GUARDED_BY(commit_mu_);
+  std::vector<std::pair<Slot, size_t>> slot_rows_ ABSL_GUARDED_BY(commit_mu_);
 };
 
 }  // namespace switchyard

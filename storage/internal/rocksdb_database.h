@@ -37,6 +37,8 @@ class Database {
 
   rocksdb::DB* db() const { return db_.get(); }
   const std::string& path() const { return path_; }
+  // Opened by OpenSecondary: its view is the primary's at open and does not move.
+  bool secondary() const { return secondary_; }
 
   // Writes `batch`; `what` names the write in errors ("committing a fold batch"), which also
   // name the database's path. A failed write (a full disk, an I/O error) may leave RocksDB in

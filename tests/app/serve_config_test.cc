@@ -341,6 +341,7 @@ kafka_properties = {"security.protocol" = "SSL"}
 [fold]
 max_batch_records = 1000
 publish_interval_ms = 20
+pipelined_commits = false
 [api]
 listen = "0.0.0.0:8000"
 cors_origins = ["https://app.example"]
@@ -386,6 +387,8 @@ max_lag_slots = 7
   EXPECT_EQ(b.fold.max_batch_records, 1000u);
   EXPECT_EQ(a.fold.max_batch_records, b.fold.max_batch_records);
   EXPECT_EQ(a.fold.publish_interval, b.fold.publish_interval);
+  EXPECT_FALSE(b.fold.pipelined_commits);
+  EXPECT_EQ(a.fold.pipelined_commits, b.fold.pipelined_commits);
   EXPECT_EQ(b.serve.api.port, 8000);
   EXPECT_EQ(a.serve.api.address, b.serve.api.address);
   EXPECT_EQ(a.serve.api.port, b.serve.api.port);

@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <functional>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "engine/event_codec.h"
 #include "storage/embedded_event_log.h"
 #include "storage/rocksdb_state_store.h"
@@ -105,10 +109,14 @@ class FlakyStore final : public StateStore {
  public:
   explicit FlakyStore(StateStore* store) : store_(store) {}
   void FailCommits(std::set<int> which) { fail_ = std::move(which); }
+  // Runs before each commit, with its number, on the thread that commits.
+  void BeforeCommit(std::function<void(int)> hook) { before_commit_ = std::move(hook); }
 
   absl::StatusOr<LoadedState> Load() override { return store_->Load(); }
   absl::Status Commit(const FoldBatch& batch) override {
-    if (fail_.count(commits_++) > 0) return absl::UnavailableError("injected commit failure");
+    const int n = commits_++;
+    if (before_commit_) before_commit_(n);
+    if (fail_.count(n) > 0) return absl::UnavailableError("injected commit failure");
     return store_->Commit(batch);
   }
   absl::StatusOr<FoldPosition> Position() override { return store_->Position(); }
@@ -142,8 +150,91 @@ class FlakyStore final : public StateStore {
  private:
   StateStore* store_;
   std::set<int> fail_;
-  int commits_ = 0;
+  std::function<void(int)> before_commit_;
+  std::atomic<int> commits_ = 0;
 };
+
+// Counts the records a reader delivers, from any thread.
+class CountingReader final : public EventLogReader {
+ public:
+  explicit CountingReader(EventLogReader* reader) : reader_(reader) {}
+  int32_t partition_count() const override { return reader_->partition_count(); }
+  absl::Status Seek(int32_t p, int64_t offset) override { return reader_->Seek(p, offset); }
+  void Pause(int32_t p, bool paused) override { reader_->Pause(p, paused); }
+  absl::StatusOr<size_t> Poll(size_t max_records, absl::Duration timeout,
+                              absl::FunctionRef<void(const LogRecordView&)> on_record) override {
+    absl::StatusOr<size_t> read = reader_->Poll(max_records, timeout, on_record);
+    if (read.ok()) delivered += *read;
+    return read;
+  }
+  absl::StatusOr<int64_t> EndOffset(int32_t p) override { return reader_->EndOffset(p); }
+  absl::StatusOr<int64_t> StartOffset(int32_t p) override { return reader_->StartOffset(p); }
+
+  std::atomic<size_t> delivered = 0;
+
+ private:
+  EventLogReader* reader_;
+};
+
+// While catching up, the fold reads and folds the next batch while the commit thread writes
+// the last one, and a batch's snapshot is published only once the batch is committed.
+TEST(FoldRunnerTest, TheNextBatchIsFoldedWhileOneIsWrittenAndItsSnapshotWaitsForTheCommit) {
+  TempDir dir;
+  auto log = EmbeddedEventLog::Open(dir.Sub("log"));
+  testing::GeneratorOptions options;
+  options.slots = 60;
+  const auto events = testing::GenerateEvents(options);
+  ASSERT_TRUE((*log)->Append(Encode(events)).ok());
+  auto rocksdb = RocksDbStateStore::Open(dir.Sub("state"));
+  FlakyStore store(rocksdb->get());
+  absl::Notification writing;
+  absl::Notification release;
+  std::atomic<size_t> read_while_writing = 0;
+  auto log_reader = (*log)->NewReader();
+  CountingReader reader(log_reader.get());
+  store.BeforeCommit([&](int n) {
+    if (n != 0) return;
+    writing.Notify();
+    // The fold goes on with the next batch meanwhile: wait until it has read it.
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (reader.delivered.load() < 100 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    read_while_writing = reader.delivered.load();
+    release.WaitForNotificationWithTimeout(absl::Seconds(20));
+  });
+  SnapshotHolder snapshots;
+  SystemClock clock;
+  FoldRunnerOptions runner_options;
+  runner_options.max_batch_records = 50;
+  runner_options.publish_interval = absl::ZeroDuration();
+  FoldRunner runner(runner_options, &reader, &store, &snapshots, &clock);
+  ASSERT_TRUE(runner.Init().ok());
+  ASSERT_EQ(runner.Step(absl::ZeroDuration()).value_or(0), 50u);  // handed to the commit thread
+  ASSERT_TRUE(writing.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  std::thread second([&] { EXPECT_EQ(runner.Step(absl::ZeroDuration()).value_or(0), 50u); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (read_while_writing.load() == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(read_while_writing.load(), 100u);
+  // Nothing of the batch being written is visible yet, in the store or to readers.
+  EXPECT_EQ(snapshots.Current()->applied_slot(), 0u);
+  EXPECT_EQ((*rocksdb)->Position()->applied_slot, 0u);
+  release.Notify();
+  second.join();  // the second Step waited for the first batch before handing over its own
+  // The second batch may be being written now: what is published is never ahead of what is
+  // committed.
+  const Slot published = snapshots.Current()->applied_slot();
+  EXPECT_GT(published, 0u);
+  EXPECT_LE(published, (*rocksdb)->Position()->applied_slot);
+  ASSERT_TRUE(runner.RunUntilCaughtUp().ok());
+  testing::ReferenceFold reference;
+  for (const Event& e : events) reference.Apply(e);
+  EXPECT_EQ(snapshots.Current()->digest(), reference.digest);
+  EXPECT_EQ((*rocksdb)->Position()->digest, reference.digest);
+  EXPECT_EQ(*(*rocksdb)->CountHistoryRows(), reference.account_events);
+}
 
 // Regression: a failed commit dropped the batch the fold had already taken, and the next
 // commit wrote the batches after it, skipping its events.
