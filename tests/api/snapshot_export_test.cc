@@ -4,8 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <string>
 
+#include "absl/synchronization/notification.h"
+#include "api/admin/admin_handler.h"
 #include "common/clock.h"
 #include "tests/support/temp_dir.h"
 
@@ -96,6 +99,61 @@ TEST_F(SnapshotExportsTest, AFailedExportLeavesNothingAndTheDirectoryGoesWithThe
     ASSERT_TRUE(exports.Make(&Make).ok());
   }
   EXPECT_FALSE(fs::exists(dir_.Sub("exports")));
+}
+
+// The admin context's endpoints around the exports: one snapshot at a time (409 while one is
+// being made, also for POST /admin/snapshot), reads by offset, and their counters.
+TEST_F(SnapshotExportsTest, TheAdminContextMakesOneExportAtATimeAndCountsItsReads) {
+  MetricsRegistry registry;
+  AdminMetrics metrics(registry);
+  SnapshotHolder snapshots;
+  UpstreamMonitor upstreams(UpstreamMonitorOptions{}, &registry);
+  AdminOptions options;
+  options.snapshot_export_dir = dir_.Sub("exports");
+  AdminContext admin(
+      options, &snapshots, &registry, &upstreams,
+      [] { return absl::StatusOr<std::vector<PartitionStatus>>(std::vector<PartitionStatus>()); },
+      &metrics);
+  absl::Notification release;
+  admin.SetSnapshotMaker([&](const std::string& dir) {
+    release.WaitForNotification();
+    return Make(dir);
+  });
+  std::promise<HttpResponse> made;
+  admin.ExportSnapshot([&](HttpResponse response) { made.set_value(std::move(response)); });
+  std::optional<HttpResponse> busy;
+  admin.ExportSnapshot([&](HttpResponse response) { busy = std::move(response); });
+  ASSERT_TRUE(busy.has_value());
+  EXPECT_EQ(busy->status, 409u);
+  HttpRequest snapshot_request;
+  snapshot_request.target = "/admin/snapshot?dir=" + dir_.Sub("elsewhere");
+  std::optional<HttpResponse> snapshot_busy;
+  admin.MakeSnapshot(snapshot_request, [&](HttpResponse r) { snapshot_busy = std::move(r); });
+  ASSERT_TRUE(snapshot_busy.has_value());
+  EXPECT_EQ(snapshot_busy->status, 409u);
+  release.Notify();
+  const HttpResponse listing = made.get_future().get();
+  ASSERT_EQ(listing.status, 200u) << listing.body;
+  const std::string base = "/admin/snapshot/export/" + Id(listing.body);
+
+  auto read = [&](const std::string& target) {
+    std::promise<HttpResponse> answered;
+    admin.ReadExport(target, [&](HttpResponse r) { answered.set_value(std::move(r)); });
+    return answered.get_future().get();
+  };
+  EXPECT_EQ(read(base).body, listing.body);
+  const HttpResponse chunk = read(base + "/state/000012.sst?offset=1");
+  EXPECT_EQ(chunk.status, 200u);
+  EXPECT_EQ(chunk.body, "bc");
+  EXPECT_EQ(chunk.content_type, "application/octet-stream");
+  EXPECT_EQ(read(base + "/state/000012.sst?offset=x").status, 400u);
+  EXPECT_EQ(read(base + "/state/000012.sst?offset=4").status, 400u);
+  EXPECT_EQ(read(base + "/state/CURRENT").status, 404u);
+  EXPECT_EQ(metrics.exports_made.value(), 1u);
+  EXPECT_EQ(metrics.exports_refused.value(), 1u);
+  EXPECT_EQ(metrics.export_reads.value(), 2u);
+  EXPECT_EQ(metrics.export_reads_refused.value(), 3u);
+  EXPECT_EQ(metrics.export_bytes.value(), 2u);
 }
 
 }  // namespace
