@@ -148,7 +148,12 @@ int RunCli(int argc, char** argv) {
   SnapshotRestoreArgs restore_args;
   CLI::App* snapshot_restore = snapshot->add_subcommand(
       "restore", "Verify a snapshot (manifest, files, digest) and restore it as a new state");
-  snapshot_restore->add_option("dir", restore_args.dir, "Directory of the snapshot")->required();
+  snapshot_restore
+      ->add_option(
+          "source", restore_args.dir,
+          "Directory of the snapshot, or a serve's admin URL http://HOST:PORT (a new "
+          "export of its state is downloaded) or http://HOST:PORT/admin/snapshot/export/ID")
+      ->required();
   snapshot_restore->add_option("--state-dir", restore_args.state_dir,
                                "The new state directory, new or empty (default: DATA_DIR/state)");
   add_common(snapshot_restore);
@@ -159,8 +164,9 @@ int RunCli(int argc, char** argv) {
   serve->add_option("--ready-file", serve_args.ready_file,
                     "Write {\"api\":PORT,\"admin\":PORT} here once both listeners accept");
   serve->add_option("--bootstrap-from", serve_args.bootstrap_from,
-                    "Snapshot directory to restore first when the state directory holds no state "
-                    "(ignored once it does); the fold then reads the log from its offsets");
+                    "Snapshot directory, or a peer serve's admin URL http://HOST:PORT, to restore "
+                    "first when the state directory holds no state (ignored once it does); the "
+                    "fold then reads the log from its offsets");
   add_common(serve);
 
   std::vector<std::string> ingest_bases;

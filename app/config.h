@@ -60,7 +60,8 @@ namespace switchyard {
 //                  a client that accepts gzip asks its upstream for gzip and passes the
 //                  compressed bytes through; docs/architecture.md §9)
 //   [admin]        listen = "127.0.0.1:9899", ready_max_lag_slots = 32,
-//                  probe_interval_ms = 1000, refresh_interval_ms = 1000
+//                  probe_interval_ms = 1000, refresh_interval_ms = 1000,
+//                  snapshot_export_ttl_ms = 600000 (an export no one reads is removed)
 //   [consistency]  max_wait_ms = 500
 //   [router]       identity = "PUBKEY", fqdn = "", verify_owner = true,
 //                  verify_owner_multiple = false,

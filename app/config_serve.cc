@@ -66,6 +66,8 @@ absl::Status ReadAdmin(const SectionOf& section, const std::string& file, ServeC
                                  /*allow_zero=*/true));
   RETURN_IF_ERROR(admin.ReadMillis("probe_interval_ms", &serve->probe_interval));
   RETURN_IF_ERROR(admin.ReadMillis("refresh_interval_ms", &serve->admin_options.refresh_interval));
+  RETURN_IF_ERROR(
+      admin.ReadMillis("snapshot_export_ttl_ms", &serve->admin_options.snapshot_export_ttl));
   RETURN_IF_ERROR(admin.CheckNoUnknownKeys());
   return absl::OkStatus();
 }

@@ -20,6 +20,7 @@
 #include "app/ingest_command.h"
 #include "app/log_url.h"
 #include "app/peer_digests.h"
+#include "app/snapshot_download.h"
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/status.h"
@@ -163,6 +164,7 @@ class ServeProcess {
 
     AdminOptions admin_options = serve.admin_options;
     admin_options.base_target = serve.router.routing.base;
+    admin_options.snapshot_export_dir = config_.data_dir + "/snapshot-export";
     admin_ = std::make_unique<AdminContext>(
         admin_options, &snapshots_, &registry_, monitor_.get(),
         [store = store_.get()]() -> absl::StatusOr<std::vector<PartitionStatus>> {
@@ -235,7 +237,7 @@ class ServeProcess {
     }
     const absl::Time start = absl::Now();
     ASSIGN_OR_RETURN(SnapshotManifest manifest,
-                     RestoreStateSnapshot(args_.bootstrap_from, config_.StateDir()));
+                     RestoreSnapshotFrom(args_.bootstrap_from, config_.StateDir()));
     spdlog::info(
         "bootstrap: restored {} into {} in {:.0f} ms: applied slot {}, digest {}, {} delegated "
         "accounts; the fold goes on from its offsets",

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/jsonrpc/jsonrpc.h"
+#include "app/snapshot_download.h"
 #include "common/status.h"
 #include "common/url.h"
 #include "fmt/format.h"
@@ -68,7 +69,7 @@ int RunSnapshotCreate(const Config& config, const SnapshotCreateArgs& args) {
 
 int RunSnapshotRestore(const Config& config, const SnapshotRestoreArgs& args) {
   const std::string state_dir = args.state_dir.empty() ? config.StateDir() : args.state_dir;
-  auto manifest = RestoreStateSnapshot(args.dir, state_dir);
+  auto manifest = RestoreSnapshotFrom(args.dir, state_dir);
   if (!manifest.ok()) return Fail(manifest.status());
   std::cout << SnapshotManifestJson(*manifest) << "\n";
   return 0;

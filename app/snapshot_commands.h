@@ -16,10 +16,12 @@ struct SnapshotCreateArgs {
 };
 int RunSnapshotCreate(const Config& config, const SnapshotCreateArgs& args);
 
-// `switchyard snapshot restore DIR [--state-dir X]`: verifies the snapshot and restores it
-// as the state at X (default: the configured state directory), which must be new or empty.
+// `switchyard snapshot restore DIR|URL [--state-dir X]`: verifies the snapshot (a directory,
+// or a serve's admin listener whose export is downloaded: app/snapshot_download.h) and
+// restores it as the state at X (default: the configured state directory), which must be new
+// or empty.
 struct SnapshotRestoreArgs {
-  std::string dir;
+  std::string dir;  // or http(s)://HOST:PORT[/admin/snapshot/export/ID]
   std::string state_dir;
 };
 int RunSnapshotRestore(const Config& config, const SnapshotRestoreArgs& args);

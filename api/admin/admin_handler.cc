@@ -78,8 +78,24 @@ AdminMetrics::AdminMetrics(MetricsRegistry& r)
                                   "GET /status/digest requests, by answer",
                                   {{"result", "refused"}})),
       digest_errors(r.AddCounter("switchyard_admin_digest_requests_total",
-                                 "GET /status/digest requests, by answer", {{"result", "error"}})) {
-}
+                                 "GET /status/digest requests, by answer", {{"result", "error"}})),
+      exports_made(r.AddCounter("switchyard_admin_snapshot_exports_total",
+                                "POST /admin/snapshot/export requests, by outcome",
+                                {{"result", "ok"}})),
+      exports_failed(r.AddCounter("switchyard_admin_snapshot_exports_total",
+                                  "POST /admin/snapshot/export requests, by outcome",
+                                  {{"result", "error"}})),
+      exports_refused(r.AddCounter("switchyard_admin_snapshot_exports_total",
+                                   "POST /admin/snapshot/export requests, by outcome",
+                                   {{"result", "refused"}})),
+      export_reads(r.AddCounter("switchyard_admin_snapshot_export_reads_total",
+                                "GET /admin/snapshot/export/... requests, by answer",
+                                {{"result", "ok"}})),
+      export_reads_refused(r.AddCounter("switchyard_admin_snapshot_export_reads_total",
+                                        "GET /admin/snapshot/export/... requests, by answer",
+                                        {{"result", "refused"}})),
+      export_bytes(r.AddCounter("switchyard_admin_snapshot_export_bytes_total",
+                                "Bytes of exported snapshot files answered")) {}
 
 UpstreamMonitor::UpstreamMonitor(UpstreamMonitorOptions options, MetricsRegistry* registry)
     : options_(std::move(options)), probe_metrics_(probe_registry_) {
@@ -271,6 +287,10 @@ AdminContext::~AdminContext() {
 void AdminContext::SetSnapshotMaker(SnapshotMaker maker) {
   snapshot_maker_ = std::move(maker);
   if (snapshot_maker_ && !snapshot_pool_) snapshot_pool_ = std::make_unique<asio::thread_pool>(1);
+  if (snapshot_maker_ && !exports_ && !options_.snapshot_export_dir.empty()) {
+    exports_ = std::make_unique<SnapshotExports>(options_.snapshot_export_dir,
+                                                 options_.snapshot_export_ttl, &clock_);
+  }
 }
 
 void AdminContext::MakeSnapshot(const HttpRequest& request,
@@ -444,6 +464,7 @@ void AdminContext::Refresh() {
     const Slot applied = *readiness.applied_slot;
     metrics_->fold_lag_slots.Set(base > applied ? static_cast<int64_t>(base - applied) : 0);
   }
+  ExpireExport();
 }
 
 Readiness AdminContext::CheckReady() const {
@@ -604,6 +625,14 @@ void AdminHandler::Handle(HttpRequest request, Done done) {
     context_->MakeSnapshot(request, on_worker(std::move(done)));
     return;
   }
+  if (request.method == "POST" && path == "/admin/snapshot/export") {
+    context_->ExportSnapshot(on_worker(std::move(done)));
+    return;
+  }
+  if (request.method == "GET" && path.starts_with("/admin/snapshot/export/")) {
+    context_->ReadExport(request.target, on_worker(std::move(done)));
+    return;
+  }
   HttpResponse response;
   if (request.method != "GET") {
     response.status = 405;
@@ -629,7 +658,8 @@ void AdminHandler::Handle(HttpRequest request, Done done) {
     response.status = 404;
     response.content_type = "text/plain";
     response.body =
-        "not found: /health, /ready, /status, /status/digest, /metrics, POST /admin/snapshot\n";
+        "not found: /health, /ready, /status, /status/digest, /metrics, POST /admin/snapshot, "
+        "POST /admin/snapshot/export\n";
   }
   done(std::move(response));
 }

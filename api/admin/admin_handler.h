@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "api/admin/snapshot_export.h"
 #include "api/cache/response_cache.h"
 #include "api/net/http_server.h"
 #include "api/upstream/upstream.h"
@@ -42,6 +43,13 @@ struct AdminMetrics {
   Counter& digest_bad_request;  // 400: the slot is not a slot number
   Counter& digest_refused;      // 503: too many lookups in flight, or no sealed digests here
   Counter& digest_errors;       // 500: the state store failed
+  // POST /admin/snapshot/export, by outcome, and the reads of exports.
+  Counter& exports_made;
+  Counter& exports_failed;
+  Counter& exports_refused;       // 409 (one at a time) or 503 (no exports here)
+  Counter& export_reads;          // a listing or a chunk answered
+  Counter& export_reads_refused;  // 400, 404 (replaced, expired), 503 (too many), 500
+  Counter& export_bytes;          // file bytes answered
 };
 
 struct UpstreamMonitorOptions {
@@ -148,6 +156,12 @@ struct AdminOptions {
   uint64_t ready_max_lag_slots = 32;
   // How often the partition positions and the fold-lag gauge are refreshed.
   absl::Duration refresh_interval = absl::Seconds(1);
+  // Where POST /admin/snapshot/export makes its snapshots (on the state's file system, so
+  // table files are hard links); empty: no exports. The directory belongs to the admin
+  // context, which empties it at start and removes it at the end.
+  std::string snapshot_export_dir;
+  // An export no one has read for this long is removed.
+  absl::Duration snapshot_export_ttl = absl::Minutes(10);
 };
 
 // Reads the fold's committed partition positions; may block (it reads the state store), so
@@ -172,8 +186,8 @@ struct WriteHealth {
   std::string log_error;   // ingest cannot append to the event log
 };
 
-// What the admin endpoints share: /health, /ready, /status, /status/digest, /metrics and
-// /admin/snapshot.
+// What the admin endpoints share: /health, /ready, /status, /status/digest, /metrics,
+// /admin/snapshot and /admin/snapshot/export.
 // Owned by the app;
 // it must outlive the HttpServer that serves HandlerFactory(). The snapshot holder, the
 // registry, the monitor and the metrics must outlive it. Start() and Stop() from one control
@@ -193,6 +207,8 @@ class AdminContext {
   std::string Metrics() const { return registry_->RenderPrometheus(); }
   // Runs one refresh now (the thread does it every refresh_interval).
   void Refresh();
+  // Posts the removal of an idle export to the snapshot thread (Refresh does it).
+  void ExpireExport();
   // The response cache /status reports on (its size and hit ratio); it must outlive this.
   void SetCache(const ResponseCache* cache) { cache_ = cache; }
   // The `ers` member of /status (raw JSON: the ERs with their status and probe latency), from
@@ -219,6 +235,12 @@ class AdminContext {
   // snapshot is made on a thread of this context's own. `answer` is called once, on the
   // worker or on that thread.
   void MakeSnapshot(const HttpRequest& request, std::function<void(HttpResponse)> answer);
+  // Answers POST /admin/snapshot/export (snapshot_export.cc): a new export, made on the
+  // snapshot thread (409 while a snapshot is being made), its listing as the answer.
+  void ExportSnapshot(std::function<void(HttpResponse)> answer);
+  // Answers GET /admin/snapshot/export/ID (the listing) and /admin/snapshot/export/ID/FILE
+  // ?offset=N (at most 4 MiB of the file from N), read on the snapshot thread.
+  void ReadExport(std::string_view target, std::function<void(HttpResponse)> answer);
 
   // For an HttpServer of its own, on a loopback port.
   RequestHandlerFactory HandlerFactory();
@@ -239,6 +261,9 @@ class AdminContext {
   SnapshotMaker snapshot_maker_;
   std::unique_ptr<boost::asio::thread_pool> snapshot_pool_;  // with snapshot_maker_
   std::atomic<bool> snapshot_running_{false};
+  SystemClock clock_;
+  std::unique_ptr<SnapshotExports> exports_;  // with snapshot_maker_ and a snapshot_export_dir
+  std::atomic<size_t> export_reads_{0};       // queued or running on snapshot_pool_
   mutable absl::Mutex mu_;
   std::vector<PartitionStatus> partitions_ ABSL_GUARDED_BY(mu_);
   std::string partitions_error_ ABSL_GUARDED_BY(mu_);
@@ -246,10 +271,10 @@ class AdminContext {
   std::thread thread_;
 };
 
-// Answers GET /health, /ready, /status, /status/digest and /metrics, and POST
-// /admin/snapshot, from an AdminContext; anything else 404. One per admin worker, called on its
-// thread; an answer read off the worker (/status/digest) is posted back to it, and dropped once the
-// handler is gone.
+// Answers GET /health, /ready, /status, /status/digest, /metrics and /admin/snapshot/export/…,
+// and POST /admin/snapshot and /admin/snapshot/export, from an AdminContext; anything else 404. One
+// per admin worker, called on its thread; an answer read off the worker (/status/digest) is posted
+// back to it, and dropped once the handler is gone.
 class AdminHandler : public RequestHandler {
  public:
   AdminHandler(AdminContext* context, boost::asio::io_context& io_context);

@@ -12,6 +12,7 @@
 #include "fmt/format.h"
 #include "tests/app/process_test.h"
 #include "tests/support/event_generator.h"
+#include "tests/support/free_port.h"
 #include "tests/support/subprocess.h"
 
 namespace switchyard {
@@ -100,6 +101,25 @@ class SnapshotTest : public testing::ProcessTest {
     EXPECT_EQ(drop.exit_code, 0) << drop.err;
     EXPECT_NE(drop.out.find(fmt::format("start_offset={}", offset)), std::string::npos) << drop.out;
     return data;
+  }
+
+  // A copy of `from`'s log (and nothing else) in a new data directory.
+  std::string CopyLog(const std::string& from, const std::string& name) {
+    const std::string data = dir_.Sub(name);
+    fs::create_directories(data);
+    fs::copy(fs::path(from) / "log", fs::path(data) / "log", fs::copy_options::recursive);
+    return data;
+  }
+
+  // Replaces `path` (a hard link of the live store's file) with `bytes`.
+  static void Rewrite(const fs::path& path, const std::string& bytes) {
+    fs::remove(path);
+    std::ofstream(path, std::ios::binary) << bytes;
+  }
+
+  static std::string Contents(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
   testing::GeneratorOptions gen_;
@@ -240,6 +260,117 @@ TEST_F(SnapshotTest, ACorruptSnapshotIsRefusedByRestoreAndByServe) {
   const CommandResult serve = Run({"serve", "--bootstrap-from", snapshot}, dir_.Sub("new-replica"));
   EXPECT_EQ(serve.exit_code, 1);
   EXPECT_NE(serve.err.find("(truncated?)"), std::string::npos) << serve.err;
+}
+
+TEST_F(SnapshotTest, AReplicaBootstrapsOverHttpFromAPeersAdminListener) {
+  const std::string data = dir_.Sub("data");
+  AppendEvents(data, 0, events_.size());
+  const uint16_t admin = StartServe("first", data);
+  ASSERT_GT(admin, 0);
+  const Slot last = gen_.first_slot + gen_.slots - 1;
+  const std::string first_status = WaitForSlot(admin, last);
+  ASSERT_EQ(JsonString(first_status, "digest"), reference_.digest.ToHex()) << first_status;
+
+  // The new replica has the whole log too: that it folds none of it shows that its state came
+  // from the peer's snapshot, which stands at the log's end.
+  const std::string second = CopyLog(data, "second");
+  const std::string url = fmt::format("http://127.0.0.1:{}", admin);
+  const uint16_t bootstrapped = StartServe("second", second, {"--bootstrap-from", url});
+  ASSERT_GT(bootstrapped, 0);
+  const std::string second_status = WaitForSlot(bootstrapped, last);
+  EXPECT_EQ(JsonString(second_status, "digest"), reference_.digest.ToHex()) << second_status;
+  EXPECT_EQ(JsonInt(second_status, "delegated_accounts"),
+            JsonInt(first_status, "delegated_accounts"));
+  auto metrics = HttpGet(bootstrapped, "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_EQ(MetricValue(metrics->body, "switchyard_fold_records_total"), 0) << metrics->body;
+  EXPECT_FALSE(fs::exists(second + "/state.download"));
+
+  auto peer_metrics = HttpGet(admin, "/metrics");
+  ASSERT_TRUE(peer_metrics.has_value());
+  EXPECT_EQ(
+      MetricValue(peer_metrics->body, R"(switchyard_admin_snapshot_exports_total{result="ok"})"),
+      1);
+  EXPECT_GT(MetricValue(peer_metrics->body, "switchyard_admin_snapshot_export_bytes_total"), 0);
+  EXPECT_EQ(MetricValue(peer_metrics->body,
+                        R"(switchyard_admin_snapshot_export_reads_total{result="refused"})"),
+            0);
+  // The peer keeps one export, in its own directory.
+  size_t exports = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(data + "/snapshot-export")) {
+    ++exports;
+  }
+  EXPECT_EQ(exports, 1u);
+}
+
+TEST_F(SnapshotTest, ACorruptOrTruncatedDownloadIsRefusedAndLeavesNoState) {
+  const std::string data = dir_.Sub("data");
+  AppendEvents(data, 0, events_.size());
+  const uint16_t admin = StartServe("first", data);
+  ASSERT_GT(admin, 0);
+  WaitForSlot(admin, gen_.first_slot + gen_.slots - 1);
+  HttpClient client(admin, 60s);
+  auto exported = client.Post("/admin/snapshot/export", "");
+  ASSERT_EQ(exported.result_int(), 200u) << exported.body();
+  const std::string id = JsonString(exported.body(), "id");
+  ASSERT_FALSE(id.empty()) << exported.body();
+  EXPECT_NE(exported.body().find(R"("name":"snapshot.manifest")"), std::string::npos);
+  // Only listed files are served.
+  const std::string base = "/admin/snapshot/export/" + id;
+  EXPECT_EQ(HttpGet(admin, base + "/../../state/CURRENT")->status, 404u);
+  EXPECT_EQ(HttpGet(admin, "/admin/snapshot/export/0-0/snapshot.manifest")->status, 404u);
+  EXPECT_EQ(HttpGet(admin, base)->body, exported.body());
+
+  std::vector<fs::path> tables;
+  for (const auto& entry : fs::directory_iterator(data + "/snapshot-export/" + id + "/state")) {
+    if (entry.path().extension() == ".sst") tables.push_back(entry.path());
+  }
+  ASSERT_FALSE(tables.empty());
+  std::sort(tables.begin(), tables.end());
+  const std::string url = fmt::format("http://127.0.0.1:{}{}", admin, base);
+  const std::string restored = dir_.Sub("restored");
+
+  // One byte changed after the listing was made: its SHA-256 no longer matches.
+  const std::string original = Contents(tables.front());
+  std::string bytes = original;
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x5a);
+  Rewrite(tables.front(), bytes);
+  const CommandResult corrupt =
+      Run({"snapshot", "restore", url, "--state-dir", restored}, dir_.Sub("new"));
+  EXPECT_EQ(corrupt.exit_code, 1);
+  EXPECT_NE(corrupt.err.find(fmt::format("snapshot from {}: file state/{}: its SHA-256 is", url,
+                                         tables.front().filename().string())),
+            std::string::npos)
+      << corrupt.err;
+  EXPECT_NE(corrupt.err.find("(corrupt)"), std::string::npos) << corrupt.err;
+  EXPECT_FALSE(fs::exists(restored));
+  EXPECT_FALSE(fs::exists(restored + ".download"));
+
+  // A file cut short: serve stops with the reason, and its data directory holds no state.
+  Rewrite(tables.front(), original);
+  bytes = Contents(tables.back());
+  Rewrite(tables.back(), bytes.substr(0, bytes.size() / 2));
+  const std::string replica = dir_.Sub("new-replica");
+  const CommandResult serve = Run({"serve", "--bootstrap-from", url}, replica);
+  EXPECT_EQ(serve.exit_code, 1);
+  EXPECT_NE(serve.err.find(fmt::format("snapshot from {}: file state/{}: the peer sent {} bytes "
+                                       "of the {} it listed (truncated)",
+                                       url, tables.back().filename().string(), bytes.size() / 2,
+                                       bytes.size())),
+            std::string::npos)
+      << serve.err;
+  EXPECT_FALSE(fs::exists(replica + "/state"));
+  EXPECT_FALSE(fs::exists(replica + "/state.download"));
+}
+
+TEST_F(SnapshotTest, AnUnreachablePeerStopsServeWithTheUrl) {
+  const std::string url = fmt::format("http://127.0.0.1:{}", testing::FreePort());
+  const std::string replica = dir_.Sub("new-replica");
+  const CommandResult serve = Run({"serve", "--bootstrap-from", url}, replica);
+  EXPECT_EQ(serve.exit_code, 1);
+  EXPECT_NE(serve.err.find("error: snapshot from " + url + ": "), std::string::npos) << serve.err;
+  EXPECT_FALSE(fs::exists(replica + "/state"));
+  EXPECT_FALSE(fs::exists(replica + "/state.download"));
 }
 
 }  // namespace

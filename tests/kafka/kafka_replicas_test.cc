@@ -14,6 +14,7 @@
 #include "tests/kafka/kafka_stack.h"
 #include "tests/support/localnet_process.h"
 #include "tests/support/sanitizer.h"
+#include "tests/support/subprocess.h"
 
 namespace switchyard {
 namespace {
@@ -301,6 +302,69 @@ TEST_F(KafkaReplicasTest, ALateReplicaCatchesUpFromOffsetZero) {
                               60s * testing::kTimeScale))
       << "the late replica lags";
   StopAndVerify(ingest, {a, late}, /*history_is_exact=*/true);
+}
+
+// Two replicas folding one topic check each other with `switchyard verify --peer`: they agree
+// (exit 0), and once one replica's sealed digest at a slot both sealed is corrupted on disk,
+// the check names that slot (exit 1).
+TEST_F(KafkaReplicasTest, VerifyPeerAgreesAndNamesTheSlotOfACorruptedDigest) {
+  constexpr Slot kStop = 60;
+  ASSERT_NE(stack_->StartLocalnet(Scenario(34, 100, 50, kStop)), 0) << "localnet did not start";
+  const pid_t ingest = stack_->StartIngest();
+  const Replica a = stack_->StartReplica("replica-a");
+  const Replica b = stack_->StartReplica("replica-b");
+  ASSERT_NE(a.admin_port, 0) << stack_->LogOf("replica-a");
+  ASSERT_NE(b.admin_port, 0) << stack_->LogOf("replica-b");
+  ASSERT_TRUE(RunUntilApplied({a, b}, kStop + 10, 60s)) << "the replicas did not get there";
+  EXPECT_EQ(stack_->Stop(ingest, SIGTERM, 30s), 0);
+  // Both stand still at the last slot ingest wrote; then A stops and B answers for both.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const Slot slot = AppliedSlot(a);
+        std::this_thread::sleep_for(300ms);
+        return slot == AppliedSlot(a) && slot == AppliedSlot(b);
+      },
+      30s));
+  ASSERT_EQ(stack_->Stop(a.pid, SIGTERM, 30s), 0);
+  auto verify = [&] {
+    return testing::RunCommand({SWITCHYARD_BINARY, "verify", "--peer",
+                                fmt::format("http://127.0.0.1:{}", b.admin_port), "--data-dir",
+                                a.data_dir, "--timeout-ms", "5000"});
+  };
+  const testing::CommandResult agreed = verify();
+  EXPECT_EQ(agreed.exit_code, 0) << agreed.out << agreed.err;
+  EXPECT_NE(agreed.out.find(" result=ok"), std::string::npos) << agreed.out;
+  EXPECT_EQ(agreed.out.find("compared=0 "), std::string::npos) << agreed.out;
+
+  // A slot in the middle of A's sample that B sealed too (with four partitions an applied
+  // slot may step over slots, differently on each replica).
+  Slot corrupted = 0;
+  {
+    auto store = RocksDbStateStore::Open(a.data_dir + "/state");
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto sealed = (*store)->SealedDigests();
+    ASSERT_TRUE(sealed.ok());
+    ASSERT_GT(sealed->size(), 10u);
+    for (size_t i = sealed->size() / 2; i > 0 && corrupted == 0; --i) {
+      const Slot slot = (*sealed)[i].first;
+      auto peer = testing::HttpGet(b.admin_port, fmt::format("/status/digest?slot={}", slot));
+      if (peer && peer->first == 200) corrupted = slot;
+    }
+    ASSERT_NE(corrupted, 0u) << "no slot sealed by both replicas";
+    auto position = (*store)->Position();
+    ASSERT_TRUE(position.ok());
+    FoldBatch batch;
+    batch.sealed_digests.emplace_back(corrupted, StateDigest::FromParts(7, 11));
+    batch.position = *position;
+    ASSERT_TRUE((*store)->Commit(batch).ok());
+  }
+  const testing::CommandResult diverged = verify();
+  EXPECT_EQ(diverged.exit_code, 1) << diverged.out << diverged.err;
+  EXPECT_NE(diverged.out.find(fmt::format(" result=DIVERGED slot={} local_digest={} ", corrupted,
+                                          StateDigest::FromParts(7, 11).ToHex())),
+            std::string::npos)
+      << diverged.out;
+  EXPECT_EQ(stack_->Stop(b.pid, SIGTERM, 30s), 0);
 }
 
 // Faults while the replicas fold: added latency, injected produce and fetch errors, a replica
