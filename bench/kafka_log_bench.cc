@@ -3,24 +3,30 @@
 // baseline:
 //   produce  Append per slot (its events, then SlotSealed to every partition), back to back,
 //            as ingest writes: events/s, slots/s and Append latency;
+//   backfill a backfill of 1 M delegations appended as ingest writes one (10,000 records to
+//            an Append, then the seal): events/s;
 //   fold     a fresh RocksDB state folded from offset 0 by the FoldRunner (as a replica
-//            catching up): events/s;
+//            catching up): events/s, for the per-slot topic and, at scale, for 300 k events
+//            written in large record batches over 12 partitions;
 //   lag      slots appended at a fixed pace while a FoldRunner follows on its own thread:
 //            time from the start of a slot's Append to the publication of a snapshot at or
 //            above that slot, median / p90 / p99 / max.
 // Prints a table and writes the figures as JSON.
 //
 //   switchyard_kafka_bench MOCK_BINARY [--slots N] [--events-per-slot N] [--partitions N]
-//       [--lag-slot-ms N] [--lag-slots N] [--fetch-wait-ms N] [--linger-ms N] [--json FILE]
+//       [--lag-slot-ms N] [--lag-slots N] [--fetch-wait-ms N] [--linger-ms N]
+//       [--backfill-events N] [--scale-events N] [--scale-partitions N] [--json FILE]
 //       [--property KEY=VALUE]...   (librdkafka properties for both clients)
 #include <fmt/format.h>
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,6 +63,13 @@ struct Flags {
   size_t lag_slots = 300;
   int fetch_wait_ms = 10;
   int linger_ms = -1;  // -1: the log's own setting
+  // A backfill: this many Delegated events (one per account, at one slot), appended as ingest
+  // writes a backfill: kBackfillAppend records per Append, then the slot's seal.
+  size_t backfill_events = 1'000'000;
+  // The fold at scale: this many account events, written in large record batches to a topic
+  // of `scale_partitions` partitions and to the embedded log, then folded from offset 0.
+  size_t scale_events = 300'000;
+  int scale_partitions = 12;
   std::string json = "kafka_log_bench.json";
   std::vector<std::pair<std::string, std::string>> properties;  // --property KEY=VALUE
 };
@@ -103,6 +116,44 @@ void ProduceInLargeBatches(const std::string& brokers, const std::string& topic,
   }
   if (rd_kafka_flush(producer, 60'000) != RD_KAFKA_RESP_ERR_NO_ERROR) std::exit(1);
   rd_kafka_destroy(producer);
+}
+
+// Records per Append in a backfill: the watcher flushes when it holds this many
+// (ingest/watcher.cc, kMaxUnflushedRecords).
+constexpr size_t kBackfillAppend = 10'000;
+
+// A backfill of `events` delegations at slot 1000 (distinct accounts), as the watcher appends
+// it: kBackfillAppend account records to an Append, then SlotSealed and Resynced.
+std::vector<std::vector<OutgoingRecord>> BackfillBatches(size_t events, int32_t partitions) {
+  std::vector<std::vector<OutgoingRecord>> batches(1);
+  std::mt19937_64 rng(17);
+  auto key = [&rng] {
+    std::array<uint8_t, 32> b;
+    for (size_t i = 0; i < 32; i += 8) {
+      const uint64_t v = rng();
+      std::memcpy(b.data() + i, &v, 8);
+    }
+    return Pubkey(b);
+  };
+  const Pubkey validator = key();
+  const Pubkey owner = key();
+  for (size_t i = 0; i < events; ++i) {
+    DelegatedEvent d;
+    d.account = key();
+    d.validator = validator;
+    d.owner_program = owner;
+    d.slot = 1000;
+    d.lamports = rng() % 1'000'000'000;
+    d.commit_frequency_ms = 30'000;
+    d.source = EventSource::kBackfill;
+    if (batches.back().size() >= kBackfillAppend) batches.emplace_back();
+    for (auto& r : ToLogRecords(d, partitions)) batches.back().push_back(std::move(r));
+  }
+  std::vector<OutgoingRecord>& last = batches.emplace_back();
+  for (const Event& marker : {Event(SlotSealedEvent{1000}), Event(ResyncedEvent{1000})}) {
+    for (auto& r : ToLogRecords(marker, partitions)) last.push_back(std::move(r));
+  }
+  return batches;
 }
 
 struct ProduceFigures {
@@ -214,7 +265,8 @@ int Main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: switchyard_kafka_bench MOCK_BINARY [--slots N] [--events-per-slot N] "
                  "[--partitions N] [--lag-slot-ms N] [--lag-slots N] [--fetch-wait-ms N] "
-                 "[--linger-ms N] [--json FILE] [--property KEY=VALUE]...\n";
+                 "[--linger-ms N] [--backfill-events N] [--scale-events N] [--scale-partitions N] "
+                 "[--json FILE] [--property KEY=VALUE]...\n";
     return 2;
   }
   Flags flags;
@@ -230,6 +282,9 @@ int Main(int argc, char** argv) {
     if (flag == "--fetch-wait-ms") flags.fetch_wait_ms = std::stoi(value);
     if (flag == "--linger-ms") flags.linger_ms = std::stoi(value);
     if (flag == "--json") flags.json = value;
+    if (flag == "--backfill-events") flags.backfill_events = std::stoul(value);
+    if (flag == "--scale-events") flags.scale_events = std::stoul(value);
+    if (flag == "--scale-partitions") flags.scale_partitions = std::stoi(value);
     if (flag == "--property" && value.find('=') != std::string::npos) {
       flags.properties.emplace_back(value.substr(0, value.find('=')),
                                     value.substr(value.find('=') + 1));
@@ -240,7 +295,9 @@ int Main(int argc, char** argv) {
   auto mock = testing::KafkaMockProcess::Start(
       flags.mock_binary, dir.path().string(), 3,
       {fmt::format("{}:{}", topic, flags.partitions), fmt::format("lag:{}", flags.partitions),
-       fmt::format("bulk:{}", flags.partitions), fmt::format("batched:{}", flags.partitions)});
+       fmt::format("bulk:{}", flags.partitions), fmt::format("batched:{}", flags.partitions),
+       fmt::format("backfill:{}", flags.partitions),
+       fmt::format("scale:{}", flags.scale_partitions)});
   if (!mock) {
     std::cerr << "switchyard-kafka-mock did not start\n";
     return 1;
@@ -295,6 +352,44 @@ int Main(int argc, char** argv) {
   const ProduceFigures kafka_bulk = Produce(**bulk_log, bulk);
   const ProduceFigures embedded_bulk = Produce(**bulk_embedded, bulk);
 
+  // A backfill of `backfill_events` delegations, as ingest appends it. The mock cluster keeps
+  // only the last 5 MiB of a partition: this measures the producer, not what stays.
+  const auto backfill_kafka = BackfillBatches(flags.backfill_events, flags.partitions);
+  const auto backfill_embedded = BackfillBatches(flags.backfill_events, 1);
+  auto backfill_log = KafkaEventLog::Open(kafka_options("backfill"));
+  auto backfill_embedded_log = EmbeddedEventLog::Open(dir.Sub("backfill-log"), embedded_options);
+  if (!backfill_log.ok() || !backfill_embedded_log.ok()) return 1;
+  const ProduceFigures kafka_backfill = Produce(**backfill_log, backfill_kafka);
+  const ProduceFigures embedded_backfill = Produce(**backfill_embedded_log, backfill_embedded);
+
+  // The fold at scale: `scale_events` account events in large record batches.
+  testing::GeneratorOptions scale_gen;
+  scale_gen.seed = 3;
+  scale_gen.accounts = std::max<size_t>(1, flags.scale_events / 10);
+  scale_gen.events_per_slot = 1000;
+  scale_gen.slots = std::max<size_t>(1, flags.scale_events / scale_gen.events_per_slot);
+  scale_gen.late_fraction = 0;
+  const std::vector<Event> scale_generated = testing::GenerateEvents(scale_gen);
+  const Slot scale_last_slot = scale_gen.first_slot + scale_gen.slots - 1;
+  size_t scale_events = 0;
+  ProduceInLargeBatches(mock->bootstraps(), "scale",
+                        SlotBatches(scale_generated, flags.scale_partitions, &scale_events));
+  scale_events = 0;
+  auto scale_embedded = EmbeddedEventLog::Open(dir.Sub("scale-log"), embedded_options);
+  if (!scale_embedded.ok()) return 1;
+  for (const auto& batch : SlotBatches(scale_generated, 1, &scale_events)) {
+    if (!(*scale_embedded)->Append(batch).ok()) return 1;
+  }
+  auto scale_log = KafkaEventLog::Open(kafka_options("scale"));
+  if (!scale_log.ok()) return 1;
+  auto scale_reader = (*scale_log)->OpenReader();
+  if (!scale_reader.ok()) return 1;
+  const double kafka_scale_fold =
+      FoldAll(**scale_reader, dir.Sub("scale-kafka-state"), scale_last_slot);
+  auto scale_embedded_reader = (*scale_embedded)->NewReader();
+  const double embedded_scale_fold =
+      FoldAll(*scale_embedded_reader, dir.Sub("scale-embedded-state"), scale_last_slot);
+
   auto embedded_reader = (*embedded)->NewReader();
   const double embedded_fold = FoldAll(*embedded_reader, dir.Sub("embedded-state"), last_slot);
   auto kafka_reader = (*kafka)->OpenReader();
@@ -345,9 +440,17 @@ int Main(int argc, char** argv) {
                            kafka_produce.append_p50_ms, embedded_produce.append_p50_ms, "");
   std::cout << fmt::format("{:<34}{:>14.2f}{:>14.2f}{:>10}  ms\n", "Append latency p99",
                            kafka_produce.append_p99_ms, embedded_produce.append_p99_ms, "");
+  row(fmt::format("backfill, {} per Append", kBackfillAppend),
+      flags.backfill_events / kafka_backfill.seconds,
+      flags.backfill_events / embedded_backfill.seconds, "events/s");
   row("fold from offset 0", events / kafka_fold, events / embedded_fold, "events/s");
   row("fold, topic in large batches", events / kafka_fold_batched, events / embedded_fold,
       "events/s");
+  std::cout << fmt::format(
+      "{:<34}{:>14.0f}{:>14.0f}{:>9.2f}x  events/s\n",
+      fmt::format("fold, {} k events, {} partitions", scale_events / 1000, flags.scale_partitions),
+      scale_events / kafka_scale_fold, scale_events / embedded_scale_fold,
+      embedded_scale_fold / kafka_scale_fold);
   std::cout << fmt::format(
       "\nlag, produce -> applied slot on a folding replica ({} slots, one every {} ms, "
       "fetch.wait.max.ms={}):\n",
@@ -367,6 +470,9 @@ int Main(int argc, char** argv) {
       "{{\"partitions\":{},\"slots\":{},\"events_per_slot\":{},"
       "\"produce_events_per_s\":{{\"kafka\":{:.0f},\"embedded\":{:.0f}}},"
       "\"produce_bulk_events_per_s\":{{\"kafka\":{:.0f},\"embedded\":{:.0f}}},"
+      "\"backfill_events_per_s\":{{\"kafka\":{:.0f},\"embedded\":{:.0f},\"events\":{}}},"
+      "\"scale_fold_events_per_s\":{{\"kafka\":{:.0f},\"embedded\":{:.0f},\"events\":{},"
+      "\"partitions\":{}}},"
       "\"append_ms\":{{\"kafka_p50\":{:.3f},\"kafka_p99\":{:.3f},\"embedded_p50\":{:.3f},"
       "\"embedded_p99\":{:.3f}}},"
       "\"fold_events_per_s\":{{\"kafka\":{:.0f},\"kafka_large_batches\":{:.0f},"
@@ -375,7 +481,10 @@ int Main(int argc, char** argv) {
       "\"p99\":{:.3f},\"max\":{:.3f},\"samples\":{}}}}}\n",
       flags.partitions, flags.slots, flags.events_per_slot, events / kafka_produce.seconds,
       events / embedded_produce.seconds, events / kafka_bulk.seconds,
-      events / embedded_bulk.seconds, kafka_produce.append_p50_ms, kafka_produce.append_p99_ms,
+      events / embedded_bulk.seconds, flags.backfill_events / kafka_backfill.seconds,
+      flags.backfill_events / embedded_backfill.seconds, flags.backfill_events,
+      scale_events / kafka_scale_fold, scale_events / embedded_scale_fold, scale_events,
+      flags.scale_partitions, kafka_produce.append_p50_ms, kafka_produce.append_p99_ms,
       embedded_produce.append_p50_ms, embedded_produce.append_p99_ms, events / kafka_fold,
       events / kafka_fold_batched, events / embedded_fold, flags.lag_slot_ms, flags.fetch_wait_ms,
       Percentile(lag.from_append_start_ms, 0.5), Percentile(lag.from_append_start_ms, 0.9),

@@ -25,19 +25,32 @@ Sha256::~Sha256() = default;
 Sha256::Sha256(Sha256&&) noexcept = default;
 Sha256& Sha256::operator=(Sha256&&) noexcept = default;
 
+Sha256 Sha256::Clone() const {
+  Sha256 copy;
+  copy.ok_ =
+      ok_ && copy.ok_ && EVP_MD_CTX_copy_ex(copy.context_->ctx.get(), context_->ctx.get()) == 1;
+  return copy;
+}
+
 void Sha256::Update(std::string_view bytes) {
   ok_ = ok_ && EVP_DigestUpdate(context_->ctx.get(), bytes.data(), bytes.size()) == 1;
 }
 
-absl::StatusOr<std::string> Sha256::FinishHex() {
-  unsigned char digest[EVP_MAX_MD_SIZE];
+absl::StatusOr<Sha256::Digest> Sha256::Finish() {
+  Digest digest;
   unsigned int size = 0;
-  if (!ok_ || EVP_DigestFinal_ex(context_->ctx.get(), digest, &size) != 1 || size != 32) {
-    ok_ = false;
-    return absl::InternalError("SHA-256 failed in OpenSSL");
-  }
+  const bool ok =
+      ok_ && EVP_DigestFinal_ex(context_->ctx.get(), digest.data(), &size) == 1 && size == 32;
   ok_ = false;
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), size));
+  if (!ok) return absl::InternalError("SHA-256 failed in OpenSSL");
+  return digest;
+}
+
+absl::StatusOr<std::string> Sha256::FinishHex() {
+  absl::StatusOr<Digest> digest = Finish();
+  if (!digest.ok()) return digest.status();
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest->data()), digest->size()));
 }
 
 absl::StatusOr<FileSha256> Sha256OfFile(const std::string& path) {

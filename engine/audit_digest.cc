@@ -1,21 +1,14 @@
 #include "engine/audit_digest.h"
 
-#include <openssl/evp.h>
-
+#include <algorithm>
 #include <memory>
 #include <string_view>
 
 #include "absl/strings/escaping.h"
 #include "common/endian.h"
+#include "common/sha256.h"
 
 namespace switchyard {
-namespace {
-
-struct DigestContextDeleter {
-  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
-};
-
-}  // namespace
 
 std::string AuditDigest::ToHex() const {
   return absl::BytesToHexString(
@@ -61,22 +54,14 @@ std::string AuditDigestBuilder::Message() const {
 }
 
 absl::StatusOr<AuditDigest> AuditDigestBuilder::Finish() const {
-  std::unique_ptr<EVP_MD_CTX, DigestContextDeleter> ctx(EVP_MD_CTX_new());
-  if (ctx == nullptr || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
-    return absl::InternalError("OpenSSL: cannot initialise SHA-256");
-  }
-  bool ok = true;
+  Sha256 hash;
   AuditDigest digest;
   digest.slot = slot_;
-  Produce([&](std::string_view piece) {
-    ok = ok && EVP_DigestUpdate(ctx.get(), piece.data(), piece.size()) == 1;
-  });
+  Produce([&](std::string_view piece) { hash.Update(piece); });
   for (const auto& [account, state] : accounts_) digest.accounts += state.delegated ? 1 : 0;
-  unsigned int size = 0;
-  if (!ok || EVP_DigestFinal_ex(ctx.get(), digest.sha256.data(), &size) != 1 ||
-      size != digest.sha256.size()) {
-    return absl::InternalError("OpenSSL: SHA-256 failed");
-  }
+  absl::StatusOr<Sha256::Digest> sha256 = hash.Finish();
+  if (!sha256.ok()) return sha256.status();
+  std::copy(sha256->begin(), sha256->end(), digest.sha256.begin());
   return digest;
 }
 

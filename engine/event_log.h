@@ -63,6 +63,12 @@ class EventLogReader {
                                       absl::FunctionRef<void(const LogRecordView&)> on_record) = 0;
   // The offset one past the last record of `partition` now.
   virtual absl::StatusOr<int64_t> EndOffset(int32_t partition) = 0;
+  // Whether the reader has delivered every record of its unpaused partitions that it knows
+  // the log holds, from what it already knows (no I/O; Kafka: the high watermarks of the last
+  // fetch answers). When Poll returns fewer records than asked for, a reader that is not at
+  // its end has more on the way (the fold keeps reading instead of committing a short batch).
+  // A reader that cannot tell says true.
+  virtual bool AtEnd() { return true; }
   // The first offset `partition` still holds now: 0 until retention (Kafka) or DropBefore
   // (the embedded log) deletes its early records. A state whose next offset is below it
   // cannot be folded further from this log (docs/architecture.md §7, "Log holes").

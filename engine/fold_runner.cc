@@ -101,7 +101,7 @@ absl::StatusOr<size_t> FoldRunner::Step(absl::Duration timeout) {
   // Nothing was read: no reload is needed, only the check again.
   if (check_log_start_) RETURN_IF_ERROR(CheckLogStart());
   absl::StatusOr<size_t> read = StepOnce(timeout);
-  if (!read.ok()) needs_reload_ = true;
+  if (!read.ok()) needs_reload_ = recovering_ = true;
   return read;
 }
 
@@ -134,9 +134,16 @@ absl::StatusOr<size_t> FoldRunner::StepOnce(absl::Duration timeout) {
     ++uncommitted_records_;
   }));
   if (metrics_ != nullptr) metrics_->records.Increment(read);
-  const bool caught_up = read < room;
-  if (uncommitted_records_ >= options_.max_batch_records || caught_up) {
-    RETURN_IF_ERROR(CommitAndPublish(caught_up));
+  const absl::Duration now = clock_->Monotonic();
+  if (uncommitted_records_ > 0 && uncommitted_records_ == read) first_uncommitted_at_ = now;
+  // A short read is the end of the log only when the reader knows of nothing more; a reader
+  // whose next records are still on the way (Kafka's fetches) is read on, into a fuller batch,
+  // for at most publish_interval.
+  const bool caught_up = read < room && reader_->AtEnd();
+  const bool overdue = read < room && uncommitted_records_ > 0 &&
+                       now - first_uncommitted_at_ >= options_.publish_interval;
+  if (uncommitted_records_ >= options_.max_batch_records || caught_up || overdue) {
+    RETURN_IF_ERROR(CommitAndPublish(read < room));
   }
   return read;
 }
@@ -160,12 +167,16 @@ absl::Status FoldRunner::CommitAndPublish(bool caught_up) {
   }
   job.batch = fold_->TakeBatch();
   uncommitted_records_ = 0;
-  if (!caught_up && commit_thread_.joinable()) {
+  // After a failed step the batches are written on this thread until one succeeds, so that a
+  // failing store (a full disk) fails the step that tried it, not the next one.
+  if (!caught_up && commit_thread_.joinable() && !recovering_) {
     absl::MutexLock lock(&commit_mu_);
     commit_job_ = std::move(job);
     return absl::OkStatus();
   }
-  return RunCommit(job);
+  RETURN_IF_ERROR(RunCommit(job));
+  recovering_ = false;
+  return absl::OkStatus();
 }
 
 absl::Status FoldRunner::RunCommit(const CommitJob& job) {
@@ -301,6 +312,11 @@ std::optional<LogHole> FoldRunner::log_hole() const {
 void FoldRunner::Stop() {
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
+  // The batch in flight is written before the caller may close the store.
+  if (absl::Status s = AwaitCommit(); !s.ok()) {
+    spdlog::error("fold: the last batch was not committed ({}); it is folded again at start",
+                  s.ToString());
+  }
 }
 
 }  // namespace switchyard

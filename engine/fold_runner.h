@@ -96,6 +96,7 @@ class FoldRunner {
   // Runs Step in a thread until Stop(); errors are logged, counted and retried. While steps
   // fail (a full disk under the state store), the last published snapshot stays in place.
   void Start();
+  // Stops Start()'s thread and waits for the batch in flight, if any, to be written.
   void Stop();
   // Why the last step of Start()'s thread failed; empty once a step succeeds again. Any
   // thread.
@@ -132,7 +133,9 @@ class FoldRunner {
   FoldMetrics* metrics_;
   std::unique_ptr<Fold> fold_;
   size_t uncommitted_records_ = 0;
+  absl::Duration first_uncommitted_at_;  // when the first record of the batch was read
   bool needs_reload_ = false;
+  bool recovering_ = false;  // a step failed and no commit succeeded since: no pipelining
   bool check_log_start_ = true;
   FoldCounters reported_;  // counters already added to the metrics
   Slot published_slot_ = 0;

@@ -1,11 +1,11 @@
 #include "solana/pda.h"
 
-#include <openssl/evp.h>
 #include <sodium.h>
 
 #include <memory>
 
 #include "absl/status/status.h"
+#include "common/sha256.h"
 #include "fmt/format.h"
 
 namespace switchyard {
@@ -16,11 +16,6 @@ constexpr std::string_view kPdaMarker = "ProgramDerivedAddress";
 // The compressed identity point (y = 1, x = 0): adding it changes nothing, so
 // crypto_core_ed25519_add(r, key, identity) succeeds exactly when `key` decompresses.
 constexpr unsigned char kIdentity[crypto_core_ed25519_BYTES] = {1};
-
-struct DigestContextDeleter {
-  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
-};
-using DigestContext = std::unique_ptr<EVP_MD_CTX, DigestContextDeleter>;
 
 absl::Status CheckSeeds(std::span<const std::string_view> seeds) {
   if (seeds.size() + 1 > kMaxPdaSeeds) {
@@ -36,33 +31,21 @@ absl::Status CheckSeeds(std::span<const std::string_view> seeds) {
   return absl::OkStatus();
 }
 
-// Hashes the seeds into a context that each bump then copies and finishes.
-absl::StatusOr<DigestContext> HashSeeds(std::span<const std::string_view> seeds) {
-  DigestContext ctx(EVP_MD_CTX_new());
-  if (ctx == nullptr || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
-    return absl::InternalError("OpenSSL: cannot initialise SHA-256");
-  }
-  for (std::string_view seed : seeds) {
-    if (EVP_DigestUpdate(ctx.get(), seed.data(), seed.size()) != 1) {
-      return absl::InternalError("OpenSSL: SHA-256 update failed");
-    }
-  }
-  return ctx;
+// Hashes the seeds once; each bump then finishes a clone.
+Sha256 HashSeeds(std::span<const std::string_view> seeds) {
+  Sha256 hash;
+  for (std::string_view seed : seeds) hash.Update(seed);
+  return hash;
 }
 
-absl::StatusOr<Pubkey> FinishAddress(const EVP_MD_CTX* seeded, uint8_t bump,
-                                     const Pubkey& program) {
-  DigestContext ctx(EVP_MD_CTX_new());
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  if (ctx == nullptr || EVP_MD_CTX_copy_ex(ctx.get(), seeded) != 1 ||
-      EVP_DigestUpdate(ctx.get(), &bump, 1) != 1 ||
-      EVP_DigestUpdate(ctx.get(), program.data(), Pubkey::kSize) != 1 ||
-      EVP_DigestUpdate(ctx.get(), kPdaMarker.data(), kPdaMarker.size()) != 1 ||
-      EVP_DigestFinal_ex(ctx.get(), digest, &size) != 1 || size != Pubkey::kSize) {
-    return absl::InternalError("OpenSSL: SHA-256 failed");
-  }
-  const Pubkey address = Pubkey::FromBytes(digest);
+absl::StatusOr<Pubkey> FinishAddress(const Sha256& seeded, uint8_t bump, const Pubkey& program) {
+  Sha256 hash = seeded.Clone();
+  hash.Update(std::string_view(reinterpret_cast<const char*>(&bump), 1));
+  hash.Update(std::span<const uint8_t>(program.data(), Pubkey::kSize));
+  hash.Update(kPdaMarker);
+  absl::StatusOr<Sha256::Digest> digest = hash.Finish();
+  if (!digest.ok()) return digest.status();
+  const Pubkey address = Pubkey::FromBytes(digest->data());
   if (IsOnCurve(address)) {
     return absl::NotFoundError(
         fmt::format("bump {} gives a point on the ed25519 curve, not a program address", bump));
@@ -80,19 +63,15 @@ bool IsOnCurve(const Pubkey& key) {
 absl::StatusOr<Pubkey> CreateProgramAddress(std::span<const std::string_view> seeds, uint8_t bump,
                                             const Pubkey& program) {
   if (absl::Status status = CheckSeeds(seeds); !status.ok()) return status;
-  absl::StatusOr<DigestContext> seeded = HashSeeds(seeds);
-  if (!seeded.ok()) return seeded.status();
-  return FinishAddress(seeded->get(), bump, program);
+  return FinishAddress(HashSeeds(seeds), bump, program);
 }
 
 absl::StatusOr<std::pair<Pubkey, uint8_t>> FindProgramAddress(
     std::span<const std::string_view> seeds, const Pubkey& program) {
   if (absl::Status status = CheckSeeds(seeds); !status.ok()) return status;
-  absl::StatusOr<DigestContext> seeded = HashSeeds(seeds);
-  if (!seeded.ok()) return seeded.status();
+  const Sha256 seeded = HashSeeds(seeds);
   for (int bump = 255; bump >= 1; --bump) {  // Solana never tries bump 0.
-    absl::StatusOr<Pubkey> address =
-        FinishAddress(seeded->get(), static_cast<uint8_t>(bump), program);
+    absl::StatusOr<Pubkey> address = FinishAddress(seeded, static_cast<uint8_t>(bump), program);
     if (address.ok()) return std::make_pair(*address, static_cast<uint8_t>(bump));
     if (!absl::IsNotFound(address.status())) return address.status();
   }

@@ -361,6 +361,22 @@ class KafkaEventLog::Reader final : public EventLogReader {
     return high;
   }
 
+  bool AtEnd() override {
+    if (!assigned_) return true;
+    for (int32_t p = 0; p < partition_count(); ++p) {
+      if (paused_[p]) continue;
+      int64_t low = RD_KAFKA_OFFSET_INVALID;
+      int64_t high = RD_KAFKA_OFFSET_INVALID;
+      // The watermarks of the last fetch answer: no request.
+      if (rd_kafka_get_watermark_offsets(consumer_, topic_.c_str(), p, &low, &high) ==
+              RD_KAFKA_RESP_ERR_NO_ERROR &&
+          high >= 0 && offsets_[p] < high) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   absl::StatusOr<int64_t> StartOffset(int32_t partition) override {
     int64_t low = 0;
     int64_t high = 0;
