@@ -236,6 +236,34 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
       config.kafka_properties.emplace_back(std::string(name.str()), value.as_string()->get());
     }
   }
+  int64_t replication_factor = 0;
+  if (log.Node("kafka_replication_factor") != nullptr) {
+    RETURN_IF_ERROR(log.ReadPositive("kafka_replication_factor", &replication_factor,
+                                     std::numeric_limits<int16_t>::max()));
+    config.kafka_replication_factor = static_cast<int16_t>(replication_factor);
+  }
+  int64_t min_insync = 0;
+  if (log.Node("kafka_min_insync_replicas") != nullptr) {
+    RETURN_IF_ERROR(log.ReadPositive("kafka_min_insync_replicas", &min_insync,
+                                     std::numeric_limits<int16_t>::max()));
+    config.kafka_min_insync_replicas = static_cast<int32_t>(min_insync);
+  }
+  if (config.kafka_replication_factor && config.kafka_min_insync_replicas &&
+      *config.kafka_min_insync_replicas > *config.kafka_replication_factor) {
+    return log.Error(
+        "kafka_min_insync_replicas",
+        fmt::format("is {}, more than log.kafka_replication_factor = {}: no append "
+                    "could ever be acknowledged",
+                    *config.kafka_min_insync_replicas, *config.kafka_replication_factor));
+  }
+  if (const toml::node* retention = log.Node("kafka_retention_ms")) {
+    const std::optional<int64_t> ms = retention->value<int64_t>();
+    if (!retention->is_integer() || !ms.has_value() || (*ms <= 0 && *ms != -1)) {
+      return log.Error("kafka_retention_ms",
+                       "must be a positive number of milliseconds, or -1 to keep every record");
+    }
+    config.kafka_retention_ms = *ms;
+  }
   RETURN_IF_ERROR(log.CheckNoUnknownKeys());
   config.kafka_partitions = static_cast<int32_t>(partitions);
 

@@ -30,9 +30,17 @@ namespace switchyard {
 //   [log]
 //   url = "embedded"               # or "kafka://HOST:PORT[,HOST:PORT...]/TOPIC"
 //   kafka_partitions = 12          # when Switchyard creates the topic
+//   kafka_replication_factor = 3   # when Switchyard creates the topic; unset: the broker's
+//                                  # default.replication.factor
+//   kafka_min_insync_replicas = 2  # the topic's min.insync.replicas (at most the replication
+//                                  # factor); unset: the broker's default
+//   kafka_retention_ms = 604800000 # the topic's retention.ms, -1 to keep every record; unset:
+//                                  # the broker's log.retention.*; longer than the time between
+//                                  # two snapshots (docs/architecture.md §7, "Retention")
 //   kafka_properties = {}          # librdkafka properties for the producer and the readers,
 //                                  # e.g. {"security.protocol" = "SSL"}; librdkafka warns
 //                                  # about one that does not apply to a client
+//   An existing topic keeps its settings; Switchyard warns about each one weaker than asked.
 //
 //   [fold]
 //   max_batch_records = 50000
@@ -197,6 +205,10 @@ struct Config {
   size_t block_cache_mb = 32;
   std::string log_url = "embedded";
   int32_t kafka_partitions = 12;
+  // The settings of a topic Switchyard creates; unset, the broker's defaults.
+  std::optional<int16_t> kafka_replication_factor;
+  std::optional<int32_t> kafka_min_insync_replicas;
+  std::optional<int64_t> kafka_retention_ms;                          // -1: keep every record
   std::vector<std::pair<std::string, std::string>> kafka_properties;  // applied last
   FoldRunnerOptions fold;
   ServeConfig serve;

@@ -916,19 +916,18 @@ absl::Status KafkaEventLog::FindWrittenRecords(std::span<const OutgoingRecord> r
       return absl::DeadlineExceededError(fmt::format(
           "reading back {} after replacing its producer did not finish in time", options_.topic));
     }
-    ASSIGN_OR_RETURN(size_t read,
-                     reader->Poll(1000, absl::Milliseconds(100), [&](const LogRecordView& r) {
-                       const auto p = static_cast<size_t>(r.partition);
-                       if (!progress.unsure[p] || r.offset >= until[p]) {
-                         return;
-                       }
-                       tail[p].emplace_back(r.offset, std::string(r.payload));
-                       next[p] = r.offset + 1;
-                     }));
-    (void)read;
+    RETURN_IF_ERROR(reader
+                        ->Poll(1000, absl::Milliseconds(100),
+                               [&](const LogRecordView& r) {
+                                 const auto p = static_cast<size_t>(r.partition);
+                                 if (!progress.unsure[p] || r.offset >= until[p]) return;
+                                 tail[p].emplace_back(r.offset, std::string(r.payload));
+                                 next[p] = r.offset + 1;
+                               })
+                        .status());
   }
   size_t found = 0;
-  size_t missing = 0;
+  size_t unwritten = 0;
   for (size_t p = 0; p < partitions; ++p) {
     if (!progress.unsure[p]) continue;
     // The partition holds a subsequence of what was produced to it, in order: match each
@@ -950,11 +949,9 @@ absl::Status KafkaEventLog::FindWrittenRecords(std::span<const OutgoingRecord> r
     progress.end[p] = std::max(progress.end[p].value_or(0), until[p]);
     progress.unsure[p] = false;
   }
-  for (bool written : progress.written) missing += written ? 0 : 1;
-  spdlog::info(
-      "kafka producer: {} records not acknowledged were found in {}; producing the "
-      "other {} again",
-      found, options_.topic, missing);
+  for (bool written : progress.written) unwritten += written ? 0 : 1;
+  spdlog::info("kafka producer: {} records not acknowledged were found in {}; {} remain to produce",
+               found, options_.topic, unwritten);
   return absl::OkStatus();
 }
 

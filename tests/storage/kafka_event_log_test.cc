@@ -480,11 +480,12 @@ TEST(KafkaEventLogTest, AFatalProducerErrorBetweenAppendsIsRecoveredByTheNextApp
   ExpectEachRecordOnceInOrder(**log, all, 3);
 }
 
-// A fatal error in the middle of an Append, with the records of one partition already in the
-// topic but not acknowledged (their answers are late) and those of another not sent (it has no
-// leader). The Append replaces the producer, finds the first ones in the topic and writes only
-// the others: a blind resend would write the first ones twice, and trusting the delivery
-// reports alone would lose them or the others.
+// A fatal error in the middle of an Append, with the records of two partitions already in the
+// topic but not acknowledged (their answers are late) and those of the third not sent (it has
+// no leader). The Append replaces the producer, finds the first ones in the topic and writes
+// only the others: a blind resend would write the first ones twice, and trusting the delivery
+// reports alone would lose them or the others. The writer is a log opened after the first
+// records were written, so it learns where the partitions end by asking the cluster.
 TEST(KafkaEventLogTest, AFatalProducerErrorMidAppendWritesEachRecordOnceInOrder) {
   MockKafka kafka;
   kafka.CreateTopic("delegations", 3);
@@ -494,12 +495,16 @@ TEST(KafkaEventLogTest, AFatalProducerErrorMidAppendWritesEachRecordOnceInOrder)
   }
   MetricsRegistry registry;
   KafkaLogMetrics metrics(registry);
-  KafkaEventLogOptions options = Options(kafka, "delegations");
-  options.metrics = &metrics;
-  auto log = KafkaEventLog::Open(options);
+  auto log = KafkaEventLog::Open(Options(kafka, "delegations"));
   ASSERT_TRUE(log.ok()) << log.status();
   const auto first = Records(SealedSlot(1, 20, 7), 3);
   ASSERT_TRUE((*log)->Append(first).ok());
+  KafkaEventLogOptions options = Options(kafka, "delegations");
+  options.metrics = &metrics;
+  auto writer = KafkaEventLog::Open(options);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  // Its first Append asks where the partitions end, while every one has a leader.
+  ASSERT_TRUE((*writer)->Append({}).ok());
 
   const std::vector<Event> events = SealedSlot(21, 24, 8);
   const auto second = Records(events, 3);
@@ -533,13 +538,13 @@ TEST(KafkaEventLogTest, AFatalProducerErrorMidAppendWritesEachRecordOnceInOrder)
             RD_KAFKA_RESP_ERR_NO_ERROR);
 
   absl::Status appended = absl::UnknownError("Append did not return");
-  std::thread appender([&] { appended = (*log)->Append(second); });
+  std::thread appender([&] { appended = (*writer)->Append(second); });
   const absl::Time deadline = absl::Now() + absl::Seconds(8);
   while ((end_of(0) <= before[0] || end_of(1) <= before[1]) && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   const int64_t reached[2] = {end_of(0), end_of(1)};
-  rd_kafka_test_fatal_error((*log)->producer_for_testing(),
+  rd_kafka_test_fatal_error((*writer)->producer_for_testing(),
                             RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, "raised by the test");
   ASSERT_EQ(rd_kafka_mock_partition_set_leader(kafka.cluster(), "delegations", 2, 3),
             RD_KAFKA_RESP_ERR_NO_ERROR);
