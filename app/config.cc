@@ -187,9 +187,10 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   }
   config.source = file;
   static const absl::flat_hash_set<std::string> kSections = {
-      "storage", "log",       "fold",    "api",      "admin",    "router",          "consistency",
-      "routing", "upstreams", "ers",     "ingest",   "pubsub",   "upstream_health", "cache",
-      "access",  "keys",      "regions", "registry", "er_probe", "verify",          "integrity"};
+      "storage",         "log",     "fold",      "api",     "admin",   "router",
+      "consistency",     "routing", "upstreams", "ers",     "ingest",  "pubsub",
+      "upstream_health", "cache",   "access",    "keys",    "regions", "registry",
+      "er_probe",        "verify",  "integrity", "snapshot"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", file, key.str()));
@@ -290,6 +291,15 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   RETURN_IF_ERROR(ingest.CheckNoUnknownKeys());
 
   RETURN_IF_ERROR(config_internal::ReadServeConfig(root, section, file, files, &config.serve));
+  // A replica must find in the topic the offsets of the snapshot before the newest too.
+  if (!config.serve.snapshot_dir.empty() && config.kafka_retention_ms.has_value() &&
+      *config.kafka_retention_ms > 0 &&
+      absl::Milliseconds(*config.kafka_retention_ms) < 2 * config.serve.snapshot_interval) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: 'log.kafka_retention_ms' is {}, less than twice snapshot.interval_s ({} s): a "
+        "replica could need a snapshot whose offsets the topic no longer holds",
+        file, *config.kafka_retention_ms, absl::ToInt64Seconds(config.serve.snapshot_interval)));
+  }
   return config;
 }
 

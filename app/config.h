@@ -128,6 +128,11 @@ namespace switchyard {
 //                  sealed digests serve compares with its own), interval_s = 60,
 //                  max_slots = 100 (the sample of each check), timeout_ms = 5000 (each
 //                  request to a peer)   (docs/architecture.md §21)
+//   [snapshot]     dir = "" (an absolute path; empty: no periodic snapshot), interval_s = 21600,
+//                  keep = 2: a state snapshot in DIR/snapshot-UNIX_MS every interval, DIR/latest
+//                  pointing at the newest, all but the newest `keep` deleted. With a Kafka
+//                  retention, log.kafka_retention_ms must be at least twice interval_s
+//                  (docs/architecture.md §7, "Retention")
 //
 // Every name that routing and ers use must be an upstream; `serve` requires upstreams.base.
 struct ServeConfig {
@@ -162,6 +167,11 @@ struct ServeConfig {
   std::vector<std::string> verify_peers;
   PeerVerifierOptions verify;
   absl::Duration verify_timeout = absl::Seconds(5);
+  // [snapshot]: the state snapshots serve makes by itself (storage/periodic_snapshots.h); none
+  // while `snapshot_dir` is empty.
+  std::string snapshot_dir;
+  absl::Duration snapshot_interval = absl::Hours(6);
+  size_t snapshot_keep = 2;
 };
 
 // Reads a key file: [[keys]] tables as in the config (name, key, allowed_methods,

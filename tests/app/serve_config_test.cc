@@ -244,6 +244,51 @@ TEST_F(ServeConfigTest, KafkaTopicSettingsErrorsNameTheKey) {
   EXPECT_EQ(Error(log + "kafka_retention = 1\n"), file + ": unknown key 'log.kafka_retention'");
 }
 
+TEST_F(ServeConfigTest, PeriodicSnapshotsAreOffByDefault) {
+  absl::StatusOr<Config> config = Load(kBase);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->serve.snapshot_dir, "");
+  EXPECT_EQ(config->serve.snapshot_interval, absl::Hours(6));
+  EXPECT_EQ(config->serve.snapshot_keep, 2u);
+}
+
+TEST_F(ServeConfigTest, ReadsTheSnapshotSection) {
+  absl::StatusOr<Config> config =
+      Load(std::string(kBase) +
+           "[snapshot]\ndir = \"/var/lib/snapshots\"\ninterval_s = 3600\nkeep = 3\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->serve.snapshot_dir, "/var/lib/snapshots");
+  EXPECT_EQ(config->serve.snapshot_interval, absl::Hours(1));
+  EXPECT_EQ(config->serve.snapshot_keep, 3u);
+}
+
+TEST_F(ServeConfigTest, SnapshotErrorsNameTheKey) {
+  const std::string file = dir_.Sub("serve.toml");
+  EXPECT_EQ(Error(std::string(kBase) + "[snapshot]\ndir = \"snapshots\"\n"),
+            file + ": 'snapshot.dir' must be an absolute path");
+  EXPECT_EQ(Error(std::string(kBase) + "[snapshot]\nkeep = 0\n"),
+            file + ": 'snapshot.keep' must be a positive integer");
+  EXPECT_EQ(Error(std::string(kBase) + "[snapshot]\ninterval_s = 0\n"),
+            file + ": 'snapshot.interval_s' must be a positive integer");
+  EXPECT_EQ(Error(std::string(kBase) + "[snapshot]\nevery_s = 60\n"),
+            file + ": unknown key 'snapshot.every_s'");
+}
+
+// The topic must still hold the offsets of the snapshot before the newest.
+TEST_F(ServeConfigTest, KafkaRetentionMustCoverTwoSnapshotIntervals) {
+  const std::string file = dir_.Sub("serve.toml");
+  const std::string snapshot = "[snapshot]\ndir = \"/snapshots\"\ninterval_s = 3600\n";
+  EXPECT_TRUE(Load(std::string(kBase) + snapshot + "[log]\nkafka_retention_ms = 7200000\n").ok());
+  EXPECT_TRUE(Load(std::string(kBase) + snapshot + "[log]\nkafka_retention_ms = -1\n").ok());
+  EXPECT_EQ(Error(std::string(kBase) + snapshot + "[log]\nkafka_retention_ms = 7199999\n"),
+            file +
+                ": 'log.kafka_retention_ms' is 7199999, less than twice snapshot.interval_s "
+                "(3600 s): a replica could need a snapshot whose offsets the topic no longer "
+                "holds");
+  // Without periodic snapshots the retention is the operator's to match with theirs.
+  EXPECT_TRUE(Load(std::string(kBase) + "[log]\nkafka_retention_ms = 1000\n").ok());
+}
+
 TEST_F(ServeConfigTest, IntegrityIsOffByDefault) {
   absl::StatusOr<Config> config = Load(kBase);
   ASSERT_TRUE(config.ok()) << config.status();

@@ -76,6 +76,9 @@ void CheckAccepted(const toml::table& root, const Config& config) {
     Check(!config.kafka_replication_factor ||
           *config.kafka_min_insync_replicas <= *config.kafka_replication_factor);
   }
+  Check(config.serve.snapshot_dir.empty() || config.serve.snapshot_dir.front() == '/');
+  Check(config.serve.snapshot_interval > absl::ZeroDuration());
+  Check(config.serve.snapshot_keep >= 1);
   if (config.kafka_retention_ms) {
     Check(*config.kafka_retention_ms == -1 || *config.kafka_retention_ms >= 1);
     Check(IntegerAt(root, "log.kafka_retention_ms") == config.kafka_retention_ms);

@@ -81,6 +81,18 @@ TEST_P(DeployConfigTest, EveryServiceAsksForTheSameReplicatedTopic) {
   EXPECT_EQ(ingest->kafka_retention_ms, router->kafka_retention_ms);
 }
 
+// In devnet the routers make the snapshots a replica needs once the topic has dropped its first
+// records, often enough that the last two are within the retention.
+TEST(DeployRetentionTest, DevnetRoutersSnapshotWithinTheRetention) {
+  absl::StatusOr<Config> devnet = LoadConfig(kDeploy + std::string("devnet/router.toml"));
+  ASSERT_TRUE(devnet.ok()) << devnet.status();
+  EXPECT_EQ(devnet->serve.snapshot_dir.rfind(devnet->data_dir + "/", 0), 0u)
+      << "snapshots outside the router's volume: " << devnet->serve.snapshot_dir;
+  ASSERT_TRUE(devnet->kafka_retention_ms.has_value());
+  EXPECT_LE(2 * devnet->serve.snapshot_interval, absl::Milliseconds(*devnet->kafka_retention_ms));
+  EXPECT_GE(devnet->serve.snapshot_keep, 2u);
+}
+
 // localnet keeps its topic whole, so a replica on an empty volume refolds it from offset 0;
 // devnet keeps a week, which a replica bridges with a snapshot (README.md).
 TEST(DeployRetentionTest, LocalnetKeepsEveryRecordAndDevnetKeepsAWeek) {
