@@ -744,11 +744,13 @@ struct KafkaEventLog::AppendProgress {
         unsure(static_cast<size_t>(partitions), false) {}
 
   std::vector<bool> written;  // acknowledged, or found in the topic
-  // Per partition, the records produced to it in the order they were produced, over every
-  // pass (a record produced again appears again).
+  // Per partition, the records produced to it that are or may be there, in the order they
+  // were produced, since `start` (or the Append's start).
   std::vector<std::vector<size_t>> produced;
-  std::vector<std::optional<int64_t>> start;  // where each partition ended when Append began
-  std::vector<std::optional<int64_t>> end;    // past the last record known to be there
+  // Where each partition ended before `produced`, when known: from the acknowledgements of
+  // earlier Appends, or from reading it back.
+  std::vector<std::optional<int64_t>> start;
+  std::vector<std::optional<int64_t>> end;  // past the last record known to be there
   // Partitions that may hold records of this Append that were not acknowledged.
   std::vector<bool> unsure;
   size_t failed = 0;  // delivery reports that were errors
@@ -767,11 +769,15 @@ struct KafkaEventLog::AppendProgress {
       if (d.err != RD_KAFKA_RESP_ERR_NO_ERROR) ++failed;
       if (d.partition < 0 || static_cast<size_t>(d.partition) >= produced.size()) continue;
       const auto p = static_cast<size_t>(d.partition);
+      // A record certainly not written is not part of what the partition may hold.
+      if (d.err != RD_KAFKA_RESP_ERR_NO_ERROR && d.status == RD_KAFKA_MSG_STATUS_NOT_PERSISTED) {
+        continue;
+      }
       produced[p].push_back(i);
       if (d.err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         written[i] = true;
         if (d.offset >= 0) end[p] = std::max(end[p].value_or(0), d.offset + 1);
-      } else if (d.status != RD_KAFKA_MSG_STATUS_NOT_PERSISTED) {
+      } else {
         unsure[p] = true;
       }
     }
@@ -790,7 +796,6 @@ absl::Status KafkaEventLog::Append(std::span<const OutgoingRecord> records) {
   }
   AppendProgress progress(records.size(), partition_count_);
   if (status.ok()) {
-    LearnPartitionEnds().IgnoreError();  // best effort: only a fatal error needs them
     progress.start = partition_ends_;
     progress.end = partition_ends_;
     status = AppendLocked(records, progress);
@@ -841,30 +846,6 @@ absl::Status KafkaEventLog::AppendLocked(std::span<const OutgoingRecord> records
   }
 }
 
-absl::Status KafkaEventLog::LearnPartitionEnds() {
-  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(partition_count_);
-  for (int32_t p = 0; p < partition_count_; ++p) {
-    if (partition_ends_[p].has_value()) continue;
-    // The timestamp -1 asks for the end of the partition.
-    rd_kafka_topic_partition_list_add(list, options_.topic.c_str(), p)->offset = -1;
-  }
-  absl::Status status;
-  if (list->cnt > 0) {
-    status =
-        FromKafka(rd_kafka_offsets_for_times(producer(), list, TimeoutMs(options_.request_timeout)),
-                  fmt::format("reading the end of {}", options_.topic));
-    for (int i = 0; status.ok() && i < list->cnt; ++i) {
-      const rd_kafka_topic_partition_t& entry = list->elems[i];
-      if (entry.err == RD_KAFKA_RESP_ERR_NO_ERROR && entry.offset >= 0 &&
-          entry.partition < partition_count_) {
-        partition_ends_[entry.partition] = entry.offset;
-      }
-    }
-  }
-  rd_kafka_topic_partition_list_destroy(list);
-  return status;
-}
-
 absl::Status KafkaEventLog::RecreateProducer() {
   rd_kafka_t* old = producer();
   rd_kafka_purge(old, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
@@ -882,28 +863,29 @@ absl::Status KafkaEventLog::RecreateProducer() {
 absl::Status KafkaEventLog::FindWrittenRecords(std::span<const OutgoingRecord> records,
                                                AppendProgress& progress) {
   const auto partitions = static_cast<size_t>(partition_count_);
+  std::vector<int64_t> from(partitions, 0);
   std::vector<int64_t> until(partitions, 0);
   std::vector<int64_t> next(partitions, 0);
-  bool any = false;
   ASSIGN_OR_RETURN(std::unique_ptr<EventLogReader> reader, OpenReader());
   for (int32_t p = 0; p < partition_count_; ++p) {
     if (!progress.unsure[p]) {
       reader->Pause(p, true);
       continue;
     }
-    if (!progress.start[p].has_value()) {
-      return absl::UnavailableError(fmt::format(
-          "records of this append may be in {} partition {} without an acknowledgement, and "
-          "where the partition ended before them is not known",
-          options_.topic, p));
-    }
-    next[p] = *progress.start[p];
-    RETURN_IF_ERROR(reader->Seek(p, next[p]));
     ASSIGN_OR_RETURN(until[p], reader->EndOffset(p));
-    any = any || until[p] > next[p];
+    if (progress.start[p].has_value()) {
+      from[p] = *progress.start[p];
+    } else {
+      // Where the partition ended before this Append is not known: its records, the last ones
+      // written there, are within as many records from the end as were produced to it.
+      ASSIGN_OR_RETURN(const int64_t low, reader->StartOffset(p));
+      from[p] = std::max(low, until[p] - static_cast<int64_t>(progress.produced[p].size()));
+    }
+    from[p] = std::min(from[p], until[p]);
+    next[p] = from[p];
+    RETURN_IF_ERROR(reader->Seek(p, from[p]));
   }
-  // The partition's records since the Append began, by offset: this log is the only writer.
-  std::vector<std::vector<std::pair<int64_t, std::string>>> tail(partitions);
+  std::vector<std::vector<std::string>> tail(partitions);  // [from, until) of each partition
   const absl::Time deadline = absl::Now() + options_.delivery_timeout;
   auto behind = [&] {
     for (size_t p = 0; p < partitions; ++p) {
@@ -911,7 +893,7 @@ absl::Status KafkaEventLog::FindWrittenRecords(std::span<const OutgoingRecord> r
     }
     return false;
   };
-  while (any && behind()) {
+  while (behind()) {
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(fmt::format(
           "reading back {} after replacing its producer did not finish in time", options_.topic));
@@ -921,35 +903,41 @@ absl::Status KafkaEventLog::FindWrittenRecords(std::span<const OutgoingRecord> r
                                [&](const LogRecordView& r) {
                                  const auto p = static_cast<size_t>(r.partition);
                                  if (!progress.unsure[p] || r.offset >= until[p]) return;
-                                 tail[p].emplace_back(r.offset, std::string(r.payload));
+                                 tail[p].emplace_back(r.payload);
                                  next[p] = r.offset + 1;
                                })
                         .status());
   }
   size_t found = 0;
-  size_t unwritten = 0;
   for (size_t p = 0; p < partitions; ++p) {
     if (!progress.unsure[p]) continue;
-    // The partition holds a subsequence of what was produced to it, in order: match each
-    // record read with the next produced record of the same payload.
+    // What reached the partition is a prefix of what was produced to it (the idempotent
+    // producer keeps a partition's order and leaves no gap), and the last records written
+    // there: the longest prefix that ends the partition.
     const std::vector<size_t>& produced = progress.produced[p];
-    size_t k = 0;
-    for (const auto& [offset, payload] : tail[p]) {
-      for (size_t j = k; j < produced.size(); ++j) {
-        if (records[produced[j]].payload != payload) continue;
-        if (!progress.written[produced[j]]) {
-          progress.written[produced[j]] = true;
-          ++found;
-        }
-        progress.end[p] = std::max(progress.end[p].value_or(0), offset + 1);
-        k = j + 1;
-        break;
+    const std::vector<std::string>& read = tail[p];
+    size_t landed = std::min(produced.size(), read.size());
+    for (; landed > 0; --landed) {
+      const size_t first = read.size() - landed;
+      bool equal = true;
+      for (size_t i = 0; i < landed && equal; ++i) {
+        equal = records[produced[i]].payload == read[first + i];
+      }
+      if (equal) break;
+    }
+    for (size_t i = 0; i < landed; ++i) {
+      if (!progress.written[produced[i]]) {
+        progress.written[produced[i]] = true;
+        ++found;
       }
     }
-    progress.end[p] = std::max(progress.end[p].value_or(0), until[p]);
+    // The partition is settled up to here: the next pass starts afresh from its end.
+    progress.start[p] = until[p];
+    progress.end[p] = until[p];
+    progress.produced[p].clear();
     progress.unsure[p] = false;
   }
-  for (bool written : progress.written) unwritten += written ? 0 : 1;
+  const auto unwritten = static_cast<size_t>(std::ranges::count(progress.written, false));
   spdlog::info("kafka producer: {} records not acknowledged were found in {}; {} remain to produce",
                found, options_.topic, unwritten);
   return absl::OkStatus();

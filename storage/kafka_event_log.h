@@ -100,13 +100,11 @@ class KafkaEventLog final : public EventLog {
   rd_kafka_s* producer() const;
   absl::Status AppendLocked(std::span<const OutgoingRecord> records, AppendProgress& progress)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(append_mu_);
-  // Queries the end of every partition whose end this log does not know.
-  absl::Status LearnPartitionEnds() ABSL_EXCLUSIVE_LOCKS_REQUIRED(append_mu_);
   // Replaces a producer that hit a fatal error: purges what it still holds (serving the
   // delivery reports), destroys it and makes a new one.
   absl::Status RecreateProducer() ABSL_EXCLUSIVE_LOCKS_REQUIRED(append_mu_);
-  // After a recreation: reads the partitions where records of this Append may be without an
-  // acknowledgement, and marks those found there as written.
+  // After a recreation: reads back the end of each partition where records of this Append
+  // may be without an acknowledgement, and marks those found there as written.
   absl::Status FindWrittenRecords(std::span<const OutgoingRecord> records, AppendProgress& progress)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(append_mu_);
 
@@ -114,9 +112,9 @@ class KafkaEventLog final : public EventLog {
   std::unique_ptr<KafkaClientContext> context_;  // the producer's callbacks' state
   const int32_t partition_count_;
   absl::Mutex append_mu_;  // one Append at a time
-  // Per partition, the offset past the last record this log knows is there: queried when
-  // unknown, then advanced by delivery reports. Forgotten after a failed Append, whose records
-  // may still be on their way.
+  // Per partition, the offset past the last record this log knows is there, from the delivery
+  // reports of successful Appends. Forgotten after a failed Append, whose records may still be
+  // on their way.
   std::vector<std::optional<int64_t>> partition_ends_ ABSL_GUARDED_BY(append_mu_);
   mutable absl::Mutex producer_mu_;  // replaced under append_mu_ and producer_mu_
   rd_kafka_s* producer_ ABSL_GUARDED_BY(producer_mu_);

@@ -484,9 +484,10 @@ TEST(KafkaEventLogTest, AFatalProducerErrorBetweenAppendsIsRecoveredByTheNextApp
 // topic but not acknowledged (their answers are late) and those of the third not sent (it has
 // no leader). The Append replaces the producer, finds the first ones in the topic and writes
 // only the others: a blind resend would write the first ones twice, and trusting the delivery
-// reports alone would lose them or the others. The writer is a log opened after the first
-// records were written, so it learns where the partitions end by asking the cluster.
-TEST(KafkaEventLogTest, AFatalProducerErrorMidAppendWritesEachRecordOnceInOrder) {
+// reports alone would lose them or the others. The first records are written by the writer
+// itself (it knows where each partition ended from their acknowledgements) or by another log
+// (it does not, and reads back as many records from the end as it produced).
+void ExpectAFatalErrorMidAppendWritesEachRecordOnceInOrder(bool writer_wrote_the_first) {
   MockKafka kafka;
   kafka.CreateTopic("delegations", 3);
   for (int32_t p = 0; p < 3; ++p) {
@@ -497,14 +498,12 @@ TEST(KafkaEventLogTest, AFatalProducerErrorMidAppendWritesEachRecordOnceInOrder)
   KafkaLogMetrics metrics(registry);
   auto log = KafkaEventLog::Open(Options(kafka, "delegations"));
   ASSERT_TRUE(log.ok()) << log.status();
-  const auto first = Records(SealedSlot(1, 20, 7), 3);
-  ASSERT_TRUE((*log)->Append(first).ok());
   KafkaEventLogOptions options = Options(kafka, "delegations");
   options.metrics = &metrics;
   auto writer = KafkaEventLog::Open(options);
   ASSERT_TRUE(writer.ok()) << writer.status();
-  // Its first Append asks where the partitions end, while every one has a leader.
-  ASSERT_TRUE((*writer)->Append({}).ok());
+  const auto first = Records(SealedSlot(1, 20, 7), 3);
+  ASSERT_TRUE((writer_wrote_the_first ? *writer : *log)->Append(first).ok());
 
   const std::vector<Event> events = SealedSlot(21, 24, 8);
   const auto second = Records(events, 3);
@@ -556,6 +555,14 @@ TEST(KafkaEventLogTest, AFatalProducerErrorMidAppendWritesEachRecordOnceInOrder)
   std::vector<OutgoingRecord> all = first;
   all.insert(all.end(), second.begin(), second.end());
   ExpectEachRecordOnceInOrder(**log, all, 3);
+}
+
+TEST(KafkaEventLogTest, AFatalProducerErrorMidAppendWritesEachRecordOnceInOrder) {
+  ExpectAFatalErrorMidAppendWritesEachRecordOnceInOrder(/*writer_wrote_the_first=*/true);
+}
+
+TEST(KafkaEventLogTest, AFatalProducerErrorMidAppendOfANewWriterWritesEachRecordOnceInOrder) {
+  ExpectAFatalErrorMidAppendWritesEachRecordOnceInOrder(/*writer_wrote_the_first=*/false);
 }
 
 // A topic the cluster reports missing (and does not let this client create) is a NotFound
