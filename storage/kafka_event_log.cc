@@ -262,7 +262,7 @@ struct ProducePass {
 // Produces, in order, the records not `written`, and waits for their delivery reports. A record
 // with a partition (a watermark or a stream marker) is produced only once every keyed record
 // before it in this pass is acknowledged. Once the producer has a fatal error, the records on
-// the wire get `answer_wait` for their reports before the pass gives up on them.
+// the wire get options.request_timeout for their reports before the pass gives up on them.
 ProducePass ProduceRecords(rd_kafka_t* producer, const KafkaEventLogOptions& options,
                            std::span<const OutgoingRecord> records,
                            const std::vector<bool>& written, absl::Time deadline) {
