@@ -187,9 +187,10 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   }
   config.source = file;
   static const absl::flat_hash_set<std::string> kSections = {
-      "storage", "log",       "fold",    "api",      "admin",    "router",          "consistency",
-      "routing", "upstreams", "ers",     "ingest",   "pubsub",   "upstream_health", "cache",
-      "access",  "keys",      "regions", "registry", "er_probe", "verify",          "integrity"};
+      "storage",         "log",     "fold",      "api",     "admin",   "router",
+      "consistency",     "routing", "upstreams", "ers",     "ingest",  "pubsub",
+      "upstream_health", "cache",   "access",    "keys",    "regions", "registry",
+      "er_probe",        "verify",  "integrity", "snapshot"};
   for (const auto& [key, node] : root) {
     if (!kSections.contains(std::string(key.str()))) {
       return absl::InvalidArgumentError(fmt::format("{}: unknown key '{}'", file, key.str()));
@@ -236,6 +237,34 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
       config.kafka_properties.emplace_back(std::string(name.str()), value.as_string()->get());
     }
   }
+  int64_t replication_factor = 0;
+  if (log.Node("kafka_replication_factor") != nullptr) {
+    RETURN_IF_ERROR(log.ReadPositive("kafka_replication_factor", &replication_factor,
+                                     std::numeric_limits<int16_t>::max()));
+    config.kafka_replication_factor = static_cast<int16_t>(replication_factor);
+  }
+  int64_t min_insync = 0;
+  if (log.Node("kafka_min_insync_replicas") != nullptr) {
+    RETURN_IF_ERROR(log.ReadPositive("kafka_min_insync_replicas", &min_insync,
+                                     std::numeric_limits<int16_t>::max()));
+    config.kafka_min_insync_replicas = static_cast<int32_t>(min_insync);
+  }
+  if (config.kafka_replication_factor && config.kafka_min_insync_replicas &&
+      *config.kafka_min_insync_replicas > *config.kafka_replication_factor) {
+    return log.Error(
+        "kafka_min_insync_replicas",
+        fmt::format("is {}, more than log.kafka_replication_factor = {}: no append "
+                    "could ever be acknowledged",
+                    *config.kafka_min_insync_replicas, *config.kafka_replication_factor));
+  }
+  if (const toml::node* retention = log.Node("kafka_retention_ms")) {
+    const std::optional<int64_t> ms = retention->value<int64_t>();
+    if (!retention->is_integer() || !ms.has_value() || (*ms <= 0 && *ms != -1)) {
+      return log.Error("kafka_retention_ms",
+                       "must be a positive number of milliseconds, or -1 to keep every record");
+    }
+    config.kafka_retention_ms = *ms;
+  }
   RETURN_IF_ERROR(log.CheckNoUnknownKeys());
   config.kafka_partitions = static_cast<int32_t>(partitions);
 
@@ -263,6 +292,15 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   RETURN_IF_ERROR(ingest.CheckNoUnknownKeys());
 
   RETURN_IF_ERROR(config_internal::ReadServeConfig(root, section, file, files, &config.serve));
+  // A replica must find in the topic the offsets of the snapshot before the newest too.
+  if (!config.serve.snapshot_dir.empty() && config.kafka_retention_ms.has_value() &&
+      *config.kafka_retention_ms > 0 &&
+      absl::Milliseconds(*config.kafka_retention_ms) < 2 * config.serve.snapshot_interval) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: 'log.kafka_retention_ms' is {}, less than twice snapshot.interval_s ({} s): a "
+        "replica could need a snapshot whose offsets the topic no longer holds",
+        file, *config.kafka_retention_ms, absl::ToInt64Seconds(config.serve.snapshot_interval)));
+  }
   return config;
 }
 

@@ -30,9 +30,17 @@ namespace switchyard {
 //   [log]
 //   url = "embedded"               # or "kafka://HOST:PORT[,HOST:PORT...]/TOPIC"
 //   kafka_partitions = 12          # when Switchyard creates the topic
+//   kafka_replication_factor = 3   # when Switchyard creates the topic; unset: the broker's
+//                                  # default.replication.factor
+//   kafka_min_insync_replicas = 2  # the topic's min.insync.replicas (at most the replication
+//                                  # factor); unset: the broker's default
+//   kafka_retention_ms = 604800000 # the topic's retention.ms, -1 to keep every record; unset:
+//                                  # the broker's log.retention.*; longer than the time between
+//                                  # two snapshots (docs/architecture.md §7, "Retention")
 //   kafka_properties = {}          # librdkafka properties for the producer and the readers,
 //                                  # e.g. {"security.protocol" = "SSL"}; librdkafka warns
 //                                  # about one that does not apply to a client
+//   An existing topic keeps its settings; Switchyard warns about each one weaker than asked.
 //
 //   [fold]
 //   max_batch_records = 50000
@@ -122,6 +130,11 @@ namespace switchyard {
 //                  sealed digests serve compares with its own), interval_s = 60,
 //                  max_slots = 100 (the sample of each check), timeout_ms = 5000 (each
 //                  request to a peer)   (docs/architecture.md §21)
+//   [snapshot]     dir = "" (an absolute path; empty: no periodic snapshot), interval_s = 21600,
+//                  keep = 2: a state snapshot in DIR/snapshot-UNIX_MS every interval, DIR/latest
+//                  pointing at the newest, all but the newest `keep` deleted. With a Kafka
+//                  retention, log.kafka_retention_ms must be at least twice interval_s
+//                  (docs/architecture.md §7, "Retention")
 //
 // Every name that routing and ers use must be an upstream; `serve` requires upstreams.base.
 struct ServeConfig {
@@ -156,6 +169,11 @@ struct ServeConfig {
   std::vector<std::string> verify_peers;
   PeerVerifierOptions verify;
   absl::Duration verify_timeout = absl::Seconds(5);
+  // [snapshot]: the state snapshots serve makes by itself (storage/periodic_snapshots.h); none
+  // while `snapshot_dir` is empty.
+  std::string snapshot_dir;
+  absl::Duration snapshot_interval = absl::Hours(6);
+  size_t snapshot_keep = 2;
 };
 
 // Reads a key file: [[keys]] tables as in the config (name, key, allowed_methods,
@@ -199,6 +217,10 @@ struct Config {
   size_t block_cache_mb = 32;
   std::string log_url = "embedded";
   int32_t kafka_partitions = 12;
+  // The settings of a topic Switchyard creates; unset, the broker's defaults.
+  std::optional<int16_t> kafka_replication_factor;
+  std::optional<int32_t> kafka_min_insync_replicas;
+  std::optional<int64_t> kafka_retention_ms;                          // -1: keep every record
   std::vector<std::pair<std::string, std::string>> kafka_properties;  // applied last
   FoldRunnerOptions fold;
   ServeConfig serve;

@@ -385,6 +385,18 @@ absl::Status ReadChecks(const SectionOf& section, const std::string& file, Serve
   RETURN_IF_ERROR(verify.ReadMillis("timeout_ms", &serve->verify_timeout));
   RETURN_IF_ERROR(verify.CheckNoUnknownKeys());
 
+  // [snapshot]: the state snapshots serve makes by itself.
+  TableReader snapshot(section("snapshot"), "snapshot.", file);
+  RETURN_IF_ERROR(snapshot.ReadString("dir", &serve->snapshot_dir));
+  if (!serve->snapshot_dir.empty() && serve->snapshot_dir.front() != '/') {
+    return snapshot.Error("dir", "must be an absolute path");
+  }
+  int64_t snapshot_interval_s = absl::ToInt64Seconds(serve->snapshot_interval);
+  RETURN_IF_ERROR(snapshot.ReadPositive("interval_s", &snapshot_interval_s));
+  serve->snapshot_interval = absl::Seconds(snapshot_interval_s);
+  RETURN_IF_ERROR(snapshot.ReadSize("keep", &serve->snapshot_keep));
+  RETURN_IF_ERROR(snapshot.CheckNoUnknownKeys());
+
   // [er_probe]: the latency probe of every ER.
   TableReader probe(section("er_probe"), "er_probe.", file);
   RETURN_IF_ERROR(probe.ReadBool("enabled", &serve->er_probe.enabled));

@@ -35,6 +35,9 @@ absl::StatusOr<std::unique_ptr<EventLog>> OpenEventLog(const Config& config, boo
     options.brokers = rest.substr(0, slash);
     options.topic = rest.substr(slash + 1);
     options.partitions = config.kafka_partitions;
+    options.replication_factor = config.kafka_replication_factor;
+    options.min_insync_replicas = config.kafka_min_insync_replicas;
+    options.retention_ms = config.kafka_retention_ms;
     options.metrics = kafka_metrics;
     options.properties = config.kafka_properties;
     auto log = KafkaEventLog::Open(options);

@@ -31,6 +31,7 @@
 #include "ingest/er_registry_watcher.h"
 #include "spdlog/spdlog.h"
 #include "storage/kafka_event_log.h"
+#include "storage/periodic_snapshots.h"
 #include "storage/rocksdb_state_store.h"
 #include "storage/state_snapshot.h"
 
@@ -196,6 +197,13 @@ class ServeProcess {
       return absl::UnavailableError(fmt::format("admin.listen {}:{}: {}", serve.admin.address,
                                                 serve.admin.port, std::string(s.message())));
     }
+    if (!serve.snapshot_dir.empty()) {
+      snapshot_metrics_ = std::make_unique<PeriodicSnapshotMetrics>(registry_);
+      periodic_snapshots_ = std::make_unique<PeriodicSnapshots>(
+          PeriodicSnapshotOptions{serve.snapshot_dir, serve.snapshot_interval, serve.snapshot_keep},
+          store_.get(), snapshot_metrics_.get());
+      periodic_snapshots_->Start();
+    }
     if (!serve.verify_peers.empty()) {
       std::vector<std::unique_ptr<PeerDigestSource>> peers;
       for (const std::string& url : serve.verify_peers) {
@@ -288,6 +296,7 @@ class ServeProcess {
     if (admin_server_) admin_server_->Stop();
     if (admin_) admin_->Stop();
     if (peer_verifier_) peer_verifier_->Stop();
+    if (periodic_snapshots_) periodic_snapshots_->Stop();
     if (monitor_) monitor_->Stop();
     if (er_prober_) er_prober_->Stop();
     if (registry_watcher_) registry_watcher_->Stop();
@@ -298,6 +307,7 @@ class ServeProcess {
     admin_server_.reset();
     admin_.reset();
     peer_verifier_.reset();
+    periodic_snapshots_.reset();
     er_prober_.reset();
     registry_watcher_.reset();
     router_.reset();
@@ -354,7 +364,9 @@ class ServeProcess {
   std::unique_ptr<UpstreamMonitor> monitor_;
   std::unique_ptr<AdminContext> admin_;
   std::unique_ptr<HttpServer> admin_server_;
-  std::unique_ptr<PeerVerifier> peer_verifier_;  // with [verify] peers
+  std::unique_ptr<PeerVerifier> peer_verifier_;                // with [verify] peers
+  std::unique_ptr<PeriodicSnapshotMetrics> snapshot_metrics_;  // with [snapshot] dir
+  std::unique_ptr<PeriodicSnapshots> periodic_snapshots_;
   std::unique_ptr<HttpServer> api_server_;
 };
 

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -207,6 +208,87 @@ TEST_F(ServeConfigTest, ErrorsNameTheKeyAndTheFile) {
             file + ": 'ers' must be an array of tables ([[ers]])");
 }
 
+// Unset, the topic Switchyard creates takes the broker's defaults.
+TEST_F(ServeConfigTest, KafkaTopicSettingsAreUnsetByDefault) {
+  absl::StatusOr<Config> config = Load(kBase);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->kafka_replication_factor, std::nullopt);
+  EXPECT_EQ(config->kafka_min_insync_replicas, std::nullopt);
+  EXPECT_EQ(config->kafka_retention_ms, std::nullopt);
+}
+
+TEST_F(ServeConfigTest, KafkaRetentionOfMinusOneKeepsEveryRecord) {
+  absl::StatusOr<Config> config = Load(std::string(kBase) + "[log]\nkafka_retention_ms = -1\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->kafka_retention_ms, std::optional<int64_t>(-1));
+}
+
+TEST_F(ServeConfigTest, KafkaTopicSettingsErrorsNameTheKey) {
+  const std::string file = dir_.Sub("serve.toml");
+  const std::string log = std::string(kBase) + "[log]\n";
+  EXPECT_EQ(Error(log + "kafka_replication_factor = 0\n"),
+            file + ": 'log.kafka_replication_factor' must be a positive integer");
+  EXPECT_EQ(Error(log + "kafka_min_insync_replicas = -1\n"),
+            file + ": 'log.kafka_min_insync_replicas' must be a positive integer");
+  EXPECT_EQ(Error(log + "kafka_replication_factor = 2\nkafka_min_insync_replicas = 3\n"),
+            file +
+                ": 'log.kafka_min_insync_replicas' is 3, more than log.kafka_replication_factor "
+                "= 2: no append could ever be acknowledged");
+  const std::string retention =
+      ": 'log.kafka_retention_ms' must be a positive number of milliseconds, or -1 to keep "
+      "every record";
+  EXPECT_EQ(Error(log + "kafka_retention_ms = 0\n"), file + retention);
+  EXPECT_EQ(Error(log + "kafka_retention_ms = -2\n"), file + retention);
+  EXPECT_EQ(Error(log + "kafka_retention_ms = \"7d\"\n"), file + retention);
+  EXPECT_EQ(Error(log + "kafka_retention_ms = 1.5\n"), file + retention);
+  EXPECT_EQ(Error(log + "kafka_retention = 1\n"), file + ": unknown key 'log.kafka_retention'");
+}
+
+TEST_F(ServeConfigTest, PeriodicSnapshotsAreOffByDefault) {
+  absl::StatusOr<Config> config = Load(kBase);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->serve.snapshot_dir, "");
+  EXPECT_EQ(config->serve.snapshot_interval, absl::Hours(6));
+  EXPECT_EQ(config->serve.snapshot_keep, 2u);
+}
+
+TEST_F(ServeConfigTest, ReadsTheSnapshotSection) {
+  absl::StatusOr<Config> config =
+      Load(std::string(kBase) +
+           "[snapshot]\ndir = \"/var/lib/snapshots\"\ninterval_s = 3600\nkeep = 3\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->serve.snapshot_dir, "/var/lib/snapshots");
+  EXPECT_EQ(config->serve.snapshot_interval, absl::Hours(1));
+  EXPECT_EQ(config->serve.snapshot_keep, 3u);
+}
+
+TEST_F(ServeConfigTest, SnapshotErrorsNameTheKey) {
+  const std::string file = dir_.Sub("serve.toml");
+  EXPECT_EQ(Error(std::string(kBase) + "[snapshot]\ndir = \"snapshots\"\n"),
+            file + ": 'snapshot.dir' must be an absolute path");
+  EXPECT_EQ(Error(std::string(kBase) + "[snapshot]\nkeep = 0\n"),
+            file + ": 'snapshot.keep' must be a positive integer");
+  EXPECT_EQ(Error(std::string(kBase) + "[snapshot]\ninterval_s = 0\n"),
+            file + ": 'snapshot.interval_s' must be a positive integer");
+  EXPECT_EQ(Error(std::string(kBase) + "[snapshot]\nevery_s = 60\n"),
+            file + ": unknown key 'snapshot.every_s'");
+}
+
+// The topic must still hold the offsets of the snapshot before the newest.
+TEST_F(ServeConfigTest, KafkaRetentionMustCoverTwoSnapshotIntervals) {
+  const std::string file = dir_.Sub("serve.toml");
+  const std::string snapshot = "[snapshot]\ndir = \"/snapshots\"\ninterval_s = 3600\n";
+  EXPECT_TRUE(Load(std::string(kBase) + snapshot + "[log]\nkafka_retention_ms = 7200000\n").ok());
+  EXPECT_TRUE(Load(std::string(kBase) + snapshot + "[log]\nkafka_retention_ms = -1\n").ok());
+  EXPECT_EQ(Error(std::string(kBase) + snapshot + "[log]\nkafka_retention_ms = 7199999\n"),
+            file +
+                ": 'log.kafka_retention_ms' is 7199999, less than twice snapshot.interval_s "
+                "(3600 s): a replica could need a snapshot whose offsets the topic no longer "
+                "holds");
+  // Without periodic snapshots the retention is the operator's to match with theirs.
+  EXPECT_TRUE(Load(std::string(kBase) + "[log]\nkafka_retention_ms = 1000\n").ok());
+}
+
 TEST_F(ServeConfigTest, IntegrityIsOffByDefault) {
   absl::StatusOr<Config> config = Load(kBase);
   ASSERT_TRUE(config.ok()) << config.status();
@@ -287,6 +369,8 @@ TEST_F(ServeConfigTest, IntegersThatDoNotFitTheirFieldAreRefused) {
        "4294967296"},
       {std::string(kBase) + "[log]\nkafka_partitions = 2147483648\n",
        "'log.kafka_partitions' must be an integer from 1 to 2147483647, not 2147483648"},
+      {std::string(kBase) + "[log]\nkafka_replication_factor = 32768\n",
+       "'log.kafka_replication_factor' must be an integer from 1 to 32767, not 32768"},
       {std::string(kBase) + "[storage]\nblock_cache_mb = 17592186044416\n",
        "'storage.block_cache_mb' must be an integer from 1 to 17592186044415, not "
        "17592186044416"},
@@ -313,6 +397,9 @@ TEST_F(ServeConfigTest, IntegersAtTheTopOfTheirFieldAreRead) {
 endpoints = [{url = "http://127.0.0.1:7799", weight = 4294967295}]
 [log]
 kafka_partitions = 2147483647
+kafka_replication_factor = 32767
+kafka_min_insync_replicas = 32767
+kafka_retention_ms = 9223372036854775807
 [storage]
 block_cache_mb = 17592186044415
 [cache]
@@ -322,6 +409,9 @@ max_entry_kb = 18014398509481983
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->serve.router.upstreams[0].endpoints[0].weight, 4294967295u);
   EXPECT_EQ(config->kafka_partitions, 2147483647);
+  EXPECT_EQ(config->kafka_replication_factor, std::optional<int16_t>(32767));
+  EXPECT_EQ(config->kafka_min_insync_replicas, std::optional<int32_t>(32767));
+  EXPECT_EQ(config->kafka_retention_ms, std::optional<int64_t>(9223372036854775807));
   EXPECT_EQ(config->block_cache_mb, size_t{17592186044415});
   EXPECT_EQ(config->serve.router.cache.max_bytes, size_t{17592186044415} << 20);
   EXPECT_EQ(config->serve.router.cache.max_entry_bytes, size_t{18014398509481983} << 10);
@@ -337,6 +427,9 @@ block_cache_mb = 128
 [log]
 url = "kafka://k1:9092,k2:9092/events"
 kafka_partitions = 24
+kafka_replication_factor = 3
+kafka_min_insync_replicas = 2
+kafka_retention_ms = 86400000
 kafka_properties = {"security.protocol" = "SSL"}
 [fold]
 max_batch_records = 1000
@@ -383,6 +476,12 @@ max_lag_slots = 7
   EXPECT_EQ(a.log_url, b.log_url);
   EXPECT_EQ(b.kafka_partitions, 24);
   EXPECT_EQ(a.kafka_partitions, b.kafka_partitions);
+  EXPECT_EQ(b.kafka_replication_factor, std::optional<int16_t>(3));
+  EXPECT_EQ(a.kafka_replication_factor, b.kafka_replication_factor);
+  EXPECT_EQ(b.kafka_min_insync_replicas, std::optional<int32_t>(2));
+  EXPECT_EQ(a.kafka_min_insync_replicas, b.kafka_min_insync_replicas);
+  EXPECT_EQ(b.kafka_retention_ms, std::optional<int64_t>(86400000));
+  EXPECT_EQ(a.kafka_retention_ms, b.kafka_retention_ms);
   EXPECT_EQ(a.kafka_properties, b.kafka_properties);
   EXPECT_EQ(b.fold.max_batch_records, 1000u);
   EXPECT_EQ(a.fold.max_batch_records, b.fold.max_batch_records);

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -200,6 +201,64 @@ TEST_F(SnapshotTest, SnapshotsOfARunningServeAreConsistentAndBootstrapAReplicaPa
   ASSERT_GT(restarted, 0);
   const std::string again = WaitForSlot(restarted, gen_.first_slot + gen_.slots - 1);
   EXPECT_EQ(JsonString(again, "digest"), reference_.digest.ToHex()) << again;
+}
+
+// [snapshot]: serve makes snapshots by itself, keeps the newest two, and DIR/latest bootstraps
+// a replica on a log whose first records are gone.
+TEST_F(SnapshotTest, PeriodicSnapshotsOfAServeBootstrapAReplicaPastAHole) {
+  const std::string data = dir_.Sub("data");
+  AppendEvents(data, 0, events_.size());
+  const Slot last_slot = gen_.first_slot + gen_.slots - 1;
+  const std::string snapshots = dir_.Sub("snapshots");
+  const std::string plain_config = config_;
+  config_ = WriteFile("serve-snapshots.toml",
+                      "[api]\nlisten = \"127.0.0.1:0\"\n"
+                      "[admin]\nlisten = \"127.0.0.1:0\"\n"
+                      "[upstreams.base]\n"
+                      "endpoints = [{url = \"http://127.0.0.1:1\"}]\n"
+                      "[snapshot]\n"
+                      "dir = \"" +
+                          snapshots + "\"\ninterval_s = 1\nkeep = 2\n");
+  const uint16_t admin = StartServe("snapshotting", data);
+  config_ = plain_config;
+  ASSERT_GT(admin, 0);
+  WaitForSlot(admin, last_slot);
+  // Three snapshots made after the fold caught up, so the two kept hold the whole log.
+  const int64_t made_before = [&] {
+    auto metrics = HttpGet(admin, "/metrics");
+    return metrics ? MetricValue(metrics->body, "switchyard_snapshots_created_total") : -1;
+  }();
+  ASSERT_GE(made_before, 0);
+  std::string metrics_body;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto metrics = HttpGet(admin, "/metrics");
+        if (!metrics) return false;
+        metrics_body = metrics->body;
+        return MetricValue(metrics_body, "switchyard_snapshots_created_total") >= made_before + 3;
+      },
+      30s))
+      << metrics_body;
+  EXPECT_EQ(Terminate(pids_["snapshotting"], 15s), 0);
+  EXPECT_EQ(MetricValue(metrics_body, "switchyard_snapshot_failures_total"), 0);
+  EXPECT_EQ(MetricValue(metrics_body, "switchyard_snapshot_last_applied_slot"),
+            static_cast<int64_t>(last_slot));
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(snapshots)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::ranges::sort(names);
+  ASSERT_EQ(names.size(), 3u) << "the newest two and latest";
+  EXPECT_EQ(names[0], "latest");
+  EXPECT_EQ(fs::read_symlink(fs::path(snapshots) / "latest").string(), names[2]);
+
+  const std::string second =
+      CopyLogDroppingBefore(data, "second", static_cast<int64_t>(events_.size() / 2));
+  const uint16_t bootstrapped =
+      StartServe("second", second, {"--bootstrap-from", snapshots + "/latest"});
+  ASSERT_GT(bootstrapped, 0);
+  const std::string status = WaitForSlot(bootstrapped, last_slot);
+  EXPECT_EQ(JsonString(status, "digest"), reference_.digest.ToHex()) << status;
 }
 
 TEST_F(SnapshotTest, AReplicaOnALogWithAHoleIsNotReadyAndSaysWhy) {

@@ -66,6 +66,23 @@ void CheckAccepted(const toml::table& root, const Config& config) {
   CheckHolds(root, "storage.block_cache_mb", config.block_cache_mb);
   Check(config.kafka_partitions >= 1);
   CheckHolds(root, "log.kafka_partitions", config.kafka_partitions);
+  if (config.kafka_replication_factor) {
+    Check(*config.kafka_replication_factor >= 1);
+    CheckHolds(root, "log.kafka_replication_factor", *config.kafka_replication_factor);
+  }
+  if (config.kafka_min_insync_replicas) {
+    Check(*config.kafka_min_insync_replicas >= 1);
+    CheckHolds(root, "log.kafka_min_insync_replicas", *config.kafka_min_insync_replicas);
+    Check(!config.kafka_replication_factor ||
+          *config.kafka_min_insync_replicas <= *config.kafka_replication_factor);
+  }
+  Check(config.serve.snapshot_dir.empty() || config.serve.snapshot_dir.front() == '/');
+  Check(config.serve.snapshot_interval > absl::ZeroDuration());
+  Check(config.serve.snapshot_keep >= 1);
+  if (config.kafka_retention_ms) {
+    Check(*config.kafka_retention_ms == -1 || *config.kafka_retention_ms >= 1);
+    Check(IntegerAt(root, "log.kafka_retention_ms") == config.kafka_retention_ms);
+  }
   Check(config.fold.max_batch_records >= 1);
   CheckHolds(root, "fold.max_batch_records", config.fold.max_batch_records);
   Check(config.fold.fold.max_pending_per_partition >= 1);

@@ -2,6 +2,7 @@
 // accepts and say what the compose services rely on.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 
 #include "app/config.h"
@@ -10,6 +11,8 @@ namespace switchyard {
 namespace {
 
 const std::string kDeploy = std::string(SWITCHYARD_SOURCE_DIR) + "/deploy/";
+// docker-compose.yml's three brokers.
+constexpr char kLogUrl[] = "kafka://kafka-1:9092,kafka-2:9092,kafka-3:9092/switchyard.delegations";
 
 bool HasUpstream(const Config& config, const std::string& name) {
   for (const UpstreamTarget& target : config.serve.router.upstreams) {
@@ -23,7 +26,7 @@ class DeployConfigTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(DeployConfigTest, IngestConfigLoadsAndWritesTheComposeTopic) {
   absl::StatusOr<Config> config = LoadConfig(kDeploy + GetParam() + "/ingest.toml");
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->log_url, "kafka://kafka:9092/switchyard.delegations");
+  EXPECT_EQ(config->log_url, kLogUrl);
   EXPECT_EQ(config->kafka_partitions, 6);
   EXPECT_EQ(config->data_dir, "/var/lib/switchyard/data");
   ASSERT_EQ(config->ingest.endpoints.size(), 1u);
@@ -34,7 +37,7 @@ TEST_P(DeployConfigTest, IngestConfigLoadsAndWritesTheComposeTopic) {
 TEST_P(DeployConfigTest, RouterConfigLoadsListensOnTheComposePortsAndRoutesToAnEr) {
   absl::StatusOr<Config> config = LoadConfig(kDeploy + GetParam() + "/router.toml");
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->log_url, "kafka://kafka:9092/switchyard.delegations");
+  EXPECT_EQ(config->log_url, kLogUrl);
   EXPECT_EQ(config->data_dir, "/var/lib/switchyard/data");
   EXPECT_EQ(config->serve.api.address, "0.0.0.0");
   EXPECT_EQ(config->serve.api.port, 8899);
@@ -59,6 +62,46 @@ TEST(DevnetDeployTest, ListsEveryPublicMagicBlockDevnetErAndDiscoversTheRegistry
   EXPECT_EQ(config->serve.registry.url, "https://api.devnet.solana.com");
   EXPECT_TRUE(config->serve.router.discovered_ers);
   EXPECT_TRUE(config->serve.router.routing.default_er.empty());
+}
+
+// Whichever of ingest and the routers starts first creates the topic: each asks for the same
+// one, replicated on the three brokers, acknowledged by two, and never compacted away.
+TEST_P(DeployConfigTest, EveryServiceAsksForTheSameReplicatedTopic) {
+  absl::StatusOr<Config> ingest = LoadConfig(kDeploy + GetParam() + "/ingest.toml");
+  absl::StatusOr<Config> router = LoadConfig(kDeploy + GetParam() + "/router.toml");
+  ASSERT_TRUE(ingest.ok()) << ingest.status();
+  ASSERT_TRUE(router.ok()) << router.status();
+  for (const Config* config : {&*ingest, &*router}) {
+    SCOPED_TRACE(config->source);
+    EXPECT_EQ(config->kafka_replication_factor, std::optional<int16_t>(3));
+    EXPECT_EQ(config->kafka_min_insync_replicas, std::optional<int32_t>(2));
+    ASSERT_TRUE(config->kafka_retention_ms.has_value());
+  }
+  EXPECT_EQ(ingest->kafka_partitions, router->kafka_partitions);
+  EXPECT_EQ(ingest->kafka_retention_ms, router->kafka_retention_ms);
+}
+
+// In devnet the routers make the snapshots a replica needs once the topic has dropped its first
+// records, often enough that the last two are within the retention.
+TEST(DeployRetentionTest, DevnetRoutersSnapshotWithinTheRetention) {
+  absl::StatusOr<Config> devnet = LoadConfig(kDeploy + std::string("devnet/router.toml"));
+  ASSERT_TRUE(devnet.ok()) << devnet.status();
+  EXPECT_EQ(devnet->serve.snapshot_dir.rfind(devnet->data_dir + "/", 0), 0u)
+      << "snapshots outside the router's volume: " << devnet->serve.snapshot_dir;
+  ASSERT_TRUE(devnet->kafka_retention_ms.has_value());
+  EXPECT_LE(2 * devnet->serve.snapshot_interval, absl::Milliseconds(*devnet->kafka_retention_ms));
+  EXPECT_GE(devnet->serve.snapshot_keep, 2u);
+}
+
+// localnet keeps its topic whole, so a replica on an empty volume refolds it from offset 0;
+// devnet keeps a week, which a replica bridges with a snapshot (README.md).
+TEST(DeployRetentionTest, LocalnetKeepsEveryRecordAndDevnetKeepsAWeek) {
+  absl::StatusOr<Config> localnet = LoadConfig(kDeploy + std::string("localnet/router.toml"));
+  absl::StatusOr<Config> devnet = LoadConfig(kDeploy + std::string("devnet/router.toml"));
+  ASSERT_TRUE(localnet.ok()) << localnet.status();
+  ASSERT_TRUE(devnet.ok()) << devnet.status();
+  EXPECT_EQ(localnet->kafka_retention_ms, std::optional<int64_t>(-1));
+  EXPECT_EQ(devnet->kafka_retention_ms, std::optional<int64_t>(7 * 24 * 3600 * 1000LL));
 }
 
 INSTANTIATE_TEST_SUITE_P(Deploy, DeployConfigTest, ::testing::Values("localnet", "devnet"));

@@ -6,7 +6,9 @@
 
 #include <map>
 #include <set>
+#include <thread>
 
+#include "common/metrics.h"
 #include "engine/event_codec.h"
 #include "engine/fold_runner.h"
 #include "storage/rocksdb_state_store.h"
@@ -402,6 +404,165 @@ TEST(KafkaEventLogTest, ReaderRidesOutBrokersDownAndFetchErrors) {
     EXPECT_EQ(offset, next[partition]) << "partition " << partition << " skipped or repeated";
     next[partition] = offset + 1;
   }
+}
+
+// Reads the whole topic and checks that it holds `records` exactly once each, every partition
+// in the order the records were appended.
+void ExpectEachRecordOnceInOrder(EventLog& log, const std::vector<OutgoingRecord>& records,
+                                 int32_t partitions) {
+  auto reader = log.OpenReader();
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  int64_t total = 0;
+  for (int32_t p = 0; p < partitions; ++p) {
+    auto start = (*reader)->StartOffset(p);
+    auto end = (*reader)->EndOffset(p);
+    ASSERT_TRUE(start.ok() && end.ok());
+    ASSERT_EQ(*start, 0);
+    total += *end;
+  }
+  EXPECT_EQ(total, static_cast<int64_t>(records.size())) << "records lost or written twice";
+  const auto read = ReadAll(**reader, static_cast<size_t>(total));
+  ASSERT_EQ(read.size(), static_cast<size_t>(total));
+  std::map<std::string, int> surplus;  // per payload, copies read minus copies appended
+  for (const OutgoingRecord& r : records) --surplus[r.payload];
+  for (const auto& [partition, offset, payload] : read) ++surplus[payload];
+  int lost = 0;
+  int repeated = 0;
+  for (const auto& [payload, n] : surplus) (n < 0 ? lost : repeated) += std::abs(n);
+  EXPECT_EQ(lost, 0) << "records appended but not in the topic";
+  EXPECT_EQ(repeated, 0) << "records in the topic more than once";
+  // Each record read in a partition comes after the one before it in `records`.
+  std::map<int32_t, size_t> next;
+  for (const auto& [partition, offset, payload] : read) {
+    size_t i = next[partition];
+    while (i < records.size() && (records[i].payload != payload ||
+                                  records[i].partition.value_or(partition) != partition)) {
+      ++i;
+    }
+    ASSERT_LT(i, records.size()) << "partition " << partition << " offset " << offset
+                                 << " is out of the order of the appends";
+    next[partition] = i + 1;
+  }
+}
+
+// Delegations of accounts [first, first + count) at `slot`, then the slot's seal.
+std::vector<Event> SealedSlot(uint8_t first, uint8_t count, Slot slot) {
+  std::vector<Event> events;
+  for (uint8_t a = first; a < first + count; ++a)
+    events.emplace_back(testing::TestDelegation(a, slot));
+  events.emplace_back(SlotSealedEvent{slot});
+  return events;
+}
+
+// A fatal error that strikes the idempotent producer between two Appends: the next Append
+// replaces the producer and writes its records.
+TEST(KafkaEventLogTest, AFatalProducerErrorBetweenAppendsIsRecoveredByTheNextAppend) {
+  MockKafka kafka;
+  kafka.CreateTopic("delegations", 3);
+  MetricsRegistry registry;
+  KafkaLogMetrics metrics(registry);
+  KafkaEventLogOptions options = Options(kafka, "delegations");
+  options.metrics = &metrics;
+  auto log = KafkaEventLog::Open(options);
+  ASSERT_TRUE(log.ok()) << log.status();
+  const auto first = Records(SealedSlot(1, 20, 7), 3);
+  const auto second = Records(SealedSlot(21, 20, 8), 3);
+  ASSERT_TRUE((*log)->Append(first).ok());
+  ASSERT_EQ(rd_kafka_test_fatal_error((*log)->producer_for_testing(),
+                                      RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                      "raised by the test"),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  const absl::Status appended = (*log)->Append(second);
+  ASSERT_TRUE(appended.ok()) << appended;
+  EXPECT_EQ(metrics.producer_recreations.value(), 1u);
+  std::vector<OutgoingRecord> all = first;
+  all.insert(all.end(), second.begin(), second.end());
+  ExpectEachRecordOnceInOrder(**log, all, 3);
+}
+
+// A fatal error in the middle of an Append, with the records of two partitions already in the
+// topic but not acknowledged (their answers are late) and those of the third not sent (it has
+// no leader). The Append replaces the producer, finds the first ones in the topic and writes
+// only the others: a blind resend would write the first ones twice, and trusting the delivery
+// reports alone would lose them or the others. The first records are written by the writer
+// itself (it knows where each partition ended from their acknowledgements) or by another log
+// (it does not, and reads back as many records from the end as it produced).
+void ExpectAFatalErrorMidAppendWritesEachRecordOnceInOrder(bool writer_wrote_the_first) {
+  MockKafka kafka;
+  kafka.CreateTopic("delegations", 3);
+  for (int32_t p = 0; p < 3; ++p) {
+    ASSERT_EQ(rd_kafka_mock_partition_set_leader(kafka.cluster(), "delegations", p, p + 1),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  MetricsRegistry registry;
+  KafkaLogMetrics metrics(registry);
+  auto log = KafkaEventLog::Open(Options(kafka, "delegations"));
+  ASSERT_TRUE(log.ok()) << log.status();
+  KafkaEventLogOptions options = Options(kafka, "delegations");
+  options.metrics = &metrics;
+  auto writer = KafkaEventLog::Open(options);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  const auto first = Records(SealedSlot(1, 20, 7), 3);
+  ASSERT_TRUE((writer_wrote_the_first ? *writer : *log)->Append(first).ok());
+
+  const std::vector<Event> events = SealedSlot(21, 24, 8);
+  const auto second = Records(events, 3);
+  // Where librdkafka's default partitioner (consistent_random: CRC32 of the key) puts each of
+  // the slot's delegations: every partition gets some.
+  std::map<int32_t, int> delegations;
+  for (const OutgoingRecord& r : second) {
+    if (r.partition.has_value()) break;
+    ++delegations[rd_kafka_msg_partitioner_consistent_random(nullptr, r.key.data(), r.key.size(), 3,
+                                                             nullptr, nullptr)];
+  }
+  ASSERT_EQ(delegations.size(), 3u);
+  auto watcher = (*log)->OpenReader();
+  ASSERT_TRUE(watcher.ok());
+  auto end_of = [&](int32_t p) -> int64_t {
+    auto end = (*watcher)->EndOffset(p);
+    return end.ok() ? *end : -1;
+  };
+  const int64_t before[2] = {end_of(0), end_of(1)};
+  ASSERT_GT(before[0], 0);
+  ASSERT_GT(before[1], 0);
+  // Brokers 1 and 2 append the first produce request of the Append at once but answer it 10 s
+  // later (and, as Kafka does, read nothing more from that connection meanwhile); partition 2
+  // has no leader, so its records wait in the producer.
+  for (int32_t broker : {1, 2}) {
+    ASSERT_EQ(rd_kafka_mock_broker_push_request_error_rtts(kafka.cluster(), broker, /*Produce=*/0,
+                                                           1, RD_KAFKA_RESP_ERR_NO_ERROR, 10000),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  ASSERT_EQ(rd_kafka_mock_partition_set_leader(kafka.cluster(), "delegations", 2, -1),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+
+  absl::Status appended = absl::UnknownError("Append did not return");
+  std::thread appender([&] { appended = (*writer)->Append(second); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(8);
+  while ((end_of(0) <= before[0] || end_of(1) <= before[1]) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const int64_t reached[2] = {end_of(0), end_of(1)};
+  rd_kafka_test_fatal_error((*writer)->producer_for_testing(),
+                            RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, "raised by the test");
+  ASSERT_EQ(rd_kafka_mock_partition_set_leader(kafka.cluster(), "delegations", 2, 3),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  appender.join();
+  ASSERT_GT(reached[0], before[0]) << "no delegation reached partition 0 before the error";
+  ASSERT_GT(reached[1], before[1]) << "no delegation reached partition 1 before the error";
+  ASSERT_TRUE(appended.ok()) << appended;
+  EXPECT_EQ(metrics.producer_recreations.value(), 1u);
+  std::vector<OutgoingRecord> all = first;
+  all.insert(all.end(), second.begin(), second.end());
+  ExpectEachRecordOnceInOrder(**log, all, 3);
+}
+
+TEST(KafkaEventLogTest, AFatalProducerErrorMidAppendWritesEachRecordOnceInOrder) {
+  ExpectAFatalErrorMidAppendWritesEachRecordOnceInOrder(/*writer_wrote_the_first=*/true);
+}
+
+TEST(KafkaEventLogTest, AFatalProducerErrorMidAppendOfANewWriterWritesEachRecordOnceInOrder) {
+  ExpectAFatalErrorMidAppendWritesEachRecordOnceInOrder(/*writer_wrote_the_first=*/false);
 }
 
 // A topic the cluster reports missing (and does not let this client create) is a NotFound
