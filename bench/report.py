@@ -235,7 +235,7 @@ def seconds_of(row):
     return row["real_time"] * scale
 
 
-def goals(workloads, micro):
+def goals(workloads, micro, kafka=None):
     rows = []
 
     def add(goal, target, measured, unit, higher_is_better, source):
@@ -306,6 +306,18 @@ def goals(workloads, micro):
     restart = find_bench(micro, "switchyard_core_bench", "BM_RestartToReady")
     add("Restart-to-ready ≤ 1 s at 1 M accounts", 1.0, restart and seconds_of(restart), "s", False,
         "core_bench BM_RestartToReady (fresh process: open RocksDB, load, build snapshot)")
+    add("Peak RSS at restart ≤ 300 MB at 1 M accounts", 300, restart and restart.get("peak_rss_mb"),
+        "MB", False, "core_bench BM_RestartToReady peak_rss_mb (the loading process)")
+    kafka = kafka or {}
+    scale = kafka.get("scale_fold_events_per_s") or {}
+    add("Fold from Kafka ≥ 300 k events/s", 3e5, scale.get("kafka"), "events/s", True,
+        f"kafka_log_bench: {scale.get('events', '?')} events over {scale.get('partitions', '?')} "
+        "partitions in large record batches, folded from offset 0 (mock cluster)")
+    backfill = kafka.get("backfill_events_per_s") or {}
+    for log in ("kafka", "embedded"):
+        add(f"Backfill produce ≥ 200 k events/s ({log})", 2e5, backfill.get(log), "events/s", True,
+            f"kafka_log_bench: {backfill.get('events', '?')} delegations, 10,000 records per "
+            "Append, then the seal")
     return rows
 
 
@@ -705,7 +717,7 @@ def main():
         "micro": micro,
         "kafka": load_json(os.path.join(raw, "kafka_log_bench.json")),
         "replay": load_json(os.path.join(raw, "replay.json")),
-        "goals": goals(workloads, micro),
+        "goals": goals(workloads, micro, load_json(os.path.join(raw, "kafka_log_bench.json"))),
         "profile": load_json(os.path.join(raw, "profile.json")),
         "analysis": None,
         "plots": [],
