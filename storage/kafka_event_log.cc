@@ -271,7 +271,10 @@ ProducePass ProduceRecords(rd_kafka_t* producer, const KafkaEventLogOptions& opt
         return absl::DeadlineExceededError(
             fmt::format("delivery reports from {} did not arrive in time", options.brokers));
       }
-      rd_kafka_poll(producer, 20);
+      // Waits for the producer's outstanding records (Appends run one at a time: this pass's)
+      // and serves their reports. A backfill's Appends of 10,000 records run 2 to 3 times
+      // faster than with rd_kafka_poll here (bench/README.md, "The event log at scale").
+      rd_kafka_flush(producer, 20);
     }
   };
 
