@@ -168,6 +168,14 @@ void Fold::FoldAccountEvent(const Event& event, std::string record) {
   if (result.next.delegated) ++delegated_count_;
   accounts_.Upsert(account, result.next);
   batch_.accounts.push_back({account, result.next});
+  if (!changed_overflow_) {
+    if (changed_.size() < kMaxListedChanges) {
+      changed_.push_back(account);
+    } else {
+      changed_overflow_ = true;
+      std::vector<Pubkey>().swap(changed_);
+    }
+  }
 }
 
 FoldBatch Fold::TakeBatch() {
@@ -177,9 +185,18 @@ FoldBatch Fold::TakeBatch() {
   return out;
 }
 
-std::shared_ptr<const Snapshot> Fold::MakeSnapshot() const {
+std::shared_ptr<const Snapshot> Fold::MakeSnapshot() {
+  SnapshotChanges changes;
+  changes.generation = ++generation_;
+  // The first snapshot has no predecessor to list changes against.
+  if (generation_ > 1 && !changed_overflow_) {
+    changes.accounts = std::make_shared<const std::vector<Pubkey>>(std::move(changed_));
+  }
+  changed_ = {};
+  changed_overflow_ = false;
   return std::make_shared<const Snapshot>(accounts_, position_.applied_slot, position_.digest,
-                                          position_.LimboSince(), delegated_count_);
+                                          position_.LimboSince(), delegated_count_,
+                                          std::move(changes));
 }
 
 }  // namespace switchyard

@@ -58,8 +58,11 @@ class Fold {
 
   // The changes since the previous call.
   FoldBatch TakeBatch();
-  // An immutable snapshot of the state now. Cheap: shares the account map's shards.
-  std::shared_ptr<const Snapshot> MakeSnapshot() const;
+  // An immutable snapshot of the state now, with the accounts written since the previous one
+  // (Snapshot::changes). Cheap: shares the account map's shards.
+  std::shared_ptr<const Snapshot> MakeSnapshot();
+  // A snapshot lists at most this many written accounts; past it, its list is unknown.
+  static constexpr size_t kMaxListedChanges = 1 << 16;
 
   const FoldPosition& position() const { return position_; }
   const AccountMap& accounts() const { return accounts_; }
@@ -99,6 +102,11 @@ class Fold {
   std::vector<PartitionQueue> partitions_;
   size_t delegated_count_ = 0;
   FoldBatch batch_;
+  // The accounts written since the last MakeSnapshot, while there are at most
+  // kMaxListedChanges of them.
+  std::vector<Pubkey> changed_;
+  bool changed_overflow_ = false;
+  uint64_t generation_ = 0;  // snapshots made
 };
 
 }  // namespace switchyard

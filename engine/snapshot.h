@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -16,17 +17,29 @@
 
 namespace switchyard {
 
+// What changed from the snapshot the fold made before this one. `generation` counts the fold's
+// snapshots from 1; `accounts` lists every account whose state the fold wrote since generation
+// - 1 (an account may appear more than once), or is null when that is not known: the fold's
+// first snapshot, a snapshot with more changes than the fold lists, or one not made by a fold
+// (generation 0). A reader that missed a generation must treat the list as unknown.
+struct SnapshotChanges {
+  uint64_t generation = 0;
+  std::shared_ptr<const std::vector<Pubkey>> accounts;
+};
+
 // The delegation state at one whole applied slot, as the router reads it. Immutable once
 // built, so any number of threads may read it without locking.
 class Snapshot {
  public:
   Snapshot(AccountMap accounts, Slot applied_slot, StateDigest digest,
-           std::optional<Slot> limbo_since, size_t delegated_count)
+           std::optional<Slot> limbo_since, size_t delegated_count,
+           SnapshotChanges changes = {})
       : accounts_(std::move(accounts)),
         applied_slot_(applied_slot),
         digest_(digest),
         limbo_since_(limbo_since),
-        delegated_count_(delegated_count) {}
+        delegated_count_(delegated_count),
+        changes_(std::move(changes)) {}
 
   // The delegation of `account`, or nullopt when the account is not delegated.
   // The account's state whether delegated or not (an undelegated one keeps its history).
@@ -44,6 +57,7 @@ class Snapshot {
   // Set between a StreamGap and the next Resynced: the slot the stream was lost at.
   std::optional<Slot> limbo_since() const { return limbo_since_; }
   size_t delegated_count() const { return delegated_count_; }
+  const SnapshotChanges& changes() const { return changes_; }
 
  private:
   const AccountMap accounts_;
@@ -51,6 +65,7 @@ class Snapshot {
   const StateDigest digest_;
   const std::optional<Slot> limbo_since_;
   const size_t delegated_count_;
+  const SnapshotChanges changes_;
 };
 
 // The current snapshot. The fold publishes; readers on any thread take the current one

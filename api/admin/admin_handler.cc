@@ -576,10 +576,11 @@ std::string AdminContext::StatusJson() const {
     const uint64_t lookups = c.hits + c.misses;
     out += fmt::format(
         ",\"cache\":{{\"entries\":{},\"bytes\":{},\"max_bytes\":{},\"hits\":{},"
-        "\"misses\":{},\"hit_ratio\":{:.4f},\"coalesced\":{},\"evictions\":{}}}",
+        "\"misses\":{},\"hit_ratio\":{:.4f},\"coalesced\":{},\"evictions\":{},"
+        "\"invalidations\":{}}}",
         c.entries, c.bytes, cache_->options().max_bytes, c.hits, c.misses,
         lookups == 0 ? 0.0 : static_cast<double>(c.hits) / static_cast<double>(lookups),
-        c.coalesced, c.evictions);
+        c.coalesced, c.evictions, c.invalidations);
   }
   if (ers_) out += fmt::format(",\"ers\":{}", ers_());
   out += "}";

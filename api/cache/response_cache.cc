@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "fmt/format.h"
 #include "simdjson.h"
@@ -238,6 +239,9 @@ ResponseCache::ResponseCache(CacheOptions options, const std::vector<std::string
   other_ = counters("other");
   evictions_ = &registry->AddCounter("switchyard_cache_evictions_total",
                                      "Entries dropped to keep the cache within its byte budget");
+  invalidations_ = &registry->AddCounter(
+      "switchyard_cache_invalidations_total",
+      "Entries dropped at a snapshot publish because an account they name changed delegation");
   bad_shared_ = &registry->AddCounter(
       "switchyard_cache_shared_bad_entries_total",
       "Values in the shared tier that could not be read as a kept answer (ignored: a miss)");
@@ -410,6 +414,13 @@ void ResponseCache::Put(const std::string& key, CachedAnswer answer, TimePoint n
   shard.bytes += bytes;
   total_bytes_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   total_entries_.fetch_add(1, std::memory_order_relaxed);
+  // An answer may name an account twice (a list with a repeated key): indexed once.
+  std::vector<Pubkey> named;
+  named.reserve(entry->answer->marks.size());
+  for (const DelegationMark& mark : entry->answer->marks) named.push_back(mark.account);
+  std::sort(named.begin(), named.end());
+  named.erase(std::unique(named.begin(), named.end()), named.end());
+  for (const Pubkey& account : named) shard.by_account[account].push_back(entry.get());
   shard.entries[key] = std::move(entry);
   EvictLocked(shard);
   bytes_->Set(total_bytes_.load(std::memory_order_relaxed));
@@ -426,7 +437,68 @@ void ResponseCache::EraseLocked(Shard& shard, Entry* entry) {
   shard.bytes -= entry->bytes;
   total_bytes_.fetch_sub(static_cast<int64_t>(entry->bytes), std::memory_order_relaxed);
   total_entries_.fetch_sub(1, std::memory_order_relaxed);
+  for (const DelegationMark& mark : entry->answer->marks) {
+    auto it = shard.by_account.find(mark.account);
+    if (it == shard.by_account.end()) continue;
+    std::erase(it->second, entry);
+    if (it->second.empty()) shard.by_account.erase(it);
+  }
   shard.entries.erase(entry->key);  // destroys `entry`
+}
+
+bool ResponseCache::DropIfChangedLocked(Shard& shard, Entry* entry, const Pubkey* account,
+                                        const std::function<bool(const DelegationMark&)>& holds) {
+  for (const DelegationMark& mark : entry->answer->marks) {
+    if ((account == nullptr || mark.account == *account) && !holds(mark)) {
+      EraseLocked(shard, entry);
+      return true;
+    }
+  }
+  return false;
+}
+
+size_t ResponseCache::DropChanged(const std::vector<Pubkey>* accounts,
+                                  const std::function<bool(const DelegationMark&)>& holds) {
+  size_t dropped = 0;
+  // For shards that name fewer accounts than the list: the list as a set, built once.
+  std::optional<absl::flat_hash_set<Pubkey>> listed;
+  for (Shard& shard : shards_) {
+    absl::MutexLock lock(&shard.mu);
+    if (shard.by_account.empty()) continue;
+    if (accounts == nullptr) {
+      std::vector<Entry*> named;
+      for (const auto& [key, entry] : shard.entries) {
+        if (!entry->answer->marks.empty()) named.push_back(entry.get());
+      }
+      for (Entry* entry : named) dropped += DropIfChangedLocked(shard, entry, nullptr, holds);
+      continue;
+    }
+    std::vector<Pubkey> changed;  // the listed accounts this shard names
+    if (accounts->size() <= shard.by_account.size()) {
+      for (const Pubkey& account : *accounts) {
+        if (shard.by_account.contains(account)) changed.push_back(account);
+      }
+    } else {
+      if (!listed) listed.emplace(accounts->begin(), accounts->end());
+      for (const auto& [account, entries] : shard.by_account) {
+        if (listed->contains(account)) changed.push_back(account);
+      }
+    }
+    for (const Pubkey& account : changed) {
+      auto it = shard.by_account.find(account);
+      if (it == shard.by_account.end()) continue;  // a repeat in the list, already dropped
+      // EraseLocked edits the index: walk a copy.
+      const std::vector<Entry*> named = it->second;
+      for (Entry* entry : named) dropped += DropIfChangedLocked(shard, entry, &account, holds);
+    }
+  }
+  if (dropped > 0) {
+    invalidations_->Increment(dropped);
+    invalidated_.fetch_add(dropped, std::memory_order_relaxed);
+    bytes_->Set(total_bytes_.load(std::memory_order_relaxed));
+    entries_->Set(total_entries_.load(std::memory_order_relaxed));
+  }
+  return dropped;
 }
 
 void ResponseCache::EvictLocked(Shard& shard) {
@@ -471,6 +543,7 @@ ResponseCache::Stats ResponseCache::stats() const {
   s.misses = misses_.load();
   s.coalesced = coalesced_.load();
   s.evictions = evicted_.load();
+  s.invalidations = invalidated_.load();
   return s;
 }
 

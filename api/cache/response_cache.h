@@ -122,6 +122,13 @@ class ResponseCache {
   // zero ttl: not kept.
   void Put(const std::string& key, CachedAnswer answer, TimePoint now, absl::Duration ttl);
 
+  // Drops every kept answer that names an account whose delegation `holds` no longer accepts
+  // (docs/architecture.md §19): with `accounts`, the answers naming one of them (the accounts a
+  // snapshot publish changed); with null, every answer that names any account. Returns the
+  // answers dropped. Called on the publishing thread; each shard is locked in turn.
+  size_t DropChanged(const std::vector<Pubkey>* accounts,
+                     const std::function<bool(const DelegationMark&)>& holds);
+
   // In-flight coalescing. The first caller of a key leads (true); later ones (false) are kept
   // as waiters and get the leader's answer through Complete.
   using Waiter = std::function<void(const std::string& answer)>;
@@ -137,6 +144,7 @@ class ResponseCache {
     uint64_t misses = 0;
     uint64_t coalesced = 0;
     uint64_t evictions = 0;
+    uint64_t invalidations = 0;  // dropped by DropChanged
   };
   Stats stats() const;
 
@@ -166,6 +174,8 @@ class ResponseCache {
     size_t bytes ABSL_GUARDED_BY(mu) = 0;
     size_t protected_bytes ABSL_GUARDED_BY(mu) = 0;
     absl::flat_hash_map<std::string, std::vector<Waiter>> in_flight ABSL_GUARDED_BY(mu);
+    // The entries of this shard that name each account (in their marks).
+    absl::flat_hash_map<Pubkey, std::vector<Entry*>> by_account ABSL_GUARDED_BY(mu);
   };
   struct MethodCounters {
     Counter* hits = nullptr;
@@ -189,7 +199,12 @@ class ResponseCache {
   std::array<Shard, kShards> shards_;
   absl::flat_hash_map<std::string, MethodCounters> by_method_;
   MethodCounters other_;
+  // Drops `entry` when one of its marks for `account` (any account when null) fails `holds`.
+  bool DropIfChangedLocked(Shard& shard, Entry* entry, const Pubkey* account,
+                           const std::function<bool(const DelegationMark&)>& holds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   Counter* evictions_ = nullptr;
+  Counter* invalidations_ = nullptr;
   Counter* bad_shared_ = nullptr;
   Gauge* bytes_ = nullptr;
   Gauge* entries_ = nullptr;
@@ -197,6 +212,7 @@ class ResponseCache {
   std::atomic<uint64_t> misses_{0};
   std::atomic<uint64_t> coalesced_{0};
   std::atomic<uint64_t> evicted_{0};
+  std::atomic<uint64_t> invalidated_{0};
   std::atomic<int64_t> total_bytes_{0};
   std::atomic<int64_t> total_entries_{0};
 };

@@ -166,6 +166,7 @@ RouterContext::RouterContext(RouterOptions options, SnapshotHolder* snapshots, c
       lookup_tables_(options_.lookup_table_cache_size, options_.lookup_table_ttl, clock) {}
 
 RouterContext::~RouterContext() {
+  if (cache_listener_id_ != 0) snapshots_->RemoveListener(cache_listener_id_);
   if (history_pool_) history_pool_->join();
 }
 
@@ -245,6 +246,7 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
     std::vector<std::string> targets;
     for (const UpstreamTarget& target : context->options_.upstreams) targets.push_back(target.name);
     context->cache_ = std::make_unique<ResponseCache>(cache, targets, &metrics->registry);
+    if (cache.enabled) context->InvalidateCacheOnPublish();
     if (cache.enabled && !cache.redis_url.empty()) {
       RedisTierOptions redis;
       redis.url = cache.redis_url;

@@ -126,6 +126,8 @@ class RouterContext {
  private:
   RouterContext(RouterOptions options, SnapshotHolder* snapshots, const Clock* clock,
                 ApiMetrics* metrics);
+  // Drops the cached answers each snapshot publish makes wrong (router_cache.cc).
+  void InvalidateCacheOnPublish();
 
   RouterOptions options_;
   SnapshotHolder* snapshots_;
@@ -137,6 +139,7 @@ class RouterContext {
   std::unique_ptr<boost::asio::ssl::context> tls_;
   std::unique_ptr<UpstreamHealth> health_;
   std::unique_ptr<ResponseCache> cache_;
+  uint64_t cache_listener_id_ = 0;  // 0: none
   std::unique_ptr<RedisTier> redis_;
   std::unique_ptr<AccessControl> access_;
   std::unique_ptr<ErDirectory> ers_;

@@ -233,6 +233,7 @@ TEST_F(ResponseCacheRouterTest, DelegationChangesEndTheKeptAnswerOfTheAccount) {
   EXPECT_EQ(base_.received_count(), 1u);  // kept
 
   snapshots_.Publish(SnapshotBuilder().Delegate(Key(30), kEr1Identity).Build(101));
+  EXPECT_EQ(context_->cache()->stats().entries, 0u);  // dropped by the publish
   EXPECT_EQ(Post(read),
             R"({"jsonrpc":"2.0","result":{"from":"er1","method":"getAccountInfo"},"id":1})");
   EXPECT_EQ(er1_.received_count(), 1u);
@@ -244,6 +245,51 @@ TEST_F(ResponseCacheRouterTest, DelegationChangesEndTheKeptAnswerOfTheAccount) {
   EXPECT_EQ(base_.received_count(), 2u);
   EXPECT_EQ(Post(read), from_base);
   EXPECT_EQ(base_.received_count(), 2u);  // and that answer is kept in turn
+}
+
+// The publish itself drops what a delegation change makes wrong: the entries are gone before
+// any read asks for them, by the publish's list of changed accounts, or by a pass over every
+// entry when the router missed a snapshot.
+TEST_F(ResponseCacheRouterTest, APublishDropsTheAnswersNamingAnAccountItChanged) {
+  StartCached();
+  auto changes = [](uint64_t generation, std::vector<Pubkey> accounts) {
+    return SnapshotChanges{generation,
+                           std::make_shared<const std::vector<Pubkey>>(std::move(accounts))};
+  };
+  snapshots_.Publish(SnapshotBuilder().Build(100, std::nullopt, changes(1, {})));
+  Post(Call("1", "getAccountInfo", "[" + Quoted(Key(30)) + "]"));
+  Post(Call("2", "getAccountInfo", "[" + Quoted(Key(31)) + "]"));
+  Post(Call("3", "getMultipleAccounts", "[[" + Quoted(Key(32)) + "," + Quoted(Key(30)) + "]]"));
+  ResponseCache& cache = *context_->cache();
+  ASSERT_EQ(cache.stats().entries, 3u);
+
+  // Key(30) delegated: its read and the list naming it go; Key(31)'s read stays.
+  snapshots_.Publish(SnapshotBuilder().Delegate(Key(30), kEr1Identity).Build(101, std::nullopt,
+                                                                             changes(2, {Key(30)})));
+  EXPECT_EQ(cache.stats().entries, 1u);
+  EXPECT_EQ(cache.stats().invalidations, 2u);
+  EXPECT_EQ(Metric(registry_, "switchyard_cache_invalidations_total"), 2);
+
+  // Listed but unchanged for what was kept: nothing goes.
+  snapshots_.Publish(SnapshotBuilder().Delegate(Key(30), kEr1Identity).Build(102, std::nullopt,
+                                                                             changes(3, {Key(31)})));
+  EXPECT_EQ(cache.stats().entries, 1u);
+
+  // A missed generation: the list (empty here) cannot be trusted, every entry is checked.
+  snapshots_.Publish(SnapshotBuilder()
+                         .Delegate(Key(30), kEr1Identity)
+                         .Delegate(Key(31), kEr1Identity)
+                         .Build(104, std::nullopt, changes(5, {})));
+  EXPECT_EQ(cache.stats().entries, 0u);
+  EXPECT_EQ(cache.stats().invalidations, 3u);
+  EXPECT_EQ(base_.received_count(), 3u);
+  MetricsRegistry admin_registry;
+  AdminMetrics admin_metrics(admin_registry);
+  UpstreamMonitor monitor(UpstreamMonitorOptions{}, &admin_registry);
+  AdminContext admin(AdminOptions{}, &snapshots_, &registry_, &monitor, nullptr, &admin_metrics);
+  admin.SetCache(context_->cache());
+  const std::string status = admin.StatusJson();
+  EXPECT_NE(status.find(R"("evictions":0,"invalidations":3})"), std::string::npos) << status;
 }
 
 // The minimum slot of a read, as minContextSlot or as X-Min-Slot (which is not part of the

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -143,6 +144,78 @@ TEST_F(ResponseCacheTest, RejectedEntryIsDropped) {
   cache_->Put("k", Answer("1"), t0_, absl::Seconds(10));
   EXPECT_FALSE(cache_->Find("k", t0_, 0, 0, [](const CachedAnswer&) { return false; }));
   EXPECT_FALSE(Find("k", t0_));
+}
+
+// Marks of accounts 1..n, the account's fill byte as its delegation slot.
+std::vector<DelegationMark> Marks(std::initializer_list<uint8_t> accounts) {
+  std::vector<DelegationMark> marks;
+  for (uint8_t fill : accounts) {
+    std::array<uint8_t, 32> bytes;
+    bytes.fill(fill);
+    marks.push_back({Pubkey(bytes), false, Pubkey(), fill});
+  }
+  return marks;
+}
+
+Pubkey Account(uint8_t fill) { return Marks({fill})[0].account; }
+
+TEST_F(ResponseCacheTest, DropChangedDropsTheAnswersNamingAChangedAccountOnly) {
+  Make();
+  auto put = [&](const std::string& key, std::initializer_list<uint8_t> accounts) {
+    CachedAnswer answer = Answer("1");
+    answer.marks = Marks(accounts);
+    cache_->Put(key, std::move(answer), t0_, absl::Seconds(10));
+  };
+  put("one", {1});
+  put("list", {2, 1, 3, 1});  // names account 1 twice
+  put("other", {4});
+  put("none", {});
+  ASSERT_EQ(cache_->stats().entries, 4u);
+  // Account 1 changed; account 4 is listed but its mark still holds.
+  const std::vector<Pubkey> changed = {Account(1), Account(4), Account(9)};
+  auto holds = [](const DelegationMark& mark) { return mark.account != Account(1); };
+  EXPECT_EQ(cache_->DropChanged(&changed, holds), 2u);
+  EXPECT_FALSE(Find("one", t0_));
+  EXPECT_FALSE(Find("list", t0_));
+  EXPECT_TRUE(Find("other", t0_));
+  EXPECT_TRUE(Find("none", t0_));
+  EXPECT_EQ(cache_->stats().invalidations, 2u);
+  // The index forgot the dropped entries: a second pass finds nothing to drop.
+  EXPECT_EQ(cache_->DropChanged(&changed, holds), 0u);
+
+  // A list longer than the accounts a shard names is matched the other way round, and an
+  // unchanged account keeps its answer there too.
+  put("three", {3});
+  std::vector<Pubkey> long_list;
+  for (int i = 100; i < 200; ++i) long_list.push_back(Account(static_cast<uint8_t>(i)));
+  long_list.push_back(Account(3));
+  EXPECT_EQ(cache_->DropChanged(&long_list, holds), 0u);
+  EXPECT_EQ(cache_->DropChanged(&long_list, [](const DelegationMark& mark) {
+    return mark.account != Account(3);
+  }), 1u);
+  EXPECT_FALSE(Find("three", t0_));
+
+  // No list: every answer naming an account is checked.
+  EXPECT_EQ(cache_->DropChanged(nullptr, [](const DelegationMark&) { return false; }), 1u);
+  EXPECT_FALSE(Find("other", t0_));
+  EXPECT_TRUE(Find("none", t0_));
+  EXPECT_EQ(cache_->stats().entries, 1u);
+  EXPECT_EQ(cache_->stats().invalidations, 4u);
+}
+
+TEST_F(ResponseCacheTest, ADroppedOrReplacedEntryLeavesTheAccountIndex) {
+  Make();
+  CachedAnswer answer = Answer("1");
+  answer.marks = Marks({1});
+  cache_->Put("k", answer, t0_, absl::Seconds(10));
+  cache_->Put("k", answer, t0_, absl::Seconds(10));  // replaced: indexed once
+  const std::vector<Pubkey> changed = {Account(1)};
+  EXPECT_EQ(cache_->DropChanged(&changed, [](const DelegationMark&) { return false; }), 1u);
+  // Expired and dropped by a lookup: the index must not keep a dangling entry.
+  cache_->Put("k", answer, t0_, absl::Seconds(1));
+  EXPECT_FALSE(Find("k", t0_ + std::chrono::seconds(2)));
+  EXPECT_EQ(cache_->DropChanged(&changed, [](const DelegationMark&) { return false; }), 0u);
+  EXPECT_EQ(cache_->stats().entries, 0u);
 }
 
 TEST_F(ResponseCacheTest, TooBigAnswersAndZeroTtlAreNotKept) {

@@ -48,9 +48,10 @@ class SnapshotBuilder {
     return *this;
   }
   std::shared_ptr<const Snapshot> Build(Slot applied_slot = 100,
-                                        std::optional<Slot> limbo_since = std::nullopt) {
+                                        std::optional<Slot> limbo_since = std::nullopt,
+                                        SnapshotChanges changes = {}) {
     return std::make_shared<const Snapshot>(accounts_, applied_slot, StateDigest(), limbo_since,
-                                            count_);
+                                            count_, std::move(changes));
   }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -53,6 +54,55 @@ TEST(FoldTest, EventsWaitUntilTheirSlotIsSealed) {
   EXPECT_EQ(snapshot->FindDelegation(Key(1))->validator, Key(0xEE));
   EXPECT_EQ(snapshot->applied_slot(), 5u);
   EXPECT_EQ(f.fold().position().partitions[0].next_offset, 3);
+}
+
+TEST(FoldTest, EachSnapshotListsTheAccountsWrittenSinceThePreviousOne) {
+  Feeder f(1);
+  f.Add(Delegated(1, 5));
+  f.Add(SlotSealedEvent{5});
+  auto first = f.fold().MakeSnapshot();
+  EXPECT_EQ(first->changes().generation, 1u);
+  EXPECT_EQ(first->changes().accounts, nullptr);  // nothing before it to list against
+
+  f.Add(Delegated(2, 6));
+  f.Add(Delegated(3, 6));
+  f.Add(UndelegatedEvent{Key(1), 6, Signature()});
+  f.Add(SlotSealedEvent{6});
+  const uint64_t ignored = f.fold().position().counters.ignored_stale;
+  f.Add(UndelegatedEvent{Key(3), 2, Signature()});  // late and stale: ignored, not written
+  f.Add(SlotSealedEvent{7});                         // it counts for slot 7
+  ASSERT_EQ(f.fold().position().counters.ignored_stale, ignored + 1);
+  auto second = f.fold().MakeSnapshot();
+  EXPECT_EQ(second->changes().generation, 2u);
+  ASSERT_NE(second->changes().accounts, nullptr);
+  std::vector<Pubkey> listed = *second->changes().accounts;
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, (std::vector<Pubkey>{Key(1), Key(2), Key(3)}));
+  EXPECT_EQ(second->changes().accounts->size(), 3u);
+
+  auto third = f.fold().MakeSnapshot();  // nothing written since
+  EXPECT_EQ(third->changes().generation, 3u);
+  ASSERT_NE(third->changes().accounts, nullptr);
+  EXPECT_TRUE(third->changes().accounts->empty());
+}
+
+TEST(FoldTest, ASnapshotWithMoreWritesThanItListsHasNoList) {
+  Feeder f(1);
+  f.fold().MakeSnapshot();
+  for (size_t i = 0; i <= Fold::kMaxListedChanges; ++i) {
+    f.Add(Delegated(static_cast<uint8_t>(i % 200), 10 + i / 200));
+  }
+  f.Add(SlotSealedEvent{10 + Fold::kMaxListedChanges / 200});
+  ASSERT_GT(f.fold().position().counters.applied, Fold::kMaxListedChanges);
+  auto full = f.fold().MakeSnapshot();
+  EXPECT_EQ(full->changes().generation, 2u);
+  EXPECT_EQ(full->changes().accounts, nullptr);
+  // The next one lists again.
+  f.Add(Delegated(201, 20'000));
+  f.Add(SlotSealedEvent{20'000});
+  auto next = f.fold().MakeSnapshot();
+  ASSERT_NE(next->changes().accounts, nullptr);
+  EXPECT_EQ(*next->changes().accounts, std::vector<Pubkey>{Key(201)});
 }
 
 TEST(FoldTest, StaleEventIsIgnoredAndCounted) {
