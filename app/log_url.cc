@@ -13,12 +13,14 @@
 namespace switchyard {
 
 absl::StatusOr<std::unique_ptr<EventLog>> OpenEventLog(const Config& config, bool create_if_missing,
-                                                       KafkaLogMetrics* kafka_metrics) {
+                                                       KafkaLogMetrics* kafka_metrics,
+                                                       Gauge* memtable_bytes) {
   const std::string& url = config.log_url;
   if (url == "embedded") {
     EmbeddedEventLogOptions options;
     options.sync_appends = config.sync;
     options.create_if_missing = create_if_missing;
+    options.memtable_bytes = memtable_bytes;
     auto log = EmbeddedEventLog::Open(config.LogDir(), options);
     if (!log.ok()) return log.status();
     return std::unique_ptr<EventLog>(std::move(*log));
@@ -66,12 +68,13 @@ bool WaitForStopSignal(const sigset_t& stop_signals, absl::Duration timeout) {
 absl::StatusOr<std::unique_ptr<EventLog>> OpenEventLogRetrying(const Config& config,
                                                                bool create_if_missing,
                                                                KafkaLogMetrics* kafka_metrics,
-                                                               const sigset_t& stop_signals) {
+                                                               const sigset_t& stop_signals,
+                                                               Gauge* memtable_bytes) {
   const bool kafka = config.log_url.rfind("kafka://", 0) == 0;
   absl::Duration delay = absl::Milliseconds(250);
   for (int attempt = 1;; ++attempt) {
     absl::StatusOr<std::unique_ptr<EventLog>> log =
-        OpenEventLog(config, create_if_missing, kafka_metrics);
+        OpenEventLog(config, create_if_missing, kafka_metrics, memtable_bytes);
     if (log.ok() || !kafka || !IsRetryableLogError(log.status())) return log;
     spdlog::warn("cannot open the log {} (attempt {}): {}; retrying in {}", config.log_url, attempt,
                  std::string(log.status().message()), absl::FormatDuration(delay));

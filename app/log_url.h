@@ -15,8 +15,10 @@ namespace switchyard {
 // Opens the log that `config.log_url` names: "embedded" (the RocksDB log under
 // config.data_dir) or "kafka://HOST:PORT[,HOST:PORT...]/TOPIC". A malformed URL is an
 // InvalidArgument error that quotes it.
+// `memtable_bytes`: the embedded log's memtable gauge (EmbeddedEventLogOptions).
 absl::StatusOr<std::unique_ptr<EventLog>> OpenEventLog(const Config& config, bool create_if_missing,
-                                                       KafkaLogMetrics* kafka_metrics = nullptr);
+                                                       KafkaLogMetrics* kafka_metrics = nullptr,
+                                                       Gauge* memtable_bytes = nullptr);
 
 // Opens the log like OpenEventLog, for the long-running commands. A Kafka log that cannot be
 // opened yet (no broker answers, the topic is missing and cannot be created, a timeout) is
@@ -27,7 +29,8 @@ absl::StatusOr<std::unique_ptr<EventLog>> OpenEventLog(const Config& config, boo
 absl::StatusOr<std::unique_ptr<EventLog>> OpenEventLogRetrying(const Config& config,
                                                                bool create_if_missing,
                                                                KafkaLogMetrics* kafka_metrics,
-                                                               const sigset_t& stop_signals);
+                                                               const sigset_t& stop_signals,
+                                                               Gauge* memtable_bytes = nullptr);
 
 // Waits up to `timeout` for one of `stop_signals` (blocked by the caller); true when one came.
 bool WaitForStopSignal(const sigset_t& stop_signals, absl::Duration timeout);

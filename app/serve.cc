@@ -90,14 +90,20 @@ class ServeProcess {
 
   absl::Status Start() {
     const ServeConfig& serve = config_.serve;
+    Gauge* log_memtable_bytes = nullptr;
     if (config_.log_url.rfind("kafka://", 0) == 0) {
       kafka_metrics_ = std::make_unique<KafkaLogMetrics>(registry_);
+    } else {
+      log_memtable_bytes = &registry_.AddGauge(
+          "switchyard_log_memtable_bytes",
+          "Bytes the embedded event log's memtables hold (until RocksDB flushes them)");
     }
     RETURN_IF_ERROR(Bootstrap());
     const absl::Time started = absl::Now();
     // No listener is up while the log cannot be opened: nothing claims readiness meanwhile.
     ASSIGN_OR_RETURN(log_, OpenEventLogRetrying(config_, /*create_if_missing=*/true,
-                                                kafka_metrics_.get(), stop_signals_));
+                                                kafka_metrics_.get(), stop_signals_,
+                                                log_memtable_bytes));
     ASSIGN_OR_RETURN(reader_, log_->OpenReader());
     RocksDbStateStoreOptions store_options;
     store_options.sync_commits = config_.sync;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plots the samples of SoakTest.ServeUnderChurnAndLoadStaysFlat (the CSV named by
 SWITCHYARD_SOAK_CSV): serve's RSS, open descriptors, threads and the clients' p99 against time,
-the state store's memtables and block cache within that RSS, one panel each, as a PNG (gnuplot, as bench/report.py).
+RocksDB's memtables (state store and embedded log) and block cache within that RSS, one panel each, as a PNG (gnuplot, as bench/report.py).
 
 Usage: bench/plot_soak.py SOAK_CSV [OUT_PNG]   (OUT_PNG defaults to SOAK_CSV with .png)
 """
@@ -30,7 +30,7 @@ def main():
     if shutil.which("gnuplot") is None:
         sys.exit("gnuplot is not installed")
     panels = [("rss_kb", "RSS (KiB)"),
-              ("store_kb", "of which the state store's memtables and block cache (KiB)"),
+              ("store_kb", "of which RocksDB's memtables (state store and embedded log) and block cache (KiB)"),
               ("fds", "open descriptors"), ("threads", "threads"),
               ("p99_us", "p99 per sample interval (µs)")]
     script = [f'set terminal pngcairo size 1000,{260 * len(panels)} font ",10" noenhanced',

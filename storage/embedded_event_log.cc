@@ -94,10 +94,12 @@ class EmbeddedEventLog::Reader final : public EventLogReader {
 };
 
 EmbeddedEventLog::EmbeddedEventLog(std::unique_ptr<storage_internal::Database> database,
-                                   int64_t start, int64_t end, bool sync_appends)
+                                   int64_t start, int64_t end,
+                                   const EmbeddedEventLogOptions& options)
     : database_(std::move(database)),
       log_cf_(database_->family(1)),
-      sync_appends_(sync_appends),
+      sync_appends_(options.sync_appends),
+      memtable_bytes_(options.memtable_bytes),
       start_(start),
       end_(end) {}
 
@@ -108,6 +110,9 @@ absl::StatusOr<std::unique_ptr<EmbeddedEventLog>> EmbeddedEventLog::Open(
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.compression = rocksdb::kLZ4Compression;
   cf_options.write_buffer_size = 64 << 20;
+  // Small memtable blocks, as for the state store (storage/rocksdb_state_store.cc), so that
+  // switchyard_log_memtable_bytes follows what is resident.
+  cf_options.arena_block_size = 64 << 10;
   ASSIGN_OR_RETURN(auto database,
                    storage_internal::Database::Open(
                        path, "the event log",
@@ -136,7 +141,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedEventLog>> EmbeddedEventLog::Open(
   // Every record dropped: numbering goes on after the last one.
   end = std::max(end, start);
   return std::unique_ptr<EmbeddedEventLog>(
-      new EmbeddedEventLog(std::move(database), start, end, options.sync_appends));
+      new EmbeddedEventLog(std::move(database), start, end, options));
 }
 
 absl::Status EmbeddedEventLog::DropBefore(int64_t offset) {
@@ -175,6 +180,11 @@ absl::Status EmbeddedEventLog::Append(std::span<const OutgoingRecord> records) {
   write.sync = sync_appends_;
   RETURN_IF_ERROR(database_->Write(write, &batch, "appending to the event log"));
   end_ = next;
+  if (memtable_bytes_ != nullptr) {
+    uint64_t bytes = 0;
+    database_->db()->GetAggregatedIntProperty(rocksdb::DB::Properties::kSizeAllMemTables, &bytes);
+    memtable_bytes_->Set(static_cast<int64_t>(bytes));
+  }
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/metrics.h"
 #include "engine/event_log.h"
 
 namespace rocksdb {
@@ -21,6 +22,9 @@ struct EmbeddedEventLogOptions {
   // fsync on every append, so an acknowledged record survives power loss.
   bool sync_appends = true;
   bool create_if_missing = true;
+  // Set after each append to the bytes the log's memtables hold (RSS that grows with every
+  // append until RocksDB flushes them at their write-buffer size); optional.
+  Gauge* memtable_bytes = nullptr;
 };
 
 // The event log on one machine: one partition, records in a RocksDB column family keyed by
@@ -50,13 +54,14 @@ class EmbeddedEventLog final : public EventLog {
  private:
   class Reader;
   EmbeddedEventLog(std::unique_ptr<storage_internal::Database> database, int64_t start, int64_t end,
-                   bool sync_appends);
+                   const EmbeddedEventLogOptions& options);
   // Waits until the log holds a record at `offset` or `timeout` passes.
   bool WaitForOffset(int64_t offset, absl::Duration timeout) const;
 
   std::unique_ptr<storage_internal::Database> database_;
   rocksdb::ColumnFamilyHandle* log_cf_;
   const bool sync_appends_;
+  Gauge* const memtable_bytes_;
   mutable absl::Mutex mu_;
   int64_t start_ ABSL_GUARDED_BY(mu_);
   int64_t end_ ABSL_GUARDED_BY(mu_);

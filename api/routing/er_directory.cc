@@ -204,8 +204,9 @@ void ErDirectory::Publish() {
   }
   std::vector<const ErRecord*> discovered;
   for (const auto& [identity, record] : records_) {
+    const Pubkey& id = identity;  // a lambda cannot capture a structured binding under clang 14
     const bool configured = std::any_of(configured_.begin(), configured_.end(),
-                                        [&](const ErRoute& r) { return r.identity == identity; });
+                                        [&](const ErRoute& r) { return r.identity == id; });
     if (!configured) discovered.push_back(&record);
   }
   std::sort(discovered.begin(), discovered.end(),
