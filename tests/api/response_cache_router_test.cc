@@ -74,6 +74,16 @@ class ResponseCacheRouterTest : public RouterFixture {
   }
 
   std::string Post(const std::string& body) { return TestClient(port()).Post(body).body; }
+
+  // The admin /status of this router's cache.
+  std::string StatusJson() {
+    MetricsRegistry admin_registry;
+    AdminMetrics admin_metrics(admin_registry);
+    UpstreamMonitor monitor(UpstreamMonitorOptions{}, &admin_registry);
+    AdminContext admin(AdminOptions{}, &snapshots_, &registry_, &monitor, nullptr, &admin_metrics);
+    admin.SetCache(context_->cache());
+    return admin.StatusJson();
+  }
 };
 
 TEST_F(ResponseCacheRouterTest, SixteenIdenticalReadsInFlightShareOneUpstreamCall) {
@@ -283,12 +293,7 @@ TEST_F(ResponseCacheRouterTest, APublishDropsTheAnswersNamingAnAccountItChanged)
   EXPECT_EQ(cache.stats().entries, 0u);
   EXPECT_EQ(cache.stats().invalidations, 3u);
   EXPECT_EQ(base_.received_count(), 3u);
-  MetricsRegistry admin_registry;
-  AdminMetrics admin_metrics(admin_registry);
-  UpstreamMonitor monitor(UpstreamMonitorOptions{}, &admin_registry);
-  AdminContext admin(AdminOptions{}, &snapshots_, &registry_, &monitor, nullptr, &admin_metrics);
-  admin.SetCache(context_->cache());
-  const std::string status = admin.StatusJson();
+  const std::string status = StatusJson();
   EXPECT_NE(status.find(R"("evictions":0,"invalidations":3})"), std::string::npos) << status;
 }
 
@@ -327,12 +332,7 @@ TEST_F(ResponseCacheRouterTest, StatusReportsTheCacheAfterHits) {
   Post(read);
   Post(read);
   Post(read);
-  MetricsRegistry admin_registry;
-  AdminMetrics admin_metrics(admin_registry);
-  UpstreamMonitor monitor(UpstreamMonitorOptions{}, &admin_registry);
-  AdminContext admin(AdminOptions{}, &snapshots_, &registry_, &monitor, nullptr, &admin_metrics);
-  admin.SetCache(context_->cache());
-  const std::string status = admin.StatusJson();
+  const std::string status = StatusJson();
   EXPECT_NE(status.find(R"("cache":{"entries":1,)"), std::string::npos) << status;
   EXPECT_NE(status.find(R"("hits":2,"misses":1,"hit_ratio":0.6667)"), std::string::npos) << status;
 }
