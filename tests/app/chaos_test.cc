@@ -70,9 +70,11 @@ constexpr auto kProbeInterval = 200ms;
 constexpr auto kClientSlack = 50ms;
 constexpr auto kFaultFor = 3s;
 constexpr auto kClearFor = 3s;
-constexpr auto kMaxTimeToEject = 1000ms;
-constexpr auto kMaxTimeToReturn = 5000ms;
 constexpr auto kStatusPollInterval = 50ms;
+// A hung endpoint is ejected when its first request times out (kUpstreamTimeout); the test sees
+// it at its next /status poll, and the load shares the two cores (CI measured 1,024 ms once).
+constexpr auto kMaxTimeToEject = kUpstreamTimeout + kStatusPollInterval + 150ms;
+constexpr auto kMaxTimeToReturn = 5000ms;
 // With every base endpoint out, a read must fail this fast.
 constexpr auto kFastFailure = 50ms;
 
