@@ -101,9 +101,9 @@ class ServeProcess {
     RETURN_IF_ERROR(Bootstrap());
     const absl::Time started = absl::Now();
     // No listener is up while the log cannot be opened: nothing claims readiness meanwhile.
-    ASSIGN_OR_RETURN(log_, OpenEventLogRetrying(config_, /*create_if_missing=*/true,
-                                                kafka_metrics_.get(), stop_signals_,
-                                                log_memtable_bytes));
+    ASSIGN_OR_RETURN(log_,
+                     OpenEventLogRetrying(config_, /*create_if_missing=*/true, kafka_metrics_.get(),
+                                          stop_signals_, log_memtable_bytes));
     ASSIGN_OR_RETURN(reader_, log_->OpenReader());
     RocksDbStateStoreOptions store_options;
     store_options.sync_commits = config_.sync;

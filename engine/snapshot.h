@@ -32,8 +32,7 @@ struct SnapshotChanges {
 class Snapshot {
  public:
   Snapshot(AccountMap accounts, Slot applied_slot, StateDigest digest,
-           std::optional<Slot> limbo_since, size_t delegated_count,
-           SnapshotChanges changes = {})
+           std::optional<Slot> limbo_since, size_t delegated_count, SnapshotChanges changes = {})
       : accounts_(std::move(accounts)),
         applied_slot_(applied_slot),
         digest_(digest),

@@ -59,14 +59,14 @@ DelegationMark MarkOf(const Pubkey& account, const Snapshot& snapshot) {
 
 void RouterContext::InvalidateCacheOnPublish() {
   if (snapshots_ == nullptr) return;
-  cache_listener_id_ = snapshots_->AddListener(
-      [cache = cache_.get(), last = uint64_t{0}](
-          const std::shared_ptr<const Snapshot>& snapshot) mutable {
+  cache_listener_id_ =
+      snapshots_->AddListener([cache = cache_.get(), last = uint64_t{0}](
+                                  const std::shared_ptr<const Snapshot>& snapshot) mutable {
         // The list names what changed since the snapshot before; one missed (or none at all)
         // means every entry that names an account is checked.
         const SnapshotChanges& changes = snapshot->changes();
-        const bool listed = changes.accounts != nullptr && last != 0 &&
-                            changes.generation == last + 1;
+        const bool listed =
+            changes.accounts != nullptr && last != 0 && changes.generation == last + 1;
         last = changes.generation;
         cache->DropChanged(listed ? changes.accounts.get() : nullptr,
                            [&snapshot](const DelegationMark& mark) {

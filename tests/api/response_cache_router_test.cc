@@ -274,15 +274,17 @@ TEST_F(ResponseCacheRouterTest, APublishDropsTheAnswersNamingAnAccountItChanged)
   ASSERT_EQ(cache.stats().entries, 3u);
 
   // Key(30) delegated: its read and the list naming it go; Key(31)'s read stays.
-  snapshots_.Publish(SnapshotBuilder().Delegate(Key(30), kEr1Identity).Build(101, std::nullopt,
-                                                                             changes(2, {Key(30)})));
+  snapshots_.Publish(SnapshotBuilder()
+                         .Delegate(Key(30), kEr1Identity)
+                         .Build(101, std::nullopt, changes(2, {Key(30)})));
   EXPECT_EQ(cache.stats().entries, 1u);
   EXPECT_EQ(cache.stats().invalidations, 2u);
   EXPECT_EQ(Metric(registry_, "switchyard_cache_invalidations_total"), 2);
 
   // Listed but unchanged for what was kept: nothing goes.
-  snapshots_.Publish(SnapshotBuilder().Delegate(Key(30), kEr1Identity).Build(102, std::nullopt,
-                                                                             changes(3, {Key(31)})));
+  snapshots_.Publish(SnapshotBuilder()
+                         .Delegate(Key(30), kEr1Identity)
+                         .Build(102, std::nullopt, changes(3, {Key(31)})));
   EXPECT_EQ(cache.stats().entries, 1u);
 
   // A missed generation: the list (empty here) cannot be trusted, every entry is checked.

@@ -190,9 +190,9 @@ TEST_F(ResponseCacheTest, DropChangedDropsTheAnswersNamingAChangedAccountOnly) {
   for (int i = 100; i < 200; ++i) long_list.push_back(Account(static_cast<uint8_t>(i)));
   long_list.push_back(Account(3));
   EXPECT_EQ(cache_->DropChanged(&long_list, holds), 0u);
-  EXPECT_EQ(cache_->DropChanged(&long_list, [](const DelegationMark& mark) {
-    return mark.account != Account(3);
-  }), 1u);
+  EXPECT_EQ(cache_->DropChanged(
+                &long_list, [](const DelegationMark& mark) { return mark.account != Account(3); }),
+            1u);
   EXPECT_FALSE(Find("three", t0_));
 
   // No list: every answer naming an account is checked.

@@ -432,8 +432,8 @@ TEST_F(SoakTest, ServeUnderChurnAndLoadStaysFlat) {
     ASSERT_GE(row->store_kb, 0) << "at " << row->elapsed_s << " s";
     const int64_t own_kb = row->proc.rss_kb - row->store_kb;
     EXPECT_LE(std::abs(own_kb - baseline_own_kb), allowed(baseline_own_kb, 0))
-        << "RSS outside RocksDB's memtables and cache at " << row->elapsed_s << " s: " << own_kb << " KiB (RSS "
-        << row->proc.rss_kb << ", store " << row->store_kb << "), after warm-up "
+        << "RSS outside RocksDB's memtables and cache at " << row->elapsed_s << " s: " << own_kb
+        << " KiB (RSS " << row->proc.rss_kb << ", store " << row->store_kb << "), after warm-up "
         << baseline_own_kb;
     EXPECT_LE(std::abs(row->proc.fds - baseline.fds), allowed(baseline.fds, kSmallIntegerSlack))
         << "fds at " << row->elapsed_s << " s: " << row->proc.fds << ", after warm-up "

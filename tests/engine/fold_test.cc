@@ -70,7 +70,7 @@ TEST(FoldTest, EachSnapshotListsTheAccountsWrittenSinceThePreviousOne) {
   f.Add(SlotSealedEvent{6});
   const uint64_t ignored = f.fold().position().counters.ignored_stale;
   f.Add(UndelegatedEvent{Key(3), 2, Signature()});  // late and stale: ignored, not written
-  f.Add(SlotSealedEvent{7});                         // it counts for slot 7
+  f.Add(SlotSealedEvent{7});                        // it counts for slot 7
   ASSERT_EQ(f.fold().position().counters.ignored_stale, ignored + 1);
   auto second = f.fold().MakeSnapshot();
   EXPECT_EQ(second->changes().generation, 2u);
