@@ -58,7 +58,9 @@ std::string RpcErrorResponse(std::string_view id_json, const absl::Status& statu
 // `[a,b,...]` from answers in order.
 std::string JoinBatch(const std::vector<std::string>& answers);
 
-// A JSON string literal for `text` (quotes and escapes added).
+// A JSON string literal for `text` (quotes and escapes added). Any bytes may come in: each
+// byte that does not start a well-formed UTF-8 sequence comes out as \ufffd, so the literal is
+// always valid JSON.
 std::string JsonQuote(std::string_view text);
 
 }  // namespace switchyard

@@ -180,7 +180,13 @@ bool FakeUpstream::drop_reused() const {
 
 void FakeUpstream::Record(std::string body) {
   absl::MutexLock lock(&mu_);
-  received_.push_back(std::move(body));
+  ++received_count_;
+  if (keep_bodies_) received_.push_back(std::move(body));
+}
+
+void FakeUpstream::SetKeepBodies(bool keep) {
+  absl::MutexLock lock(&mu_);
+  keep_bodies_ = keep;
 }
 
 std::vector<std::string> FakeUpstream::received() const {
@@ -190,7 +196,7 @@ std::vector<std::string> FakeUpstream::received() const {
 
 size_t FakeUpstream::received_count() const {
   absl::MutexLock lock(&mu_);
-  return received_.size();
+  return received_count_;
 }
 
 size_t FakeUpstream::max_outstanding() const {
@@ -215,7 +221,7 @@ size_t FakeUpstream::connections_accepted() const {
 
 bool FakeUpstream::WaitForRequests(size_t n, absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
-  auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return received_.size() >= n; };
+  auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return received_count_ >= n; };
   return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
 }
 
@@ -226,7 +232,8 @@ void FakeUpstream::Answer(std::shared_ptr<Connection> connection, std::string bo
   Responder responder;
   {
     absl::MutexLock lock(&mu_);
-    received_.push_back(body);
+    ++received_count_;
+    if (keep_bodies_) received_.push_back(body);
     responder = responder_;
     ++outstanding_;
     max_outstanding_ = std::max(max_outstanding_, outstanding_);

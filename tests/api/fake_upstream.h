@@ -48,6 +48,9 @@ class FakeUpstream {
   // closes the connection without an answer: a server closing an idle connection just as the
   // request arrives.
   void SetDropReusedRequests(bool drop);
+  // Whether received() keeps the bodies (the default); a long-running user such as a fuzz
+  // target turns it off so that memory stays flat, and received_count() still counts them.
+  void SetKeepBodies(bool keep);
 
   std::string url() const;
   const std::string& name() const { return name_; }
@@ -85,6 +88,8 @@ class FakeUpstream {
   mutable absl::Mutex mu_;
   Responder responder_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> received_ ABSL_GUARDED_BY(mu_);
+  size_t received_count_ ABSL_GUARDED_BY(mu_) = 0;
+  bool keep_bodies_ ABSL_GUARDED_BY(mu_) = true;
   std::vector<std::string> known_signatures_ ABSL_GUARDED_BY(mu_);
   bool held_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::function<void()>> held_answers_ ABSL_GUARDED_BY(mu_);

@@ -251,6 +251,15 @@ TEST_F(GzipTest, AnotherRequestEncodingGets415) {
             std::string::npos)
       << response.body;
   EXPECT_EQ(metrics_.http_unsupported_encodings.value(), 1u);
+  // A header that is not UTF-8 is quoted back as U+FFFD, so the error stays JSON (found by
+  // http_server_fuzzer).
+  TestClient garbled(port());
+  ClientResponse refused = garbled.Post(kGetSlot, {{"Content-Encoding", "gzi\x83\x83p"}});
+  EXPECT_EQ(refused.status, 415u);
+  EXPECT_NE(refused.body.find(R"(Content-Encoding gzi\ufffd\ufffdp is not accepted)"),
+            std::string::npos)
+      << refused.body;
+  EXPECT_EQ(metrics_.http_unsupported_encodings.value(), 2u);
   TestClient identity(port());
   EXPECT_EQ(identity.Post(kGetSlot, {{"Content-Encoding", "identity"}}).status, 200u);
 }

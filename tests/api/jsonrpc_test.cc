@@ -171,6 +171,27 @@ TEST(JsonRpcCodecTest, DeepNestingIsAParseError) {
   EXPECT_EQ(CodeOf(parsed.status()), -32700);
 }
 
+TEST(JsonQuoteTest, EscapesAndKeepsWellFormedUtf8) {
+  EXPECT_EQ(JsonQuote("a\"b\\c\n\x01"), R"("a\"b\\c\n\u0001")");
+  EXPECT_EQ(JsonQuote("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"),
+            "\"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80\"");
+}
+
+// Bytes from a header can be anything; the error answers that quote them must stay JSON.
+TEST(JsonQuoteTest, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  EXPECT_EQ(JsonQuote("gzi\x83\x83p"), R"("gzi\ufffd\ufffdp")");
+  EXPECT_EQ(JsonQuote("\xC0\xAF"), R"("\ufffd\ufffd")");                      // overlong '/'
+  EXPECT_EQ(JsonQuote("\xED\xA0\x80"), R"("\ufffd\ufffd\ufffd")");            // a surrogate
+  EXPECT_EQ(JsonQuote("\xF4\x90\x80\x80"), R"("\ufffd\ufffd\ufffd\ufffd")");  // > U+10FFFF
+  EXPECT_EQ(JsonQuote("\xE2\x82"), R"("\ufffd\ufffd")");                      // cut short
+  EXPECT_EQ(JsonQuote("x\xFF"), R"("x\ufffd")");
+  const std::string error = RpcErrorResponse(
+      "null",
+      RpcError{-32600, std::string("Content-Encoding \xFE\xC3\xA9\x80 is refused"), std::nullopt});
+  EXPECT_NE(error.find("\"Content-Encoding \\ufffd\xC3\xA9\\ufffd is refused\""), std::string::npos)
+      << error;
+}
+
 TEST(RpcErrorTableTest, EveryKindHasItsCode) {
   EXPECT_EQ(CodeOf(MakeRpcStatus(RpcErrorKind::kParseError)), -32700);
   EXPECT_EQ(CodeOf(MakeRpcStatus(RpcErrorKind::kInvalidRequest)), -32600);

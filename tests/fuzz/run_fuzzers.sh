@@ -21,7 +21,8 @@ cmake -S "$here" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
 cmake --build "$build" -j2
 
 targets=(transaction_fuzzer delegation_fuzzer rpc_request_fuzzer upstream_answer_fuzzer
-  pubsub_client_fuzzer event_codec_fuzzer upstream_notification_fuzzer config_fuzzer)
+  pubsub_client_fuzzer event_codec_fuzzer upstream_notification_fuzzer config_fuzzer
+  http_server_fuzzer)
 for target in "${targets[@]}"; do
   scratch="$build/scratch/$target"
   rm -rf "$scratch"
