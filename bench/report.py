@@ -378,6 +378,39 @@ def micro_time(row):
     return f"{t:,.1f} {unit}" if t is not None else "–"
 
 
+# --- soak ----------------------------------------------------------------------------------
+SOAK_COLUMNS = ["elapsed_s", "rss_kb", "fds", "threads", "p99_us", "requests", "failures",
+                "store_kb"]
+
+
+def soak_summary(out):
+    """The samples of a soak run (bench/run --soak): min, max and end of each series, RSS
+    without RocksDB's memtables and block cache included, and soak.png (bench/plot_soak.py)."""
+    path = os.path.join(out, "raw", "soak.csv")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        lines = [line.strip() for line in f if line.strip()]
+    if not lines or lines[0].split(",") != SOAK_COLUMNS or len(lines) < 2:
+        return {"error": f"{path}: not a soak CSV ({','.join(SOAK_COLUMNS)})"}
+    rows = [dict(zip(SOAK_COLUMNS, (int(v) for v in line.split(",")))) for line in lines[1:]]
+    for row in rows:
+        row["own_rss_kb"] = row["rss_kb"] - row["store_kb"]
+    series = {}
+    for key in ("rss_kb", "own_rss_kb", "store_kb", "fds", "threads", "p99_us"):
+        values = [row[key] for row in rows]
+        series[key] = {"min": min(values), "max": max(values), "end": values[-1]}
+    summary = {"samples": len(rows), "seconds": rows[-1]["elapsed_s"],
+               "requests": rows[-1]["requests"], "failures": rows[-1]["failures"],
+               "series": series, "plot": None}
+    plot = os.path.join(out, "soak.png")
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "plot_soak.py"), path,
+                           plot], capture_output=True, text=True)
+    if done.returncode == 0 and os.path.exists(plot):
+        summary["plot"] = "soak.png"
+    return summary
+
+
 # --- plots ---------------------------------------------------------------------------------
 def plots(out, workloads):
     if not subprocess.run(["sh", "-c", "command -v gnuplot"], capture_output=True).stdout:
@@ -640,6 +673,24 @@ def markdown(report):
                   "incl. process start) | digests equal |", "|---|---|---|---|",
                   f"| {rp['events']:,} | {rp['fold_events_per_s']:,.0f} | "
                   f"{rp['replay_events_per_s']:,.0f} | {rp['digests_match']} |", ""]
+    soak = report.get("soak")
+    if soak and "error" in soak:
+        lines += ["### soak", "", soak["error"], ""]
+    elif soak:
+        names = {"rss_kb": "VmRSS (KiB)", "own_rss_kb": "RSS without RocksDB's memtables and "
+                 "block cache (KiB)", "store_kb": "RocksDB's memtables and block cache (KiB)",
+                 "fds": "open descriptors", "threads": "threads",
+                 "p99_us": "p99 per sample interval (µs)"}
+        lines += ["### soak (`app_soak_test`, bench/run --soak)", "",
+                  f"{soak['samples']} samples over {soak['seconds']} s, "
+                  f"{soak['requests']:,} requests, {soak['failures']} failed.", "",
+                  "| series | min | max | end |", "|---|---|---|---|"]
+        for key, name in names.items():
+            v = soak["series"][key]
+            lines.append(f"| {name} | {v['min']:,} | {v['max']:,} | {v['end']:,} |")
+        lines.append("")
+        if soak["plot"]:
+            lines += [f"![soak]({soak['plot']})", ""]
     prof = report.get("profile") or {}
     if prof:
         first = next(iter(prof.values()), {})
@@ -719,6 +770,7 @@ def main():
         "replay": load_json(os.path.join(raw, "replay.json")),
         "goals": goals(workloads, micro, load_json(os.path.join(raw, "kafka_log_bench.json"))),
         "profile": load_json(os.path.join(raw, "profile.json")),
+        "soak": soak_summary(out),
         "analysis": None,
         "plots": [],
     }
