@@ -270,25 +270,22 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
 
   TableReader fold(section("fold"), "fold.", file);
   auto batch = static_cast<int64_t>(config.fold.max_batch_records);
-  int64_t publish_ms = absl::ToInt64Milliseconds(config.fold.publish_interval);
   auto pending = static_cast<int64_t>(config.fold.fold.max_pending_per_partition);
   RETURN_IF_ERROR(fold.ReadPositive("max_batch_records", &batch));
-  RETURN_IF_ERROR(fold.ReadPositive("publish_interval_ms", &publish_ms));
+  RETURN_IF_ERROR(fold.ReadMillis("publish_interval_ms", &config.fold.publish_interval));
   RETURN_IF_ERROR(fold.ReadPositive("max_pending_per_partition", &pending));
   RETURN_IF_ERROR(fold.ReadBool("pipelined_commits", &config.fold.pipelined_commits));
   RETURN_IF_ERROR(fold.CheckNoUnknownKeys());
   config.fold.max_batch_records = static_cast<size_t>(batch);
-  config.fold.publish_interval = absl::Milliseconds(publish_ms);
   config.fold.fold.max_pending_per_partition = static_cast<size_t>(pending);
 
   TableReader ingest(section("ingest"), "ingest.", file);
   RETURN_IF_ERROR(ReadIngestEndpoints(ingest, file, &config.ingest.endpoints));
   RETURN_IF_ERROR(ingest.ReadBool("verify_tls", &config.ingest.verify_tls));
   RETURN_IF_ERROR(ingest.ReadString("tls_ca_file", &config.ingest.tls_ca_file));
-  RETURN_IF_ERROR(
-      ingest.ReadPositive("reconcile_interval_ms", &config.ingest.reconcile_interval_ms));
+  RETURN_IF_ERROR(ingest.ReadMillis("reconcile_interval_ms", &config.ingest.reconcile_interval_ms));
   RETURN_IF_ERROR(ingest.ReadPositive("max_lag_slots", &config.ingest.max_lag_slots));
-  RETURN_IF_ERROR(ingest.ReadPositive("probe_interval_ms", &config.ingest.probe_interval_ms));
+  RETURN_IF_ERROR(ingest.ReadMillis("probe_interval_ms", &config.ingest.probe_interval_ms));
   RETURN_IF_ERROR(ingest.CheckNoUnknownKeys());
 
   RETURN_IF_ERROR(config_internal::ReadServeConfig(root, section, file, files, &config.serve));

@@ -20,7 +20,8 @@ namespace switchyard {
 
 // The process configuration, read once at start-up from a TOML file. Every key is optional;
 // unknown keys, wrong types and integers too large for their field (a weight past 2^32 - 1, a
-// cache.max_mb whose bytes pass 2^64 - 1) are errors that name the key and the file.
+// cache.max_mb whose bytes pass 2^64 - 1) are errors that name the key and the file. A duration
+// (`*_ms`, `*_s`; not log.kafka_retention_ms, which is the broker's) is at most 30 days.
 //
 //   [storage]
 //   data_dir = "switchyard-data"   # holds log/ (the embedded log) and state/ (RocksDB)

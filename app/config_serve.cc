@@ -76,9 +76,8 @@ absl::Status ReadAdmin(const SectionOf& section, const std::string& file, ServeC
 absl::Status ReadRouter(const SectionOf& section, const std::string& file, ServeConfig* serve) {
   RouterOptions& router = serve->router;
   TableReader consistency(section("consistency"), "consistency.", file);
-  int64_t max_wait_ms = absl::ToInt64Milliseconds(router.max_gate_wait);
-  RETURN_IF_ERROR(consistency.ReadNonNegative("max_wait_ms", &max_wait_ms));
-  router.max_gate_wait = absl::Milliseconds(max_wait_ms);
+  RETURN_IF_ERROR(
+      consistency.ReadMillis("max_wait_ms", &router.max_gate_wait, /*allow_zero=*/true));
   RETURN_IF_ERROR(consistency.CheckNoUnknownKeys());
 
   TableReader router_table(section("router"), "router.", file);
@@ -289,7 +288,9 @@ absl::Status ReadUpstreams(const toml::table& root, const SectionOf& section,
       }
       RETURN_IF_ERROR(er_table.ReadString("fqdn", &er.fqdn));
       RETURN_IF_ERROR(er_table.ReadSize("base_fee", &er.base_fee, /*allow_zero=*/true));
-      RETURN_IF_ERROR(er_table.ReadSize("block_time_ms", &er.block_time_ms));
+      auto block_time_ms = static_cast<int64_t>(er.block_time_ms);
+      RETURN_IF_ERROR(er_table.ReadMillis("block_time_ms", &block_time_ms));
+      er.block_time_ms = static_cast<uint64_t>(block_time_ms);
       RETURN_IF_ERROR(er_table.ReadString("country_code", &er.country_code));
       RETURN_IF_ERROR(er_table.ReadBool("pin", &er.pinned));
       RETURN_IF_ERROR(er_table.CheckNoUnknownKeys());
@@ -378,9 +379,7 @@ absl::Status ReadChecks(const SectionOf& section, const std::string& file, Serve
       serve->verify_peers.push_back(peer);
     }
   }
-  int64_t interval_s = absl::ToInt64Seconds(serve->verify.interval);
-  RETURN_IF_ERROR(verify.ReadPositive("interval_s", &interval_s));
-  serve->verify.interval = absl::Seconds(interval_s);
+  RETURN_IF_ERROR(verify.ReadSeconds("interval_s", &serve->verify.interval));
   RETURN_IF_ERROR(verify.ReadSize("max_slots", &serve->verify.check.max_slots));
   RETURN_IF_ERROR(verify.ReadMillis("timeout_ms", &serve->verify_timeout));
   RETURN_IF_ERROR(verify.CheckNoUnknownKeys());
@@ -391,9 +390,7 @@ absl::Status ReadChecks(const SectionOf& section, const std::string& file, Serve
   if (!serve->snapshot_dir.empty() && serve->snapshot_dir.front() != '/') {
     return snapshot.Error("dir", "must be an absolute path");
   }
-  int64_t snapshot_interval_s = absl::ToInt64Seconds(serve->snapshot_interval);
-  RETURN_IF_ERROR(snapshot.ReadPositive("interval_s", &snapshot_interval_s));
-  serve->snapshot_interval = absl::Seconds(snapshot_interval_s);
+  RETURN_IF_ERROR(snapshot.ReadSeconds("interval_s", &serve->snapshot_interval));
   RETURN_IF_ERROR(snapshot.ReadSize("keep", &serve->snapshot_keep));
   RETURN_IF_ERROR(snapshot.CheckNoUnknownKeys());
 

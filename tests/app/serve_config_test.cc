@@ -400,6 +400,39 @@ max_entry_kb = 18014398509481983
   EXPECT_EQ(config->serve.router.cache.max_entry_bytes, size_t{18014398509481983} << 10);
 }
 
+// Regression: a duration key took any int64, and a deadline of now + 2^63 - 1 ms overflowed the
+// clock into the past. Every `*_ms` and `*_s` key is bounded by 30 days.
+TEST_F(ServeConfigTest, DurationsBeyondThirtyDaysAreRefused) {
+  const std::string file = dir_.Sub("serve.toml");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[router]\nupstream_timeout_ms = 9223372036854775807\n",
+       "'router.upstream_timeout_ms' must be an integer from 1 to 2592000000, not "
+       "9223372036854775807"},
+      {"[consistency]\nmax_wait_ms = 2592000001\n",
+       "'consistency.max_wait_ms' must be an integer from 0 to 2592000000, not 2592000001"},
+      {"[fold]\npublish_interval_ms = 2592000001\n",
+       "'fold.publish_interval_ms' must be an integer from 1 to 2592000000, not 2592000001"},
+      {"[ingest]\nreconcile_interval_ms = 2592000001\n",
+       "'ingest.reconcile_interval_ms' must be an integer from 1 to 2592000000, not 2592000001"},
+      {"[cache]\nfinal_ttl_ms = 2592000001\n",
+       "'cache.final_ttl_ms' must be an integer from 0 to 2592000000, not 2592000001"},
+      {"[snapshot]\ninterval_s = 2592001\n",
+       "'snapshot.interval_s' must be an integer from 1 to 2592000, not 2592001"},
+      {"[verify]\ninterval_s = 2592001\n",
+       "'verify.interval_s' must be an integer from 1 to 2592000, not 2592001"},
+  };
+  for (const auto& [text, message] : cases) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(Error(std::string(kBase) + text), file + ": " + message);
+  }
+  absl::StatusOr<Config> config = Load(std::string(kBase) +
+                                       "[router]\nupstream_timeout_ms = 2592000000\n"
+                                       "[snapshot]\ninterval_s = 2592000\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->serve.router.upstream.request_timeout, absl::Hours(24 * 30));
+  EXPECT_EQ(config->serve.snapshot_interval, absl::Hours(24 * 30));
+}
+
 // The file loader is ParseConfig over the file's bytes: the same values, the same messages.
 TEST_F(ServeConfigTest, ParsesTextAsItReadsAFile) {
   const std::string text = std::string(kBase) + R"(

@@ -57,8 +57,28 @@ void CheckHoldsScaled(const toml::table& root, std::string_view path, size_t byt
   Check((bytes & ((size_t{1} << shift) - 1)) == 0);
 }
 
+// Every duration key (a name ending in `_ms` or `_s`) of an accepted config is at most 30 days,
+// wherever it is (the broker's log.kafka_retention_ms aside).
+void CheckDurationsBounded(const toml::node& node, std::string_view name, std::string_view path) {
+  if (const toml::table* table = node.as_table()) {
+    for (const auto& [key, child] : *table) {
+      const std::string child_path =
+          path.empty() ? std::string(key.str()) : std::string(path) + "." + std::string(key.str());
+      CheckDurationsBounded(child, key.str(), child_path);
+    }
+  } else if (const toml::array* array = node.as_array()) {
+    for (const toml::node& element : *array) CheckDurationsBounded(element, name, path);
+  } else if (const toml::value<int64_t>* value = node.as_integer()) {
+    if (path == "log.kafka_retention_ms") return;
+    constexpr int64_t kMaxMillis = int64_t{30} * 24 * 60 * 60 * 1000;
+    if (name.ends_with("_ms")) Check(value->get() <= kMaxMillis);
+    if (name.ends_with("_s")) Check(value->get() <= kMaxMillis / 1000);
+  }
+}
+
 void CheckAccepted(const toml::table& root, const Config& config) {
   Check(config.source == kSource);
+  CheckDurationsBounded(root, "", "");
 
   // [storage], [log], [fold]: positive, and what the text says.
   Check(config.block_cache_mb >= 1);

@@ -1,6 +1,7 @@
 // `switchyard ingest` as a process, SIGKILLed at random moments and restarted: every restart
-// writes StreamGap and, after its backfill, Resynced; the final state equals the localnet's
-// ground truth; and no delegation or undelegation is written twice.
+// after a run that sealed a slot writes StreamGap, and every run Resynced after its backfill; the
+// final state equals the localnet's ground truth; and no delegation or undelegation is written
+// twice.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <simdjson.h>
@@ -11,6 +12,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <variant>
 
 #include "engine/event_codec.h"
 #include "storage/embedded_event_log.h"
@@ -38,6 +40,26 @@ uintmax_t BytesUnder(const std::string& path) {
   return bytes;
 }
 
+// The Resynced markers in the embedded log under `log_dir` (0 before it exists). Opened only
+// while no ingest runs, since an ingest holds the log's lock.
+size_t ResyncsIn(const std::string& log_dir) {
+  if (!std::filesystem::exists(log_dir)) return 0;
+  auto log = EmbeddedEventLog::Open(log_dir);
+  EXPECT_TRUE(log.ok()) << log.status();
+  if (!log.ok()) return 0;
+  auto reader = (*log)->NewReader();
+  size_t resyncs = 0;
+  for (;;) {
+    auto n = reader->Poll(10'000, absl::ZeroDuration(), [&](const LogRecordView& r) {
+      auto event = DecodeEvent(r.payload);
+      if (event.ok() && std::holds_alternative<ResyncedEvent>(*event)) ++resyncs;
+    });
+    EXPECT_TRUE(n.ok()) << n.status();
+    if (!n.ok() || *n == 0) break;
+  }
+  return resyncs;
+}
+
 using testing::GroundTruthAt;
 
 TEST(IngestRestartTest, SigkilledIngestResumesWithoutRewritingAndConverges) {
@@ -55,8 +77,16 @@ TEST(IngestRestartTest, SigkilledIngestResumesWithoutRewritingAndConverges) {
       SWITCHYARD_BINARY,         "ingest", "--base", base, "--data-dir", dir.Sub("data"),
       "--reconcile-interval-ms", "200"};
   std::mt19937_64 rng(5);
+  // Killed runs that got as far as their backfill's Resynced. Such a run sealed a slot, so the
+  // run after it starts with a StreamGap: with kKills of them, kKills + 1 runs resynced and at
+  // least kKills wrote a StreamGap. A run killed before its Resynced (on a loaded machine the
+  // pause may end before the backfill does) is one more crash to recover from, not counted.
   constexpr int kKills = 6;
-  for (int i = 0; i < kKills; ++i) {
+  int resynced_kills = 0;
+  size_t resyncs = 0;
+  for (int run = 0; resynced_kills < kKills; ++run) {
+    ASSERT_LT(run, 4 * kKills) << "only " << resynced_kills << " of " << run
+                               << " killed runs got as far as their Resynced";
     const uintmax_t before = BytesUnder(dir.Sub("data"));
     const pid_t pid = testing::StartProcess(ingest);
     // Each run first gets as far as opening its data directory (on a loaded machine the start
@@ -68,6 +98,9 @@ TEST(IngestRestartTest, SigkilledIngestResumesWithoutRewritingAndConverges) {
     std::this_thread::sleep_for(std::chrono::milliseconds(150 + rng() % 350) * testing::kTimeScale);
     ASSERT_EQ(kill(pid, SIGKILL), 0);
     EXPECT_EQ(testing::WaitProcess(pid), 128 + SIGKILL);
+    const size_t now = ResyncsIn(dir.Sub("data") + "/log");
+    if (now > resyncs) ++resynced_kills;
+    resyncs = now;
   }
   // The last run sees the scenario end and reconciles after it; then stops cleanly.
   const pid_t last = testing::StartProcess(ingest);
