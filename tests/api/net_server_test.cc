@@ -84,13 +84,18 @@ class EchoConnection : public UpgradedConnection,
 
   void Start(std::optional<HttpRequest> upgrade) {
     auto on_accept = [self = shared_from_this()](error_code ec) {
-      if (!ec) self->Read();
+      if (ec) return;
+      self->open_ = true;
+      if (self->draining_) return self->SendClose();
+      self->Read();
     };
     AcceptWebSocket(ws_, upgrade, server_->cors(), std::move(on_accept));
   }
+  // As the pubsub connection does: no close frame while the handshake or a write is still
+  // going (Beast allows one write at a time; a debug build asserts it); their ends send it.
   void Drain() override {
-    ws_.async_close(websocket::close_code::going_away,
-                    [self = shared_from_this()](error_code) { self->Close(); });
+    draining_ = true;
+    if (open_ && !writing_) SendClose();
   }
   void Close() override {
     error_code ignored;
@@ -98,13 +103,22 @@ class EchoConnection : public UpgradedConnection,
   }
 
  private:
+  void SendClose() {
+    ws_.async_close(websocket::close_code::going_away,
+                    [self = shared_from_this()](error_code) { self->Close(); });
+  }
   void Read() {
     ws_.async_read(buffer_, [self = shared_from_this()](error_code ec, size_t) {
       if (ec) return self->Close();
+      if (self->draining_) return;  // the close is under way
       self->buffer_.clear();
       self->answer_ = WhereAmI(self->server_);
+      self->writing_ = true;
       self->ws_.async_write(asio::buffer(self->answer_), [self](error_code ec, size_t) {
-        if (!ec) self->Read();
+        self->writing_ = false;
+        if (ec) return;
+        if (self->draining_) return self->SendClose();
+        self->Read();
       });
     });
   }
@@ -114,6 +128,9 @@ class EchoConnection : public UpgradedConnection,
   ConnectionSlot slot_;
   beast::flat_buffer buffer_;
   std::string answer_;
+  bool open_ = false;
+  bool writing_ = false;
+  bool draining_ = false;
 };
 
 class EchoUpgrades : public UpgradeHandler {
