@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,11 @@
 #include "ingest/er_registry_watcher.h"
 
 namespace switchyard {
+
+// The longest duration a config key (`*_ms`, `*_s`) may name: 30 days. A deadline is a clock
+// reading plus a duration, and a duration near the top of int64 milliseconds overflows the
+// clock's nanoseconds into a deadline in the past, so every wait would end at once.
+inline constexpr int64_t kMaxConfigDurationMs = int64_t{30} * 24 * 60 * 60 * 1000;
 
 // The process configuration, read once at start-up from a TOML file. Every key is optional;
 // unknown keys, wrong types and integers too large for their field (a weight past 2^32 - 1, a

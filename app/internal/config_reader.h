@@ -94,11 +94,8 @@ class TableReader {
     *bytes = static_cast<size_t>(units) << shift;
     return absl::OkStatus();
   }
-  // The longest duration a key may name: 30 days. A deadline is a clock reading plus a
-  // duration, and a duration near the top of int64 milliseconds overflows the clock's
-  // nanoseconds into a deadline in the past, so every wait would end at once.
-  static constexpr int64_t kMaxMillis = int64_t{30} * 24 * 60 * 60 * 1000;
-  // A duration in milliseconds (`*_ms`), from 1 (or 0 with allow_zero) to kMaxMillis.
+  // A duration in milliseconds (`*_ms`), from 1 (or 0 with allow_zero) to
+  // kMaxConfigDurationMs.
   absl::Status ReadMillis(const char* key, absl::Duration* out, bool allow_zero = false) {
     int64_t ms = absl::ToInt64Milliseconds(*out);
     RETURN_IF_ERROR(ReadMillis(key, &ms, allow_zero));
@@ -106,12 +103,13 @@ class TableReader {
     return absl::OkStatus();
   }
   absl::Status ReadMillis(const char* key, int64_t* ms, bool allow_zero = false) {
-    return allow_zero ? ReadNonNegative(key, ms, kMaxMillis) : ReadPositive(key, ms, kMaxMillis);
+    return allow_zero ? ReadNonNegative(key, ms, kMaxConfigDurationMs)
+                      : ReadPositive(key, ms, kMaxConfigDurationMs);
   }
-  // A duration in whole seconds (`*_s`), from 1 to kMaxMillis / 1000.
+  // A duration in whole seconds (`*_s`), from 1 to kMaxConfigDurationMs / 1000.
   absl::Status ReadSeconds(const char* key, absl::Duration* out) {
     int64_t s = absl::ToInt64Seconds(*out);
-    RETURN_IF_ERROR(ReadPositive(key, &s, kMaxMillis / 1000));
+    RETURN_IF_ERROR(ReadPositive(key, &s, kMaxConfigDurationMs / 1000));
     *out = absl::Seconds(s);
     return absl::OkStatus();
   }

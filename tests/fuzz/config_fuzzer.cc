@@ -70,9 +70,8 @@ void CheckDurationsBounded(const toml::node& node, std::string_view name, std::s
     for (const toml::node& element : *array) CheckDurationsBounded(element, name, path);
   } else if (const toml::value<int64_t>* value = node.as_integer()) {
     if (path == "log.kafka_retention_ms") return;
-    constexpr int64_t kMaxMillis = int64_t{30} * 24 * 60 * 60 * 1000;
-    if (name.ends_with("_ms")) Check(value->get() <= kMaxMillis);
-    if (name.ends_with("_s")) Check(value->get() <= kMaxMillis / 1000);
+    if (name.ends_with("_ms")) Check(value->get() <= kMaxConfigDurationMs);
+    if (name.ends_with("_s")) Check(value->get() <= kMaxConfigDurationMs / 1000);
   }
 }
 

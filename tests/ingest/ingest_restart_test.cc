@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 #include <thread>
@@ -40,23 +41,29 @@ uintmax_t BytesUnder(const std::string& path) {
   return bytes;
 }
 
-// The Resynced markers in the embedded log under `log_dir` (0 before it exists). Opened only
-// while no ingest runs, since an ingest holds the log's lock.
-size_t ResyncsIn(const std::string& log_dir) {
-  if (!std::filesystem::exists(log_dir)) return 0;
+// Calls `fn` with every event that decodes in the embedded log under `log_dir`, if it exists.
+// Opened only while no ingest runs, since an ingest holds the log's lock.
+void ForEachEvent(const std::string& log_dir, const std::function<void(const Event&)>& fn) {
+  if (!std::filesystem::exists(log_dir)) return;
   auto log = EmbeddedEventLog::Open(log_dir);
-  EXPECT_TRUE(log.ok()) << log.status();
-  if (!log.ok()) return 0;
+  ASSERT_TRUE(log.ok()) << log.status();
   auto reader = (*log)->NewReader();
-  size_t resyncs = 0;
   for (;;) {
     auto n = reader->Poll(10'000, absl::ZeroDuration(), [&](const LogRecordView& r) {
       auto event = DecodeEvent(r.payload);
-      if (event.ok() && std::holds_alternative<ResyncedEvent>(*event)) ++resyncs;
+      if (event.ok()) fn(*event);
     });
-    EXPECT_TRUE(n.ok()) << n.status();
-    if (!n.ok() || *n == 0) break;
+    ASSERT_TRUE(n.ok()) << n.status();
+    if (*n == 0) break;
   }
+}
+
+// The Resynced markers in the embedded log under `log_dir` (0 before it exists).
+size_t ResyncsIn(const std::string& log_dir) {
+  size_t resyncs = 0;
+  ForEachEvent(log_dir, [&](const Event& event) {
+    if (std::holds_alternative<ResyncedEvent>(event)) ++resyncs;
+  });
   return resyncs;
 }
 
@@ -133,23 +140,14 @@ TEST(IngestRestartTest, SigkilledIngestResumesWithoutRewritingAndConverges) {
   store->reset();
 
   // Nothing was written twice: every (kind, account, slot) appears once in the log.
-  auto log = EmbeddedEventLog::Open(dir.Sub("data") + "/log");
-  ASSERT_TRUE(log.ok());
-  auto reader = (*log)->NewReader();
   std::set<std::tuple<int, Pubkey, Slot>> seen;
   size_t duplicates = 0;
-  for (;;) {
-    auto n = reader->Poll(10'000, absl::ZeroDuration(), [&](const LogRecordView& r) {
-      auto event = DecodeEvent(r.payload);
-      if (!event.ok() || AccountOf(*event) == nullptr) return;
-      if (!seen.emplace(static_cast<int>(KindOf(*event)), *AccountOf(*event), SlotOf(*event))
-               .second) {
-        ++duplicates;
-      }
-    });
-    ASSERT_TRUE(n.ok());
-    if (*n == 0) break;
-  }
+  ForEachEvent(dir.Sub("data") + "/log", [&](const Event& event) {
+    if (AccountOf(event) == nullptr) return;
+    if (!seen.emplace(static_cast<int>(KindOf(event)), *AccountOf(event), SlotOf(event)).second) {
+      ++duplicates;
+    }
+  });
   EXPECT_GT(seen.size(), 0u);
   EXPECT_EQ(duplicates, 0u);
 }
