@@ -1,8 +1,12 @@
 // The response cache in the router (docs/architecture.md §19): answers served from memory or
 // the shared tier, identical reads joined to one in flight, and answers kept by class with the
 // delegation marks they were answered under.
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "api/rpc/internal/router.h"
 #include "api/rpc/router.h"
@@ -53,6 +57,19 @@ DelegationMark MarkOf(const Pubkey& account, const Snapshot& snapshot) {
     mark.delegation_slot = state->last_event_slot;
   }
   return mark;
+}
+
+// `{"context":…,"value":[…]}`: the result of a list answer again, as the cache keeps it.
+std::string ListResult(const ListAnswer& list) {
+  std::string result = R"({"context":)";
+  result.append(list.context());
+  result.append(R"(,"value":[)");
+  for (size_t k = 0; k < list.values().size(); ++k) {
+    if (k != 0) result.push_back(',');
+    result.append(list.values()[k]);
+  }
+  result.append("]}");
+  return result;
 }
 
 }  // namespace
@@ -187,6 +204,83 @@ void Router::JoinOrLead(const std::shared_ptr<Exchange>& exchange) {
     }
   }
   SendRest(exchange);
+}
+
+Task<std::vector<absl::StatusOr<ListAnswer>>> Router::GatherAccountParts(
+    std::shared_ptr<Exchange> exchange, size_t index, Requests requests) {
+  ResponseCache* cache = context_->cache();
+  const RpcCall& call = exchange->body.calls[index];
+  const RouteDecision& decision = exchange->decisions[index];
+  // Kept as a forwarded read of one target is: in memory, outside limbo, by the method's class,
+  // with the delegation marks of the part's own accounts.
+  if (cache == nullptr || !cache->options().enabled || !call.id ||
+      exchange->snapshot->limbo_since() ||
+      cache->ClassOf(call.method) != CacheClass::kSlotBounded ||
+      decision.accounts.size() != decision.keys.size()) {
+    co_return co_await GatherLists(std::move(requests), RetryPolicy::kSafe);
+  }
+  const size_t n = requests.size();
+  std::vector<std::optional<absl::StatusOr<ListAnswer>>> found(n);
+  std::vector<std::string> keys(n);
+  std::vector<uint64_t> write_epochs(n);
+  std::vector<size_t> missed;
+  Requests misses;
+  const auto now = std::chrono::steady_clock::now();
+  for (size_t p = 0; p < n; ++p) {
+    SubCall& sub = requests[p];
+    write_epochs[p] = cache->WriteEpoch(sub.target);
+    keys[p] = ResponseCache::KeyOf(sub.target, sub.method, sub.params);
+    Slot target_slot = cache->LatestSlot(sub.target);
+    if (const TargetHealth* health = context_->health()->Find(sub.target)) {
+      target_slot = std::max(target_slot, health->best_slot());
+    }
+    std::shared_ptr<const CachedAnswer> hit = cache->Find(
+        keys[p], now, MinSlotOf(call, sub.target, exchange->header_min_slot), target_slot,
+        [&](const CachedAnswer& answer) { return MarksHold(answer.marks, *exchange->snapshot); });
+    if (hit) {
+      absl::StatusOr<ListAnswer> list = ListAnswer::Parse(R"({"result":)" + hit->result + "}");
+      if (list.ok() && list->is_list()) {
+        cache->CountHit(call.method);
+        found[p] = std::move(list);
+        continue;
+      }
+    }
+    cache->CountMiss(call.method);
+    missed.push_back(p);
+    misses.push_back(std::move(sub));
+  }
+  if (!misses.empty()) {
+    std::vector<absl::StatusOr<ListAnswer>> fetched =
+        co_await GatherLists(std::move(misses), RetryPolicy::kSafe);
+    for (size_t m = 0; m < missed.size(); ++m) {
+      const size_t p = missed[m];
+      const RoutePart& part = decision.parts[p];
+      absl::StatusOr<ListAnswer>& answer = fetched[m];
+      if (answer.ok() && !answer->is_error() && answer->is_list() &&
+          answer->values().size() == part.indexes.size()) {
+        CachedAnswer kept;
+        kept.result = ListResult(*answer);
+        kept.context_slot = ContextSlotOf(kept.result);
+        cache->NoteSlot(part.target, kept.context_slot);
+        kept.slot_bounded = true;
+        kept.write_epoch = write_epochs[p];
+        kept.target = part.target;
+        kept.marks.reserve(part.indexes.size());
+        for (size_t i : part.indexes) {
+          kept.marks.push_back(MarkOf(decision.accounts[i], *exchange->snapshot));
+        }
+        cache->Put(keys[p], std::move(kept), std::chrono::steady_clock::now(),
+                   cache->TtlOf(CacheClass::kSlotBounded, part.target, /*not_found=*/false));
+      }
+      found[p] = std::move(answer);
+    }
+  }
+  std::vector<absl::StatusOr<ListAnswer>> answers;
+  answers.reserve(n);
+  for (std::optional<absl::StatusOr<ListAnswer>>& answer : found) {
+    answers.push_back(*std::move(answer));
+  }
+  co_return answers;
 }
 
 int Router::CacheOutcomeTarget(const RouteDecision& decision) const {

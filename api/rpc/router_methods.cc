@@ -82,7 +82,7 @@ Task<Router::CallAnswer> Router::SplitAccounts(std::shared_ptr<Exchange> exchang
                 PartRequestParams(decision, part.indexes, part.target, options_.routing.base)});
   }
   std::vector<absl::StatusOr<ListAnswer>> answers =
-      co_await GatherLists(std::move(requests), RetryPolicy::kSafe);
+      co_await GatherAccountParts(exchange, index, std::move(requests));
   std::variant<AccountList, CallAnswer> merged = MergeParts(*exchange, index, std::move(answers));
   if (CallAnswer* failed = std::get_if<CallAnswer>(&merged)) co_return std::move(*failed);
   AccountList& list = std::get<AccountList>(merged);

@@ -257,6 +257,67 @@ TEST_F(ResponseCacheRouterTest, DelegationChangesEndTheKeptAnswerOfTheAccount) {
   EXPECT_EQ(base_.received_count(), 2u);  // and that answer is kept in turn
 }
 
+// A getMultipleAccounts split over base and ERs is kept part by part, each under its own target
+// and with the marks of its own accounts: a delegation change or a write ends only the parts it
+// concerns.
+TEST_F(ResponseCacheRouterTest, SplitAccountListIsKeptPerPartAndEachPartEndsOnItsOwn) {
+  StartCached();
+  const std::string read =
+      Call("7", "getMultipleAccounts",
+           "[[" + Quoted(Key(9)) + "," + Quoted(Key(1)) + "," + Quoted(Key(2)) + "]]");
+  auto value = [](const Pubkey& key, const std::string& from) {
+    return R"({"key":")" + key.ToBase58() + R"(","from":")" + from + R"("})";
+  };
+  auto answer = [](const std::string& values) {
+    return R"({"jsonrpc":"2.0","result":{"context":{"apiVersion":"2.1.0","slot":500},"value":[)" +
+           values + R"(]},"id":7})";
+  };
+  const std::string split =
+      answer(value(Key(9), "base") + "," + value(Key(1), "er1") + "," + value(Key(2), "er2"));
+  EXPECT_EQ(Post(read), split);
+  EXPECT_EQ(Post(read), split);
+  EXPECT_EQ(base_.received_count(), 1u);
+  EXPECT_EQ(er1_.received_count(), 1u);
+  EXPECT_EQ(er2_.received_count(), 1u);
+  EXPECT_EQ(Metric(registry_, R"(switchyard_cache_hits_total{method="getMultipleAccounts"})"), 3);
+  EXPECT_EQ(Metric(registry_, R"(switchyard_cache_misses_total{method="getMultipleAccounts"})"), 3);
+
+  // A write to base ends base's part only.
+  const Transaction tx = MakeTransaction(Key(30), {}, Key(31), 0x52);
+  Post(Call("8", "sendTransaction", "[\"" + TransactionBase64(tx) + R"(",{"encoding":"base64"}])"));
+  ASSERT_EQ(base_.received_count(), 2u);
+  EXPECT_EQ(Post(read), split);
+  EXPECT_EQ(base_.received_count(), 3u);
+  EXPECT_EQ(er1_.received_count(), 1u);
+  EXPECT_EQ(er2_.received_count(), 1u);
+
+  // Key(2) back on base: base's part now names it (a new key, asked), er2 has no part any
+  // more, and er1's part, whose account did not change, is still kept.
+  snapshots_.Publish(SnapshotBuilder()
+                         .Delegate(Key(1), kEr1Identity)
+                         .Delegate(Key(5), kEr1Identity)
+                         .Undelegate(Key(2), 101)
+                         .Build(101));
+  EXPECT_EQ(Post(read), answer(value(Key(9), "base") + "," + value(Key(1), "er1") + "," +
+                               value(Key(2), "base")));
+  EXPECT_EQ(base_.received_count(), 4u);
+  EXPECT_EQ(er1_.received_count(), 1u);
+  EXPECT_EQ(er2_.received_count(), 1u);
+
+  // An undelegation of Key(9) seen (its delegation state changed, its target did not): base's
+  // part, which names it, is asked again; er1's part is still kept.
+  snapshots_.Publish(SnapshotBuilder()
+                         .Delegate(Key(1), kEr1Identity)
+                         .Delegate(Key(5), kEr1Identity)
+                         .Undelegate(Key(2), 101)
+                         .Undelegate(Key(9), 102)
+                         .Build(102));
+  EXPECT_EQ(Post(read), answer(value(Key(9), "base") + "," + value(Key(1), "er1") + "," +
+                               value(Key(2), "base")));
+  EXPECT_EQ(base_.received_count(), 5u);
+  EXPECT_EQ(er1_.received_count(), 1u);
+}
+
 // The publish itself drops what a delegation change makes wrong: the entries are gone before
 // any read asks for them, by the publish's list of changed accounts, or by a pass over every
 // entry when the router missed a snapshot.

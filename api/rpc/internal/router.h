@@ -168,6 +168,11 @@ class Router : public RequestHandler {
   // target's batches from then on.
   void CoalescedAlone(const std::string& target, Coalesced call);
   Task<CallAnswer> SplitAccounts(std::shared_ptr<Exchange> exchange, size_t index);
+  // The answers of `requests`, the parts of split getMultipleAccounts `index` in the order of
+  // its decision's parts: each from the response cache when it keeps that part
+  // (docs/architecture.md §19), the rest from their targets, then kept in turn.
+  Task<std::vector<absl::StatusOr<ListAnswer>>> GatherAccountParts(
+      std::shared_ptr<Exchange> exchange, size_t index, Requests requests);
   // The parts' answers merged in key order (an error answer: a part that failed).
   std::variant<AccountList, CallAnswer> MergeParts(const Exchange& exchange, size_t index,
                                                    std::vector<absl::StatusOr<ListAnswer>> answers);
