@@ -51,6 +51,29 @@ absl::StatusOr<std::string> RpcParams::String(size_t i) const {
   return std::string(text);
 }
 
+absl::StatusOr<std::string> FirstStringParam(std::string_view params_json) {
+  if (params_json.empty()) return InvalidParams("missing parameter 0");
+  // This thread's buffer, with simdjson's padding past the text.
+  thread_local std::string padded;
+  padded.assign(params_json);
+  padded.resize(params_json.size() + simdjson::SIMDJSON_PADDING);
+  od::parser& parser = ThreadParser();
+  od::document doc;
+  od::array array;
+  if (parser.iterate(padded.data(), params_json.size(), padded.size()).get(doc) ||
+      doc.get_array().get(array)) {
+    return InvalidParams("expected an array");
+  }
+  for (auto element : array) {
+    od::value value;
+    if (element.get(value)) return InvalidParams("malformed params");
+    std::string_view text;
+    if (value.get_string().get(text)) return InvalidParams("parameter 0 must be a string");
+    return std::string(text);
+  }
+  return InvalidParams("missing parameter 0");
+}
+
 absl::StatusOr<std::vector<std::string>> RpcParams::StringList(size_t i, size_t max) const {
   if (i >= elements.size()) return InvalidParams(fmt::format("missing parameter {}", i));
   simdjson::padded_string padded(elements[i]);

@@ -229,6 +229,33 @@ TEST(RpcErrorTableTest, AnUpstreamErrorAboutTheCallKeepsItsCodeAnyOtherIsInterna
   EXPECT_EQ(RpcErrorFromStatus(RpcStatusFromUpstreamError(-32602, "")).message, "Invalid params");
 }
 
+// The one-pass read of a single account's key answers as splitting the params and reading
+// element 0 does, for every shape of params.
+TEST(RpcParamsTest, FirstStringParamAnswersAsSplittingAndReadingElementZero) {
+  const std::vector<std::string> cases = {
+      R"(["Key1111",{"encoding":"base64"}])",
+      R"(["K\u0065y"])",
+      R"([])",
+      R"([42,"x"])",
+      R"([{"a":1}])",
+      R"({"a":"b"})",
+      "",
+      R"([null])",
+  };
+  for (const std::string& params : cases) {
+    absl::StatusOr<std::string> one_pass = FirstStringParam(params);
+    absl::StatusOr<RpcParams> split = ParseRpcParams(params);
+    absl::StatusOr<std::string> expected =
+        split.ok() ? split->String(0) : absl::StatusOr<std::string>(split.status());
+    EXPECT_EQ(one_pass.status(), expected.status()) << params;
+    if (one_pass.ok() && expected.ok()) {
+      EXPECT_EQ(*one_pass, *expected) << params;
+    }
+  }
+  EXPECT_EQ(*FirstStringParam(R"(["K\u0065y"])"), "Key");
+  EXPECT_EQ(FirstStringParam("[]").status().message(), "Invalid params: missing parameter 0");
+}
+
 TEST(MinContextSlotTest, TheMemberLeavesAndEverythingElseStaysAsWritten) {
   EXPECT_EQ(ParamsWithoutMinContextSlot(R"(["k",{"encoding":"base64","minContextSlot":5}])"),
             R"(["k",{"encoding":"base64"}])");
