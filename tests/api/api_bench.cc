@@ -75,6 +75,22 @@ void BM_ParseGetAccountInfoInPlace(benchmark::State& state) {
 }
 BENCHMARK(BM_ParseGetAccountInfoInPlace);
 
+// A JSON-RPC batch of ten getAccountInfo calls, as the HTTP server hands it over.
+void BM_ParseBatch10InPlace(benchmark::State& state) {
+  std::string body = "[";
+  for (int i = 0; i < 10; ++i) {
+    body += (i ? "," : "") + std::string(R"({"jsonrpc":"2.0","id":)") + std::to_string(i) +
+            R"(,"method":"getAccountInfo","params":[")" + AccountKey(i) +
+            R"(",{"encoding":"base64"}]})";
+  }
+  body += "]";
+  body.reserve(body.size() + 64);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ParseRpcBody(body, {}, body.capacity()));
+  }
+}
+BENCHMARK(BM_ParseBatch10InPlace);
+
 void BM_DecideGetAccountInfo(benchmark::State& state) {
   RpcCall call = Shared().Parse(kGetAccountInfo);
   for (auto _ : state) benchmark::DoNotOptimize(Shared().Decide(call));
