@@ -10,6 +10,7 @@ namespace {
 
 namespace od = simdjson::ondemand;
 using api_internal::RawJson;
+using api_internal::RawJsonView;
 using api_internal::ThreadParser;
 using api_internal::TrimRight;
 
@@ -129,17 +130,15 @@ std::optional<uint64_t> FindMinContextSlot(const std::string& params) {
   return std::nullopt;
 }
 
-// Parses one request object from its raw text (already validated JSON).
-// `padded`, when given, holds the same object (the whole body of a single request): it is
-// parsed in place instead of a padded copy of `raw`.
-RpcCall ParseCall(std::string raw) {
+// Parses one request object of a batch from its raw text (already validated JSON), in place:
+// `raw` is a view into the padded body, `capacity` the bytes readable from raw.data().
+RpcCall ParseCall(std::string_view raw, size_t capacity) {
   RpcCall call;
-  simdjson::padded_string copy(raw);
-  const simdjson::padded_string* padded = &copy;
-  call.raw = std::move(raw);
+  call.raw.assign(raw);
   od::document doc;
   od::object object;
-  if (ThreadParser().iterate(*padded).get(doc) || doc.get_object().get(object)) {
+  if (ThreadParser().iterate(raw.data(), raw.size(), capacity).get(doc) ||
+      doc.get_object().get(object)) {
     call.error = InvalidRequest("not an object");
     return call;
   }
@@ -346,15 +345,19 @@ absl::StatusOr<RpcBody> ParseRpcBody(std::string_view body, const RpcCodecOption
         fmt::format("batch of {} requests exceeds the limit of {}", count, options.max_batch_size));
   }
   // Each element's text first: ParseCall uses this thread's parser, which the array holds.
-  std::vector<std::string> raws;
+  // The texts are views into the padded body, so each element is parsed where it lies.
+  std::vector<std::string_view> raws;
   raws.reserve(count);
   for (auto element : array) {
     od::value value;
-    std::string& raw = raws.emplace_back();
-    if (element.get(value) || RawJson(value, &raw)) return ParseError("invalid JSON");
+    std::string_view& raw = raws.emplace_back();
+    if (element.get(value) || RawJsonView(value, &raw)) return ParseError("invalid JSON");
   }
+  const char* const end = padded.data() + padded.capacity();
   result.calls.reserve(count);
-  for (std::string& raw : raws) result.calls.push_back(ParseCall(std::move(raw)));
+  for (std::string_view raw : raws) {
+    result.calls.push_back(ParseCall(raw, static_cast<size_t>(end - raw.data())));
+  }
   return result;
 }
 
