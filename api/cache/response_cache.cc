@@ -301,6 +301,11 @@ std::string ResponseCache::KeyOf(std::string_view target, std::string_view metho
   key.push_back('\0');
   key.append(method);
   key.push_back('\0');
+  // Compact params (what SDKs send) are the key as they are.
+  if (params.find_first_of(" \t\n\r") == std::string_view::npos) {
+    key.append(params);
+    return key;
+  }
   bool in_string = false;
   bool escaped = false;
   for (char c : params) {
