@@ -26,6 +26,7 @@
 #include "tests/api/test_client.h"
 #include "tests/api/test_support.h"
 #include "tests/support/localnet_process.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/temp_dir.h"
 
 // GCC 12 reports a false -Wrestrict on `"literal" + std::string` (GCC bug 105329).
@@ -335,10 +336,14 @@ TEST_F(IntegrityTest, AMalformedConsensusHeaderIsRefused) {
 }
 
 TEST_F(IntegrityTest, ALaggingEndpointIsNotAdmittedUntilItCatchesUp) {
-  StartChains(/*slot_ms=*/10);
+  // The chains start one after another, each counting its own slots: the gap between their
+  // starts must stay well under admission_max_lag slots. A sanitized localnet starts several
+  // times slower, so its slots are longer.
+  StartChains(/*slot_ms=*/10 * switchyard::testing::kTimeScale);
   SetFaults(2, R"({"slot_lag":400})");
   // Far enough into the chain that the lag shows (a lagged slot stops at 0).
-  ASSERT_TRUE(WaitFor([&] { return SlotOf(0) > 150; }, absl::Seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return SlotOf(0) > 150; }, switchyard::testing::Scaled(absl::Seconds(10))));
   StartRouter([](RouterOptions& router) {
     router.integrity.admission = true;
     router.integrity.admission_max_lag = 30;
@@ -346,9 +351,10 @@ TEST_F(IntegrityTest, ALaggingEndpointIsNotAdmittedUntilItCatchesUp) {
     router.health.max_slot_lag = 1'000'000;  // only admission keeps it out
   });
   StartMonitor();
-  ASSERT_TRUE(WaitFor([&] { return Admitted(0) && Admitted(1); }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitFor([&] { return Admitted(0) && Admitted(1); },
+                      switchyard::testing::Scaled(absl::Seconds(10))));
   ASSERT_TRUE(WaitFor([&] { return base().endpoint(2).Status().admission_failures >= 3; },
-                      absl::Seconds(10)));
+                      switchyard::testing::Scaled(absl::Seconds(10))));
   EndpointStatus lagging = base().endpoint(2).Status();
   EXPECT_EQ(lagging.admission, AdmissionState::kPending);
   EXPECT_EQ(lagging.admission_result.rfind("not synced: ", 0), 0u) << lagging.admission_result;
@@ -360,7 +366,7 @@ TEST_F(IntegrityTest, ALaggingEndpointIsNotAdmittedUntilItCatchesUp) {
   EXPECT_EQ(base().endpoint(2).Status().requests, 0u);
   // Caught up, it is admitted and takes reads.
   SetFaults(2, R"({"slot_lag":0})");
-  ASSERT_TRUE(WaitFor([&] { return Admitted(2); }, absl::Seconds(10)))
+  ASSERT_TRUE(WaitFor([&] { return Admitted(2); }, switchyard::testing::Scaled(absl::Seconds(10))))
       << base().endpoint(2).Status().admission_result;
   EXPECT_EQ(base().endpoint(2).Status().admission_result.rfind("passed: ", 0), 0u);
   int id = 100;
@@ -369,7 +375,7 @@ TEST_F(IntegrityTest, ALaggingEndpointIsNotAdmittedUntilItCatchesUp) {
         Read(++id);
         return base().endpoint(2).Status().requests > 0;
       },
-      absl::Seconds(10)));
+      switchyard::testing::Scaled(absl::Seconds(10))));
 }
 
 // The liar is endpoint 0, asked first by the others while none is admitted: it must not keep

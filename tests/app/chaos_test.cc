@@ -27,6 +27,7 @@
 #include "tests/app/process_test.h"
 #include "tests/localnet/test_clients.h"
 #include "tests/support/fault_proxy.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_transactions.h"
@@ -502,7 +503,7 @@ TEST_F(ChaosTest, EachFaultOfOneEndpointUnderLoadFailsNoReadAndEveryBaseEndpoint
           return from && before && before->state != "ejected" &&
                  before->requests >= from->requests + 10;
         },
-        10s))
+        10s * testing::kTimeScale))
         << url << " takes no live reads";
     const auto injected = Clock::now();
     bad.Set(c.fault);

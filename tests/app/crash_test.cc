@@ -14,6 +14,7 @@
 #include "storage/embedded_event_log.h"
 #include "storage/rocksdb_state_store.h"
 #include "tests/support/event_generator.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -91,7 +92,8 @@ TEST(CrashTest, FoldSurvivesSigkillAtRandomMoments) {
   for (int i = 0; i < kills; ++i) {
     log.EnsureAhead(committed, 600'000);
     const pid_t pid = testing::StartProcess(fold);
-    usleep(static_cast<useconds_t>(20'000 + rng() % 380'000));
+    // (A sanitized fold starts and folds several times slower: the moments are scaled.)
+    usleep(static_cast<useconds_t>((20'000 + rng() % 380'000) * testing::kTimeScale));
     ASSERT_EQ(kill(pid, SIGKILL), 0);
     const int code = testing::WaitProcess(pid);
     if (code == 128 + SIGKILL) ++killed;

@@ -9,6 +9,7 @@
 #include "engine/event_codec.h"
 #include "storage/rocksdb_state_store.h"
 #include "tests/support/event_generator.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -95,7 +96,7 @@ void ExpectConstantMemory(uint64_t small, uint64_t large, int64_t slack_kb) {
   EXPECT_EQ(b.rows, large);
   EXPECT_EQ(CountLines(dir.Sub("large.jsonl")), large);
   EXPECT_GT(a.max_rss_kb, 0);
-  EXPECT_LT(b.max_rss_kb, a.max_rss_kb + slack_kb)
+  EXPECT_LT(b.max_rss_kb, a.max_rss_kb + testing::MemoryBoundKib(slack_kb))
       << "peak RSS " << a.max_rss_kb << " KiB for " << small << " rows, " << b.max_rss_kb
       << " KiB for " << large;
   ::testing::Test::RecordProperty("rows", std::to_string(large));

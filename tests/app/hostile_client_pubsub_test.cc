@@ -24,6 +24,7 @@
 #include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "tests/app/hostile_client_fixture.h"
+#include "tests/support/sanitizer.h"
 
 namespace switchyard::testing {
 namespace {
@@ -103,10 +104,10 @@ TEST_F(HostileClientTest, WebSocketClientThatNeverReadsIsDisconnectedAndOthersKe
   ASSERT_TRUE(
       WaitForMetric("switchyard_pubsub_connections_open", [](int64_t v) { return v == 0; }));
   const ProcStats after = Stats(serve_);
-  EXPECT_LT(peak.rss_kib - base.rss_kib, 32 * kMiB)
+  EXPECT_LT(peak.rss_kib - base.rss_kib, MemoryBoundKib(32 * kMiB))
       << "RSS KiB before " << base.rss_kib << ", peak " << peak.rss_kib;
   EXPECT_LE(after.fds, base.fds + 6) << "fds before " << base.fds << ", peak " << peak.fds;
-  EXPECT_LT(after.rss_kib - base.rss_kib, 32 * kMiB);
+  EXPECT_LT(after.rss_kib - base.rss_kib, MemoryBoundKib(32 * kMiB));
   RecordProperty("rss_kib", fmt::format("{} {} {}", base.rss_kib, peak.rss_kib, after.rss_kib));
   RecordProperty("fds", fmt::format("{} {} {}", base.fds, peak.fds, after.fds));
 }
@@ -232,7 +233,7 @@ TEST_F(HostileClientTest, OversizedFramesMessagesAndBodiesAreClosedWith1009Or413
       5s));
   ASSERT_TRUE(WaitForMetric("switchyard_api_connections_open", [](int64_t v) { return v == 0; }));
   const ProcStats after = Stats(serve_);
-  EXPECT_LT(after.rss_kib - base.rss_kib, 16 * kMiB);
+  EXPECT_LT(after.rss_kib - base.rss_kib, MemoryBoundKib(16 * kMiB));
   EXPECT_LE(after.fds, base.fds + 6);
   RecordProperty("rss_kib", fmt::format("{} {}", base.rss_kib, after.rss_kib));
 }
@@ -337,8 +338,8 @@ TEST_F(HostileClientTest, SubscriptionChurnIsAnsweredEveryTimeAndLeavesNoUpstrea
   ASSERT_TRUE(
       WaitForMetric("switchyard_pubsub_connections_open", [](int64_t v) { return v == 0; }));
   const ProcStats after = Stats(serve_);
-  EXPECT_LT(peak.rss_kib - base.rss_kib, 64 * kMiB);
-  EXPECT_LT(after.rss_kib - base.rss_kib, 64 * kMiB);
+  EXPECT_LT(peak.rss_kib - base.rss_kib, MemoryBoundKib(64 * kMiB));
+  EXPECT_LT(after.rss_kib - base.rss_kib, MemoryBoundKib(64 * kMiB));
   // The upstream pubsub connections the churn opened stay for later subscriptions: a few.
   EXPECT_LE(after.fds, base.fds + 16) << "fds before " << base.fds << ", peak " << peak.fds;
   RecordProperty("subscriptions_per_second", std::to_string(rate));

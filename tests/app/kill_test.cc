@@ -26,6 +26,7 @@
 #include "tests/app/process_test.h"
 #include "tests/support/event_generator.h"
 #include "tests/support/free_port.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
 
 namespace switchyard {
@@ -258,7 +259,10 @@ TEST_F(KillTest, SigkillUnderLoadServesAgainWithinASecondWithTheSameDigest) {
   RecordProperty("accounts", std::to_string(accounts));
   RecordProperty("kill_to_first_correct_answer_ms", fmt::format("{:.1f}", kill_to_answer_ms));
   RecordProperty("start_to_first_correct_answer_ms", fmt::format("{:.1f}", start_to_answer_ms));
-  EXPECT_LT(kill_to_answer_ms, 1000.0);
+  // A latency bound: a sanitized serve restarts at the sanitizer's speed, not the product's.
+  if (!testing::kSanitized) {
+    EXPECT_LT(kill_to_answer_ms, 1000.0);
+  }
 
   // Every answer was correct, and the only failures fell while serve was down.
   size_t failed_while_up = 0;

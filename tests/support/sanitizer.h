@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstdint>
+
 #include "absl/time/time.h"
 
 namespace switchyard::testing {
@@ -18,5 +20,14 @@ inline constexpr bool kSanitized = false;
 inline constexpr int kTimeScale = kSanitized ? 10 : 1;
 
 inline absl::Duration Scaled(absl::Duration d) { return d * kTimeScale; }
+
+// A bound on the growth of a process's resident memory, in KiB. Under a sanitizer the RSS also
+// holds what the sanitizer keeps (AddressSanitizer: the quarantine of freed blocks, at most
+// 256 MiB by default, the redzone around every block and the shadow), so the bound there is
+// 4 x `kib` + 256 MiB: it no longer measures the product's footprint, but growth without bound
+// still fails it.
+inline constexpr int64_t MemoryBoundKib(int64_t kib) {
+  return kSanitized ? 4 * kib + 256 * 1024 : kib;
+}
 
 }  // namespace switchyard::testing
