@@ -27,10 +27,15 @@ using config_internal::TableReader;
 // the parser sees it. Outside strings and comments TOML allows no non-ASCII character anyway,
 // so only an invalid config gets another message; the one valid text refused is a multi-line
 // string whose line, continued by a backslash, goes on with a non-ASCII character.
+// A quote opens a string only where TOML lets one begin (a key at the start of a line or after
+// a dot, a table header's name, a value after '=', '[', ',' or '{'): elsewhere, as in `x = 1"…`,
+// the parser is still reading a bare value and asks its question of each character, so such a
+// quote is refused too.
 absl::Status CheckTomlParserCanRead(std::string_view text, const std::string& file) {
   enum class State { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral };
   State state = State::kCode;
   bool after_line_ending_backslash = false;
+  char last_code = '\n';  // the last character of code on this line other than a space or tab
   size_t line = 1;
   size_t column = 0;                                    // of the current code point, 1-based
   size_t i = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;  // a UTF-8 byte order mark
@@ -54,15 +59,25 @@ absl::Status CheckTomlParserCanRead(std::string_view text, const std::string& fi
         if (c == '#') {
           state = State::kComment;
         } else if (c == '"' || c == '\'') {
+          if (last_code != '\n' && last_code != '=' && last_code != '[' && last_code != ',' &&
+              last_code != '{' && last_code != '.') {
+            return refuse(fmt::format("a quote after '{}', where no string may begin", last_code));
+          }
+          last_code = c;
           const bool multi = three(c);
           state = c == '"' ? (multi ? State::kMultiBasic : State::kBasic)
                            : (multi ? State::kMultiLiteral : State::kLiteral);
           if (multi) i += 2;
           column += multi ? 2 : 0;
+        } else if (c != ' ' && c != '\t' && c != '\r') {
+          last_code = c;
         }
         break;
       case State::kComment:
-        if (c == '\n') state = State::kCode;
+        if (c == '\n') {
+          state = State::kCode;
+          last_code = '\n';
+        }
         break;
       case State::kBasic:
         if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') {

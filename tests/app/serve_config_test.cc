@@ -582,6 +582,32 @@ TEST_F(ServeConfigTest, NonAsciiWhereTheTomlParserCannotReadItIsRefused) {
   EXPECT_EQ(config->serve.router.ers[0].fqdn, "\xC3\xA9x\xC3\xA9");
 }
 
+// Regression (config_fuzzer, a 10 M-execution run): after `=1` a quote did not open a string
+// for toml++, which went on reading a bare value and asked whether the following non-ASCII
+// character was whitespace, reaching its __builtin_unreachable().
+TEST_F(ServeConfigTest, AQuoteWhereNoStringMayBeginIsRefused) {
+  EXPECT_EQ(
+      ParseConfig("[aQpi]\ntls_cert_file =1\"\xC8\x9B" + std::string(30, 'X') + "\"", "serve.toml")
+          .status()
+          .message(),
+      "serve.toml:2:17: a quote after '1', where no string may begin");
+  EXPECT_EQ(ParseConfig("[api]\nthreads = 2 'x'\n", "serve.toml").status().message(),
+            "serve.toml:2:13: a quote after '2', where no string may begin");
+
+  // Quotes where TOML lets a string begin: a key at a line's start or after a dot, a table
+  // header, a value after '=', '[', ',' or '{', also on the next line of an array.
+  absl::StatusOr<Config> config = ParseConfig(
+      "[\"upstreams\".base]\n\"endpoints\" = [\n  {url = \"http://127.0.0.1:7799\"},\n"
+      "  { \"url\" = 'http://127.0.0.1:7800' }\n]\n"
+      "[api]\ncors_origins = [ \"https://app.example\",\"http://127.0.0.1:3000\" ]\n"
+      "[routing.methods]\n\"getAsset*\" = \"base\"\n",
+      "serve.toml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->serve.router.upstreams.size(), 1u);
+  EXPECT_EQ(config->serve.router.upstreams[0].endpoints.size(), 2u);
+  EXPECT_EQ(config->serve.api.cors.allowed_origins.size(), 2u);
+}
+
 TEST_F(ServeConfigTest, AMissingFileIsRefusedNamingIt) {
   const std::string missing = dir_.Sub("missing.toml");
   absl::StatusOr<Config> config = LoadConfig(missing);
