@@ -20,6 +20,63 @@ namespace {
 using config_internal::CheckBaseUrl;
 using config_internal::TableReader;
 
+// Where, in the code of a TOML text (outside strings and comments), a quote may open a string:
+// after the start of a line, '=', '[', ',' or '{', and after a dot where a key is read (a
+// dotted key, also in a table header or an inline table), not where a value is (1.5).
+class TomlCodeContext {
+ public:
+  // A character of code other than a quote, a space, a tab or a carriage return.
+  void See(char c) {
+    switch (c) {
+      case '\n':
+        if (open_.empty()) in_value_ = false;  // a line break inside an array leaves its values
+        break;
+      case '=':
+        in_value_ = true;
+        break;
+      case '[':
+        open_.push_back('[');  // a table header at a line's start keeps reading a key
+        break;
+      case '{':
+        open_.push_back('{');
+        in_value_ = false;
+        break;
+      case ']':
+      case '}':
+        if (!open_.empty()) open_.pop_back();
+        if (!open_.empty() || c == '}') in_value_ = true;  // what closed was a value
+        break;
+      case ',':
+        in_value_ = !open_.empty() && open_.back() == '[';
+        break;
+      default:
+        break;
+    }
+    last_ = c;
+  }
+  void SeeString(char quote) { last_ = quote; }
+  bool StringMayBegin() const {
+    switch (last_) {
+      case '\n':
+      case '=':
+      case '[':
+      case ',':
+      case '{':
+        return true;
+      case '.':
+        return !in_value_;
+      default:
+        return false;
+    }
+  }
+  char last() const { return last_; }
+
+ private:
+  std::string open_;  // the arrays and inline tables open, innermost last
+  bool in_value_ = false;
+  char last_ = '\n';
+};
+
 // toml++ 3.3 (Debian 12's) asks whether a non-ASCII character is whitespace wherever it may
 // meet whitespace: outside strings and comments, and where a multi-line basic string skips
 // what follows a line-ending backslash. For most characters that question reaches a
@@ -27,15 +84,14 @@ using config_internal::TableReader;
 // the parser sees it. Outside strings and comments TOML allows no non-ASCII character anyway,
 // so only an invalid config gets another message; the one valid text refused is a multi-line
 // string whose line, continued by a backslash, goes on with a non-ASCII character.
-// A quote opens a string only where TOML lets one begin (a key at the start of a line or after
-// a dot, a table header's name, a value after '=', '[', ',' or '{'): elsewhere, as in `x = 1"…`,
-// the parser is still reading a bare value and asks its question of each character, so such a
-// quote is refused too.
+// A quote opens a string only where TOML lets one begin: elsewhere, as in `x = 1"…` or
+// `x = 1.5."…`, the parser is still reading a bare value and asks its question of each
+// character that follows, so such a quote is refused too (TomlCodeContext).
 absl::Status CheckTomlParserCanRead(std::string_view text, const std::string& file) {
   enum class State { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral };
   State state = State::kCode;
   bool after_line_ending_backslash = false;
-  char last_code = '\n';  // the last character of code on this line other than a space or tab
+  TomlCodeContext code;
   size_t line = 1;
   size_t column = 0;                                    // of the current code point, 1-based
   size_t i = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;  // a UTF-8 byte order mark
@@ -59,24 +115,24 @@ absl::Status CheckTomlParserCanRead(std::string_view text, const std::string& fi
         if (c == '#') {
           state = State::kComment;
         } else if (c == '"' || c == '\'') {
-          if (last_code != '\n' && last_code != '=' && last_code != '[' && last_code != ',' &&
-              last_code != '{' && last_code != '.') {
-            return refuse(fmt::format("a quote after '{}', where no string may begin", last_code));
+          if (!code.StringMayBegin()) {
+            return refuse(
+                fmt::format("a quote after '{}', where no string may begin", code.last()));
           }
-          last_code = c;
+          code.SeeString(c);
           const bool multi = three(c);
           state = c == '"' ? (multi ? State::kMultiBasic : State::kBasic)
                            : (multi ? State::kMultiLiteral : State::kLiteral);
           if (multi) i += 2;
           column += multi ? 2 : 0;
         } else if (c != ' ' && c != '\t' && c != '\r') {
-          last_code = c;
+          code.See(c);
         }
         break;
       case State::kComment:
         if (c == '\n') {
           state = State::kCode;
-          last_code = '\n';
+          code.See('\n');
         }
         break;
       case State::kBasic:

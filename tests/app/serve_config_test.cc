@@ -593,6 +593,10 @@ TEST_F(ServeConfigTest, AQuoteWhereNoStringMayBeginIsRefused) {
       "serve.toml:2:17: a quote after '1', where no string may begin");
   EXPECT_EQ(ParseConfig("[api]\nthreads = 2 'x'\n", "serve.toml").status().message(),
             "serve.toml:2:13: a quote after '2', where no string may begin");
+  // The second (same run, once the first was refused): a dot inside a value is no dotted key.
+  EXPECT_EQ(
+      ParseConfig("cache.\"max_mb\" = 0o17e.\"get\xD1\xAE\"\n", "serve.toml").status().message(),
+      "serve.toml:1:24: a quote after '.', where no string may begin");
 
   // Quotes where TOML lets a string begin: a key at a line's start or after a dot, a table
   // header, a value after '=', '[', ',' or '{', also on the next line of an array.
@@ -600,12 +604,14 @@ TEST_F(ServeConfigTest, AQuoteWhereNoStringMayBeginIsRefused) {
       "[\"upstreams\".base]\n\"endpoints\" = [\n  {url = \"http://127.0.0.1:7799\"},\n"
       "  { \"url\" = 'http://127.0.0.1:7800' }\n]\n"
       "[api]\ncors_origins = [ \"https://app.example\",\"http://127.0.0.1:3000\" ]\n"
-      "[routing.methods]\n\"getAsset*\" = \"base\"\n",
+      "[routing.methods]\n\"getAsset*\" = \"base\"\n"
+      "[cache]\nmethods = { \"getBalance\" = \"never\", \"getSlot\" = 'coalesce' }\n",
       "serve.toml");
   ASSERT_TRUE(config.ok()) << config.status();
   ASSERT_EQ(config->serve.router.upstreams.size(), 1u);
   EXPECT_EQ(config->serve.router.upstreams[0].endpoints.size(), 2u);
   EXPECT_EQ(config->serve.api.cors.allowed_origins.size(), 2u);
+  EXPECT_EQ(config->serve.router.cache.rules.size(), 2u);
 }
 
 TEST_F(ServeConfigTest, AMissingFileIsRefusedNamingIt) {
