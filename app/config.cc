@@ -22,11 +22,24 @@ using config_internal::TableReader;
 
 // Where, in the code of a TOML text (outside strings and comments), a quote may open a string:
 // after the start of a line, '=', '[', ',' or '{', and after a dot where a key is read (a
-// dotted key, also in a table header or an inline table), not where a value is (1.5).
+// dotted key, also in a table header or an inline table), not where a value is (1.5); and never
+// inside a bare value (a number, a date, true), which the parser reads up to a space, ',', ']',
+// '}', '#' or a line break whatever else it meets (`x = 1['…` is one bare value).
 class TomlCodeContext {
  public:
   // A character of code other than a quote, a space, a tab or a carriage return.
   void See(char c) {
+    if (bare_) {
+      if (c != ',' && c != ']' && c != '}' && c != '\n') {
+        last_ = c;
+        return;
+      }
+      bare_ = false;
+    } else if (ValueMayBegin() && c != '[' && c != '{' && c != '\n') {
+      bare_ = true;
+      last_ = c;
+      return;
+    }
     switch (c) {
       case '\n':
         if (open_.empty()) in_value_ = false;  // a line break inside an array leaves its values
@@ -54,8 +67,11 @@ class TomlCodeContext {
     }
     last_ = c;
   }
+  // A space, a tab, a carriage return or the start of a comment: the end of a bare value.
+  void SeeSpace() { bare_ = false; }
   void SeeString(char quote) { last_ = quote; }
   bool StringMayBegin() const {
+    if (bare_) return false;
     switch (last_) {
       case '\n':
       case '=':
@@ -70,10 +86,19 @@ class TomlCodeContext {
     }
   }
   char last() const { return last_; }
+  bool in_bare_value() const { return bare_; }
 
  private:
+  // Where a value begins: after '=', or after '[' or ',' inside an array.
+  bool ValueMayBegin() const {
+    if (!in_value_) return false;
+    if (last_ == '=') return true;
+    return (last_ == '[' || last_ == ',') && !open_.empty() && open_.back() == '[';
+  }
+
   std::string open_;  // the arrays and inline tables open, innermost last
   bool in_value_ = false;
+  bool bare_ = false;  // inside a bare value
   char last_ = '\n';
 };
 
@@ -114,10 +139,13 @@ absl::Status CheckTomlParserCanRead(std::string_view text, const std::string& fi
         if (byte >= 0x80) return refuse("a non-ASCII character outside a string or a comment");
         if (c == '#') {
           state = State::kComment;
+          code.SeeSpace();
         } else if (c == '"' || c == '\'') {
           if (!code.StringMayBegin()) {
             return refuse(
-                fmt::format("a quote after '{}', where no string may begin", code.last()));
+                code.in_bare_value()
+                    ? "a quote inside a bare value (a number, a date, true or false)"
+                    : fmt::format("a quote after '{}', where no string may begin", code.last()));
           }
           code.SeeString(c);
           const bool multi = three(c);
@@ -125,7 +153,9 @@ absl::Status CheckTomlParserCanRead(std::string_view text, const std::string& fi
                            : (multi ? State::kMultiLiteral : State::kLiteral);
           if (multi) i += 2;
           column += multi ? 2 : 0;
-        } else if (c != ' ' && c != '\t' && c != '\r') {
+        } else if (c == ' ' || c == '\t' || c == '\r') {
+          code.SeeSpace();
+        } else {
           code.See(c);
         }
         break;

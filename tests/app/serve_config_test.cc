@@ -590,13 +590,16 @@ TEST_F(ServeConfigTest, AQuoteWhereNoStringMayBeginIsRefused) {
       ParseConfig("[aQpi]\ntls_cert_file =1\"\xC8\x9B" + std::string(30, 'X') + "\"", "serve.toml")
           .status()
           .message(),
-      "serve.toml:2:17: a quote after '1', where no string may begin");
+      "serve.toml:2:17: a quote inside a bare value (a number, a date, true or false)");
   EXPECT_EQ(ParseConfig("[api]\nthreads = 2 'x'\n", "serve.toml").status().message(),
             "serve.toml:2:13: a quote after '2', where no string may begin");
-  // The second (same run, once the first was refused): a dot inside a value is no dotted key.
+  // The second and third (the same run again, once the first was refused): a bare value runs to
+  // a space, ',', ']', '}', '#' or a line break, dots and brackets included.
   EXPECT_EQ(
       ParseConfig("cache.\"max_mb\" = 0o17e.\"get\xD1\xAE\"\n", "serve.toml").status().message(),
-      "serve.toml:1:24: a quote after '.', where no string may begin");
+      "serve.toml:1:24: a quote inside a bare value (a number, a date, true or false)");
+  EXPECT_EQ(ParseConfig("e=1['6\xEF\xBB\x90" "e=1['", "serve.toml").status().message(),
+            "serve.toml:1:5: a quote inside a bare value (a number, a date, true or false)");
 
   // Quotes where TOML lets a string begin: a key at a line's start or after a dot, a table
   // header, a value after '=', '[', ',' or '{', also on the next line of an array.
