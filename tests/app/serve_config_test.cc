@@ -598,7 +598,11 @@ TEST_F(ServeConfigTest, AQuoteWhereNoStringMayBeginIsRefused) {
   EXPECT_EQ(
       ParseConfig("cache.\"max_mb\" = 0o17e.\"get\xD1\xAE\"\n", "serve.toml").status().message(),
       "serve.toml:1:24: a quote inside a bare value (a number, a date, true or false)");
-  EXPECT_EQ(ParseConfig("e=1['6\xEF\xBB\x90" "e=1['", "serve.toml").status().message(),
+  EXPECT_EQ(ParseConfig("e=1['6\xEF\xBB\x90"
+                        "e=1['",
+                        "serve.toml")
+                .status()
+                .message(),
             "serve.toml:1:5: a quote inside a bare value (a number, a date, true or false)");
 
   // Quotes where TOML lets a string begin: a key at a line's start or after a dot, a table
