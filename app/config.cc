@@ -89,11 +89,11 @@ class TomlCodeContext {
   bool in_bare_value() const { return bare_; }
 
  private:
-  // Where a value begins: after '=', or after '[' or ',' inside an array.
+  // Where a value begins: after '=', or after '[', ',' or a line break inside an array.
   bool ValueMayBegin() const {
     if (!in_value_) return false;
     if (last_ == '=') return true;
-    return (last_ == '[' || last_ == ',') && !open_.empty() && open_.back() == '[';
+    return (last_ == '[' || last_ == ',' || last_ == '\n') && !open_.empty() && open_.back() == '[';
   }
 
   std::string open_;  // the arrays and inline tables open, innermost last

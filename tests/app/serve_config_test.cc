@@ -604,6 +604,9 @@ TEST_F(ServeConfigTest, AQuoteWhereNoStringMayBeginIsRefused) {
                 .status()
                 .message(),
             "serve.toml:1:5: a quote inside a bare value (a number, a date, true or false)");
+  // The same where an array's element begins a line.
+  EXPECT_EQ(ParseConfig("a = [\n  1['\xC8\x9B']\n]\n", "serve.toml").status().message(),
+            "serve.toml:2:5: a quote inside a bare value (a number, a date, true or false)");
 
   // Quotes where TOML lets a string begin: a key at a line's start or after a dot, a table
   // header, a value after '=', '[', ',' or '{', also on the next line of an array.
