@@ -99,6 +99,14 @@ bool Router::MarksHold(const std::vector<DelegationMark>& marks, const Snapshot&
   return true;
 }
 
+Slot Router::LatestSlotOf(const std::string& target) const {
+  Slot slot = context_->cache()->LatestSlot(target);
+  if (const TargetHealth* health = context_->health()->Find(target)) {
+    slot = std::max(slot, health->best_slot());
+  }
+  return slot;
+}
+
 void Router::ServeFromCache(const std::shared_ptr<Exchange>& exchange) {
   ResponseCache& cache = *context_->cache();
   const size_t n = exchange->body.calls.size();
@@ -118,10 +126,7 @@ void Router::ServeFromCache(const std::shared_ptr<Exchange>& exchange) {
     entry.write_epoch = cache.WriteEpoch(decision.target);
     entry.key = ResponseCache::KeyOf(CacheTargetOf(decision), call.method, call.params);
     if (entry.cache_class == CacheClass::kCoalesce || !cache.options().enabled) continue;
-    Slot target_slot = cache.LatestSlot(decision.target);
-    if (const TargetHealth* health = context_->health()->Find(decision.target)) {
-      target_slot = std::max(target_slot, health->best_slot());
-    }
+    const Slot target_slot = LatestSlotOf(decision.target);
     std::shared_ptr<const CachedAnswer> hit = cache.Find(
         entry.key, now, MinSlotOf(call, decision.target, exchange->header_min_slot), target_slot,
         [&](const CachedAnswer& answer) { return MarksHold(answer.marks, *exchange->snapshot); });
@@ -230,10 +235,7 @@ Task<std::vector<absl::StatusOr<ListAnswer>>> Router::GatherAccountParts(
     SubCall& sub = requests[p];
     write_epochs[p] = cache->WriteEpoch(sub.target);
     keys[p] = ResponseCache::KeyOf(sub.target, sub.method, sub.params);
-    Slot target_slot = cache->LatestSlot(sub.target);
-    if (const TargetHealth* health = context_->health()->Find(sub.target)) {
-      target_slot = std::max(target_slot, health->best_slot());
-    }
+    const Slot target_slot = LatestSlotOf(sub.target);
     std::shared_ptr<const CachedAnswer> hit = cache->Find(
         keys[p], now, MinSlotOf(call, sub.target, exchange->header_min_slot), target_slot,
         [&](const CachedAnswer& answer) { return MarksHold(answer.marks, *exchange->snapshot); });

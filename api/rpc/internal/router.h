@@ -171,6 +171,9 @@ class Router : public RequestHandler {
   // The answers of `requests`, the parts of split getMultipleAccounts `index` in the order of
   // its decision's parts: each from the response cache when it keeps that part
   // (docs/architecture.md §19), the rest from their targets, then kept in turn.
+  // The most advanced slot `target` is known at: the cache's view of its answers, or the
+  // prober's; a slot-bounded answer below it is no longer served.
+  Slot LatestSlotOf(const std::string& target) const;
   Task<std::vector<absl::StatusOr<ListAnswer>>> GatherAccountParts(
       std::shared_ptr<Exchange> exchange, size_t index, Requests requests);
   // The parts' answers merged in key order (an error answer: a part that failed).
