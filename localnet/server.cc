@@ -266,7 +266,8 @@ class WsSession : public NotificationSink, public std::enable_shared_from_this<W
   void Send(std::string message) override {
     net::dispatch(ws_.get_executor(),
                   [self = shared_from_this(), message = std::move(message)]() mutable {
-                    if (self->closed_) return;
+                    // A closing session writes what it had queued and nothing after it.
+                    if (self->closed_ || self->closing_) return;
                     if (self->queue_.size() >= self->limits_.max_ws_queue) {
                       // A consumer this slow would make the queue unbounded: drop it.
                       self->DoClose();
