@@ -2,6 +2,7 @@
 // whole requests through the router to fake upstreams.
 // Not a test; run by hand: build/<dir>/tests/api/api_bench
 #include <benchmark/benchmark.h>
+#include <simdjson.h>
 
 #include "api/access/access_control.h"
 #include "api/jsonrpc/jsonrpc.h"
@@ -74,6 +75,36 @@ void BM_ParseGetAccountInfoInPlace(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ParseGetAccountInfoInPlace);
+
+// The floor under BM_ParseGetAccountInfoInPlace: simdjson On-Demand's stage 1 and a walk over
+// the request's four fields (each key unescaped, each value's raw token taken), with no check of
+// what the values hold, no grammar walk inside params and no copy out of the body.
+void BM_OnDemandFieldWalkGetAccountInfo(benchmark::State& state) {
+  simdjson::ondemand::parser parser;
+  std::string body;
+  body.reserve(kGetAccountInfo.size() + simdjson::SIMDJSON_PADDING);
+  body = kGetAccountInfo;
+  benchmark::IterationCount fields = 0;
+  for (auto _ : state) {
+    simdjson::ondemand::document doc;
+    simdjson::ondemand::object object;
+    if (parser.iterate(body.data(), body.size(), body.capacity()).get(doc) ||
+        doc.get_object().get(object)) {
+      return state.SkipWithError("the request does not parse");
+    }
+    for (auto field : object) {
+      std::string_view key;
+      simdjson::ondemand::value value;
+      if (field.unescaped_key().get(key) || field.value().get(value)) {
+        return state.SkipWithError("a field does not parse");
+      }
+      benchmark::DoNotOptimize(value.raw_json_token());
+      ++fields;
+    }
+  }
+  if (fields != 4 * state.iterations()) state.SkipWithError("not four fields a request");
+}
+BENCHMARK(BM_OnDemandFieldWalkGetAccountInfo);
 
 // A JSON-RPC batch of ten getAccountInfo calls, as the HTTP server hands it over.
 void BM_ParseBatch10InPlace(benchmark::State& state) {
