@@ -50,9 +50,7 @@ struct UpstreamOptions {
   // endpoint and worker (beyond, they fail at once); a wait counts against the timeout.
   size_t max_waiting_per_endpoint = 4096;
   absl::Duration max_idle_time = absl::Seconds(20);
-  // HTTP/1.1 pipelining (docs/architecture.md §11), off by default: with the adaptive upstream
-  // batches (the router's) it measured no gain on single reads and a loss on split
-  // getMultipleAccounts (bench/ANALYSIS.md). With kAuto an endpoint is asked, the first
+  // HTTP/1.1 pipelining (docs/architecture.md §11): with kAuto an endpoint is asked, the first
   // time a request would be pipelined to it and again after a connection broke with requests
   // pipelined, whether it answers two requests sent together in order; kOn takes that as
   // known, kOff never pipelines. A pipelining endpoint keeps up to pipeline_connections
@@ -60,7 +58,7 @@ struct UpstreamOptions {
   // pipeline_depth on a connection, never behind an answer slower than the endpoint's hedge
   // delay); beyond, new connections up to max_connections_per_endpoint.
   enum class Pipeline : uint8_t { kOff, kAuto, kOn };
-  Pipeline pipeline = Pipeline::kOff;
+  Pipeline pipeline = Pipeline::kAuto;
   size_t pipeline_depth = 16;
   size_t pipeline_connections = 4;
   size_t max_response_bytes = 64 << 20;
