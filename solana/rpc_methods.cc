@@ -12,20 +12,20 @@ using enum RoutingClass;
 constexpr auto kMethods = std::to_array<RpcMethod>({
     {"getAccountInfo", kOneAccount},
     {"getBalance", kOneAccount},
-    {"getBlock", kBaseOnly},
+    {"getBlock", kBaseOnly, true},
     {"getBlockCommitment", kBaseOnly},
     {"getBlockHeight", kBaseOnly},
     {"getBlockProduction", kBaseOnly},
     {"getBlockTime", kBaseOnly},
     {"getBlockhashForAccounts", kRouter},
-    {"getBlocks", kBaseOnly},
-    {"getBlocksWithLimit", kBaseOnly},
+    {"getBlocks", kBaseOnly, true},
+    {"getBlocksWithLimit", kBaseOnly, true},
     {"getClosestValidator", kRouter},
-    {"getClusterNodes", kBaseOnly},
-    {"getConfirmedBlock", kBaseOnly},
-    {"getConfirmedBlocks", kBaseOnly},
-    {"getConfirmedBlocksWithLimit", kBaseOnly},
-    {"getConfirmedSignaturesForAddress2", kBaseOnly},
+    {"getClusterNodes", kBaseOnly, true},
+    {"getConfirmedBlock", kBaseOnly, true},
+    {"getConfirmedBlocks", kBaseOnly, true},
+    {"getConfirmedBlocksWithLimit", kBaseOnly, true},
+    {"getConfirmedSignaturesForAddress2", kBaseOnly, true},
     {"getConfirmedTransaction", kBaseOnly},
     {"getDelegationHistory", kRouter},
     {"getDelegationStatus", kRouter},
@@ -43,20 +43,20 @@ constexpr auto kMethods = std::to_array<RpcMethod>({
     {"getInflationGovernor", kBaseOnly},
     {"getInflationRate", kBaseOnly},
     {"getInflationReward", kBaseOnly},
-    {"getLargestAccounts", kBaseOnly},
+    {"getLargestAccounts", kBaseOnly, true},
     {"getLatestBlockhash", kBaseOnly},
     {"getLeaderSchedule", kBaseOnly},
     {"getMaxRetransmitSlot", kBaseOnly},
     {"getMaxShredInsertSlot", kBaseOnly},
     {"getMinimumBalanceForRentExemption", kBaseOnly},
-    {"getMultipleAccounts", kAccountList},
-    {"getProgramAccounts", kBaseOnly},
+    {"getMultipleAccounts", kAccountList, true},
+    {"getProgramAccounts", kBaseOnly, true},
     {"getRecentBlockhash", kBaseOnly},
     {"getRecentPerformanceSamples", kBaseOnly},
     {"getRecentPrioritizationFees", kBaseOnly},
     {"getRoutes", kRouter},
     {"getSignatureStatuses", kSignature},
-    {"getSignaturesForAddress", kBaseOnly},
+    {"getSignaturesForAddress", kBaseOnly, true},
     {"getSlot", kBaseOnly},
     {"getSlotLeader", kBaseOnly},
     {"getSlotLeaders", kBaseOnly},
@@ -65,14 +65,14 @@ constexpr auto kMethods = std::to_array<RpcMethod>({
     {"getStakeMinimumDelegation", kBaseOnly},
     {"getSupply", kBaseOnly},
     {"getTokenAccountBalance", kOneAccount},
-    {"getTokenAccountsByDelegate", kBaseOnly},
-    {"getTokenAccountsByOwner", kBaseOnly},
-    {"getTokenLargestAccounts", kBaseOnly},
+    {"getTokenAccountsByDelegate", kBaseOnly, true},
+    {"getTokenAccountsByOwner", kBaseOnly, true},
+    {"getTokenLargestAccounts", kBaseOnly, true},
     {"getTokenSupply", kBaseOnly},
     {"getTransaction", kSignature},
     {"getTransactionCount", kBaseOnly},
     {"getVersion", kBaseOnly},
-    {"getVoteAccounts", kBaseOnly},
+    {"getVoteAccounts", kBaseOnly, true},
     {"isBlockhashValid", kBaseOnly},
     {"minimumLedgerSlot", kBaseOnly},
     {"requestAirdrop", kBaseOnly},
@@ -80,11 +80,11 @@ constexpr auto kMethods = std::to_array<RpcMethod>({
     {"simulateTransaction", kTransaction},
 });
 
-const absl::flat_hash_map<std::string_view, RoutingClass>& MethodIndex() {
+const absl::flat_hash_map<std::string_view, const RpcMethod*>& MethodIndex() {
   static const auto* const kIndex = [] {
-    auto* index = new absl::flat_hash_map<std::string_view, RoutingClass>();
+    auto* index = new absl::flat_hash_map<std::string_view, const RpcMethod*>();
     index->reserve(kMethods.size());
-    for (const RpcMethod& method : kMethods) index->emplace(method.name, method.routing);
+    for (const RpcMethod& method : kMethods) index->emplace(method.name, &method);
     return index;
   }();
   return *kIndex;
@@ -115,7 +115,13 @@ std::string_view RoutingClassName(RoutingClass routing) {
 RoutingClass ClassifyMethod(std::string_view method) {
   const auto& index = MethodIndex();
   const auto it = index.find(method);
-  return it == index.end() ? kUnknown : it->second;
+  return it == index.end() ? kUnknown : it->second->routing;
+}
+
+bool MayAnswerLarge(std::string_view method) {
+  const auto& index = MethodIndex();
+  const auto it = index.find(method);
+  return it != index.end() && it->second->large_answer;
 }
 
 std::span<const RpcMethod> KnownMethods() { return kMethods; }

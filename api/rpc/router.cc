@@ -30,6 +30,7 @@ HttpResponse JsonResponse(unsigned status, std::string body, Slot applied_slot) 
 SendOptions SendOptionsFor(RetryPolicy policy, const RpcCall& call, const std::string& target,
                            const std::string& base, Slot header_min_slot) {
   SendOptions options(policy);
+  options.large_answer = MayAnswerLarge(call.method);
   // Both are slots of the base layer: they say nothing about an ER's endpoints.
   if (target == base) {
     options.min_slot = std::max<uint64_t>(call.min_context_slot.value_or(0), header_min_slot);
@@ -586,6 +587,7 @@ void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batc
   const std::string target = batch.target;  // `batch` moves into the callback
   SendOptions send(RetryPolicy::kSafe);
   for (size_t i : batch.calls) {
+    send.large_answer = send.large_answer || MayAnswerLarge(exchange->body.calls[i].method);
     send.min_slot =
         std::max(send.min_slot, SendOptionsFor(RetryPolicy::kSafe, exchange->body.calls[i], target,
                                                options_.routing.base, exchange->header_min_slot)

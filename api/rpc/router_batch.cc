@@ -13,6 +13,7 @@
 
 #include "api/rpc/internal/router.h"
 #include "fmt/format.h"
+#include "solana/rpc_methods.h"
 #include "spdlog/spdlog.h"
 
 namespace switchyard {
@@ -82,7 +83,9 @@ void Router::SendSubCallAlone(const std::string& target, std::string_view method
                               bool may_learn) {
   TargetLoad& load = loads_[target];
   ++load.in_flight;
-  upstreams_->Send(target, SubRequest(method, params), policy,
+  SendOptions send(policy);
+  send.large_answer = MayAnswerLarge(method);
+  upstreams_->Send(target, SubRequest(method, params), send,
                    [&load, target, method = may_learn ? std::string(method) : std::string(),
                     done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
                      --load.in_flight;
@@ -123,6 +126,9 @@ void Router::SendCoalesced(const std::string& target, Slot min_slot, std::vector
   for (const Coalesced& call : calls) elements.emplace_back(call.Method(), call.Params());
   SendOptions send(RetryPolicy::kSafe);
   send.min_slot = min_slot;
+  send.large_answer = std::any_of(calls.begin(), calls.end(), [](const Coalesced& call) {
+    return MayAnswerLarge(call.Method());
+  });
   TargetLoad& load = loads_[target];
   load.in_flight += calls.size();
   upstreams_->Send(target, UpstreamBatchBody(elements), send,

@@ -324,7 +324,8 @@ void UpstreamPool::StartOn(std::shared_ptr<Attempt> attempt) {
     }
   }
   const size_t open = endpoint.connections.size();
-  if (!connection &&
+  // A request whose answer may be large is queued behind none (SendOptions::large_answer).
+  if (!connection && !attempt->request->options.large_answer &&
       open >= std::min(options_.pipeline_connections, options_.max_connections_per_endpoint) &&
       Pipelining(index, now)) {
     connection = PipelineOn(index, now);
@@ -481,7 +482,7 @@ void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
         const ExchangeOutcome outcome = OutcomeOf(response);
         OnAttemptEnd(std::move(attempt), std::move(response), outcome, false);
       },
-      attempt, tag);
+      attempt, tag, request.options.large_answer);
   if (live != nullptr) *live = Request::Live{connection, ticket};
 }
 

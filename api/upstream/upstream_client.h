@@ -54,6 +54,11 @@ struct SendOptions {
   // read. Only for reads (kSafe) to a target with endpoint health.
   uint32_t consensus_needs = 0;
   uint32_t consensus_of = 0;
+  // The answer may be large (many accounts, a block; a batch holding such a call). On a
+  // pipelining endpoint such a request is not queued behind others on a connection and none
+  // is queued behind it: an answer that takes long to make and to read holds up no other
+  // request (docs/architecture.md §11).
+  bool large_answer = false;
 };
 
 using UpstreamCallback = std::function<void(absl::StatusOr<UpstreamResponse>)>;

@@ -106,20 +106,27 @@ bool UpstreamConnection::Usable(Clock::time_point now, Clock::duration check_aft
 
 uint64_t UpstreamConnection::Exchange(const std::string& body, Clock::time_point deadline,
                                       bool accept_gzip, Callback done, std::shared_ptr<void> keep,
-                                      void* tag) {
+                                      void* tag, bool alone) {
   return Push(accept_gzip ? &gzip_head_ : &head_, &body, /*with_length=*/true, deadline,
-              std::move(done), std::move(keep), tag);
+              std::move(done), std::move(keep), tag, alone);
 }
 
 uint64_t UpstreamConnection::ExchangeRaw(const std::string& request, Clock::time_point deadline,
                                          Callback done) {
   return Push(&request, &kNoBody, /*with_length=*/false, deadline, std::move(done), nullptr,
-              nullptr);
+              nullptr, /*alone=*/false);
+}
+
+bool UpstreamConnection::HoldsAlone() const {
+  for (size_t i = 0; i < size_; ++i) {
+    if (At(i).alone && !At(i).cancelled) return true;
+  }
+  return false;
 }
 
 uint64_t UpstreamConnection::Push(const std::string* head, const std::string* body,
                                   bool with_length, Clock::time_point deadline, Callback done,
-                                  std::shared_ptr<void> keep, void* tag) {
+                                  std::shared_ptr<void> keep, void* tag, bool alone) {
   Slot& slot = ring_[(first_ + size_) % ring_.size()];
   slot.head = head;
   slot.body = body;
@@ -133,6 +140,7 @@ uint64_t UpstreamConnection::Push(const std::string* head, const std::string* bo
   slot.state = State::kQueued;
   slot.cancelled = false;
   slot.reused = answered_ > 0;
+  slot.alone = alone;
   slot.since = Clock::now();
   slot.deadline = deadline;
   slot.ticket = next_ticket_++;

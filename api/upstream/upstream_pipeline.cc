@@ -60,7 +60,9 @@ std::shared_ptr<UpstreamPool::Connection> UpstreamPool::PipelineOn(size_t index,
   for (size_t i = 0; i < endpoint.connections.size(); ++i) {
     Connection* c = endpoint.connections[i].get();
     // An idle one is the idle list's (StartOn took none from it: there is none usable).
-    if (!c->open() || !c->busy() || c->full() || c->head_since() < slow_since) continue;
+    if (!c->open() || !c->busy() || c->full() || c->head_since() < slow_since || c->HoldsAlone()) {
+      continue;
+    }
     if (best == nullptr || (c->writing() && !best->writing()) ||
         (c->writing() == best->writing() && c->depth() < best->depth())) {
       best = c;

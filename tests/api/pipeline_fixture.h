@@ -66,6 +66,7 @@ class FakeClient : public UpstreamClient {
     RetryPolicy policy;
     uint64_t min_slot = 0;
     UpstreamCallback done;
+    bool large_answer = false;
   };
   bool Has(std::string_view target) const override { return target == "base" || target == "er1"; }
   void Send(std::string_view target, std::string body, SendOptions options,
@@ -75,8 +76,8 @@ class FakeClient : public UpstreamClient {
       done(absl::UnavailableError("shut down"));
       return;
     }
-    sent->push_back(
-        {std::string(target), std::move(body), policy, options.min_slot, std::move(done)});
+    sent->push_back({std::string(target), std::move(body), policy, options.min_slot,
+                     std::move(done), options.large_answer});
   }
   // As UpstreamSet: every send still out fails.
   void Shutdown() override {

@@ -22,6 +22,7 @@ TEST_F(PipelineTest, AReadGoesToTheTargetOfItsAccountAndItsAnswerPassesThrough) 
   EXPECT_EQ(sent_->front().target, "er1");
   EXPECT_EQ(sent_->front().body, body);
   EXPECT_EQ(sent_->front().policy, RetryPolicy::kSafe);
+  EXPECT_FALSE(sent_->front().large_answer);  // one account: pipelined with others
   EXPECT_FALSE(answer_.has_value());
   const std::string upstream = AccountAnswer(3, "11111111111111111111111111111111");
   Answer(200, upstream);
@@ -269,6 +270,9 @@ TEST_F(PipelineTest, AListOnTwoChainsIsSplitAndMergedInKeyOrderWithBasesContext)
       << (*sent_)[0].body;
   EXPECT_EQ((*sent_)[1].target, "base");
   EXPECT_NE((*sent_)[1].body.find("[[" + Quoted(Key(9)) + "]"), std::string::npos);
+  // Account lists may answer large: neither part is pipelined with other requests.
+  EXPECT_TRUE((*sent_)[0].large_answer);
+  EXPECT_TRUE((*sent_)[1].large_answer);
   Answer(200, ListAnswerBody(AccountValue("A1"), 3));
   EXPECT_FALSE(answer_.has_value());
   Answer(200, ListAnswerBody(AccountValue("B9"), 50));

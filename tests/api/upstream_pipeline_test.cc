@@ -3,7 +3,8 @@
 // their own answer; an endpoint that does not pipeline is found by the probe and served one
 // exchange per connection; configured on against such an endpoint, no read is lost; a write
 // written behind a request whose connection ended is never sent again; reads behind a slow
-// answer are hedged on another connection.
+// answer are hedged on another connection; a request whose answer may be large is queued
+// behind none and takes no followers.
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -225,6 +226,81 @@ TEST_F(UpstreamPipelineTest, AWriteQueuedBehindARequestWhoseConnectionEndedIsNot
   EXPECT_EQ(credited, static_cast<uint64_t>(write_answers));
   EXPECT_GT(write_errors, 0) << "no write was queued behind the read";
   EXPECT_NE(error_text.find("queued behind another"), std::string::npos) << error_text;
+}
+
+// Sends `bodies` at once with `send` and runs until each is answered; returns how many were
+// answered with status 200.
+int SendAll(UpstreamSet& set, boost::asio::io_context& io_context,
+            const std::vector<std::string>& bodies, const SendOptions& send) {
+  int ok = 0;
+  int ended = 0;
+  for (const std::string& body : bodies) {
+    set.Send("base", body, send, [&](absl::StatusOr<UpstreamResponse> response) {
+      ++ended;
+      if (response.ok() && response->status == 200) ++ok;
+    });
+  }
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (ended < static_cast<int>(bodies.size()) && std::chrono::steady_clock::now() < until) {
+    io_context.run_for(5ms);
+  }
+  return ok;
+}
+
+std::string GetMultipleAccounts(int id) {
+  std::string keys;
+  for (int i = 0; i < 100; ++i) {
+    if (i > 0) keys += ',';
+    keys += '"' + AccountKey(i).ToBase58() + '"';
+  }
+  return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
+         R"(,"method":"getMultipleAccounts","params":[[)" + keys + "]]}";
+}
+
+TEST_F(UpstreamPipelineTest, ARequestWithALargeAnswerIsQueuedBehindNoneAndTakesNoFollowers) {
+  StartBase();
+  std::vector<std::string> large;
+  for (int i = 0; i < 12; ++i) large.push_back(GetMultipleAccounts(i));
+  std::vector<std::string> small;
+  for (int i = 0; i < 8; ++i) small.push_back(GetBalance(i));
+  SendOptions plain(RetryPolicy::kSafe);
+  SendOptions marked(RetryPolicy::kSafe);
+  marked.large_answer = true;
+  // Each case starts with a pool that has no connection yet (an idle one would be taken first).
+  auto fresh_pool = [&] {
+    if (set_) set_->Shutdown();
+    io_context_.run_for(20ms);
+    io_context_.restart();  // run_for stops an io_context that ran out of work
+    MakeSet(UpstreamOptions::Pipeline::kOn, /*connections=*/1);
+    return metrics_.upstream_pipelined.value();
+  };
+
+  // Unmarked, twelve reads sent at once queue behind the first on the one connection.
+  uint64_t before = fresh_pool();
+  ASSERT_EQ(SendAll(*set_, io_context_, large, plain), 12);
+  EXPECT_EQ(metrics_.upstream_pipelined.value() - before, 11u);
+  // Marked, each has a connection of its own.
+  before = fresh_pool();
+  ASSERT_EQ(SendAll(*set_, io_context_, large, marked), 12);
+  EXPECT_EQ(metrics_.upstream_pipelined.value() - before, 0u);
+
+  // A large read in flight, then eight small reads at once. Marked: the first small read finds
+  // only the large read's connection busy and opens another; the other seven queue behind it.
+  // Unmarked (the control), all eight queue behind the large read.
+  for (const bool mark : {true, false}) {
+    before = fresh_pool();
+    int large_ok = 0;
+    set_->Send("base", GetMultipleAccounts(99), mark ? marked : plain,
+               [&](absl::StatusOr<UpstreamResponse> response) {
+                 if (response.ok() && response->status == 200) ++large_ok;
+               });
+    ASSERT_EQ(SendAll(*set_, io_context_, small, plain), 8);
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (large_ok == 0 && std::chrono::steady_clock::now() < until) io_context_.run_for(5ms);
+    EXPECT_EQ(large_ok, 1);
+    EXPECT_EQ(metrics_.upstream_pipelined.value() - before, mark ? 7u : 8u) << "marked " << mark;
+  }
+  EXPECT_EQ(metrics_.upstream_failures.value(), 0u);
 }
 
 TEST_F(UpstreamPipelineTest, ReadsBehindASlowAnswerAreHedgedOnAnotherConnection) {

@@ -80,6 +80,25 @@ TEST(RpcMethodsTest, CatalogueIsSortedUniqueAndAgreesWithClassify) {
   }
 }
 
+TEST(RpcMethodsTest, MethodsWhoseAnswersMayBeLargeAreMarked) {
+  for (const char* method :
+       {"getMultipleAccounts", "getProgramAccounts", "getBlock", "getTokenAccountsByOwner",
+        "getSignaturesForAddress", "getConfirmedBlock", "getVoteAccounts", "getClusterNodes"}) {
+    EXPECT_TRUE(MayAnswerLarge(method)) << method;
+  }
+  for (const char* method : {"getAccountInfo", "getBalance", "getSlot", "sendTransaction",
+                             "getLatestBlockhash", "getTransaction", "getSignatureStatuses"}) {
+    EXPECT_FALSE(MayAnswerLarge(method)) << method;
+  }
+  EXPECT_FALSE(MayAnswerLarge("getmultipleaccounts"));  // unknown: not marked
+  size_t marked = 0;
+  for (const RpcMethod& method : KnownMethods()) {
+    EXPECT_EQ(MayAnswerLarge(method.name), method.large_answer) << method.name;
+    if (method.large_answer) ++marked;
+  }
+  EXPECT_EQ(marked, 16u);
+}
+
 TEST(RpcMethodsTest, RoutingClassNames) {
   EXPECT_EQ(RoutingClassName(RoutingClass::kOneAccount), "one_account");
   EXPECT_EQ(RoutingClassName(RoutingClass::kRouter), "router");

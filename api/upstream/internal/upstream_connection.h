@@ -105,6 +105,8 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
   size_t depth() const { return size_; }
   bool busy() const { return size_ > 0; }
   bool full() const { return size_ >= ring_.size(); }
+  // An exchange queued with `alone` is on the connection and not ended yet.
+  bool HoldsAlone() const;
   // Requests are being written: an exchange queued now leaves with them or right after.
   bool writing() const { return writing_; }
   Clock::time_point idle_since() const { return idle_since_; }
@@ -121,8 +123,10 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
   // Accept-Encoding: gzip; the answer's body is as it came (UpstreamResponse::gzip says
   // whether it is compressed). `tag` is the caller's, for FollowersOfSlowHead. Returns a
   // ticket for Cancel. Must not be called when full().
+  // With `alone`, no exchange is to be queued behind this one (HoldsAlone) until it ends.
   uint64_t Exchange(const std::string& body, Clock::time_point deadline, bool accept_gzip,
-                    Callback done, std::shared_ptr<void> keep = nullptr, void* tag = nullptr);
+                    Callback done, std::shared_ptr<void> keep = nullptr, void* tag = nullptr,
+                    bool alone = false);
   // Queues a request given whole (`request`: the head and any body, outliving the exchange),
   // as Exchange does.
   uint64_t ExchangeRaw(const std::string& request, Clock::time_point deadline, Callback done);
@@ -153,6 +157,7 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
     State state = State::kQueued;
     bool cancelled = false;  // its callback was called: its answer is dropped, or it is not sent
     bool reused = false;     // it was queued on a connection that had answered before
+    bool alone = false;      // nothing is to be queued behind it (Exchange's `alone`)
     Clock::time_point since;
     Clock::time_point deadline;
     uint64_t ticket = 0;
@@ -163,7 +168,8 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
   Slot& At(size_t i) { return ring_[(first_ + i) % ring_.size()]; }
   const Slot& At(size_t i) const { return ring_[(first_ + i) % ring_.size()]; }
   uint64_t Push(const std::string* head, const std::string* body, bool with_length,
-                Clock::time_point deadline, Callback done, std::shared_ptr<void> keep, void* tag);
+                Clock::time_point deadline, Callback done, std::shared_ptr<void> keep, void* tag,
+                bool alone);
   // Removes the oldest slot, keeping what its write may still use until the write ends.
   Slot PopFront();
   // Drops cancelled slots at the front that will get no answer (never written).
