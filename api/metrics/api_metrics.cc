@@ -88,6 +88,10 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
           "switchyard_api_upstream_stale_retries_total",
           "Reads sent again at once on a new connection: a kept-alive one had been closed by the "
           "upstream while idle (not counted as failures)")),
+      upstream_connections_opened(
+          r.AddCounter("switchyard_api_upstream_connections_opened_total",
+                       "Connections the upstream pools opened (a new one, or one replacing a "
+                       "closed one)")),
       upstream_pipelined(r.AddCounter(
           "switchyard_api_upstream_pipelined_total",
           "Upstream requests queued behind another on the same connection (HTTP pipelining)")),

@@ -75,6 +75,7 @@ struct ApiMetrics {
   Counter& upstream_failures;  // connection errors and timeouts
   Counter& upstream_retries;
   Counter& upstream_stale_retries;       // reads sent again at once: a kept connection was closed
+  Counter& upstream_connections_opened;  // connections the upstream pools opened
   Counter& upstream_pipelined;           // requests queued behind another on a connection
   Counter& upstream_pipeline_probes;     // endpoints asked whether they pipeline
   Counter& upstream_pipeline_fallbacks;  // ... found not to: one exchange per connection

@@ -133,9 +133,11 @@ void UpstreamPool::Shutdown() {
       }
     }
     endpoint->idle.clear();
+    endpoint->idle_for_alone.clear();
     const std::vector<std::shared_ptr<Connection>> open = endpoint->connections;
     for (const auto& connection : open) connection->Close();
     endpoint->connections.clear();
+    endpoint->for_alone = 0;
   }
 }
 
@@ -310,23 +312,30 @@ void UpstreamPool::StartOn(std::shared_ptr<Attempt> attempt) {
   Endpoint& endpoint = *endpoints_[index];
   std::shared_ptr<Connection> connection;
   const auto now = SteadyClock::now();
-  while (!endpoint.idle.empty() && !connection) {
-    connection = std::move(endpoint.idle.back());
-    endpoint.idle.pop_back();
-    if (connection->busy()) {  // in use again (a waiter took it): not idle any more
-      connection.reset();
-      continue;
+  auto take_idle = [&](std::vector<std::shared_ptr<Connection>>& idle) {
+    while (!idle.empty() && !connection) {
+      connection = std::move(idle.back());
+      idle.pop_back();
+      if (connection->busy()) {  // in use again (a waiter took it): not idle any more
+        connection.reset();
+        continue;
+      }
+      if (now - connection->idle_since() > ToChrono(options_.max_idle_time) ||
+          !connection->Usable(now, kCheckIdleAfter)) {
+        connection->Close();  // the listener drops it from the open ones
+        connection.reset();
+      }
     }
-    if (now - connection->idle_since() > ToChrono(options_.max_idle_time) ||
-        !connection->Usable(now, kCheckIdleAfter)) {
-      connection->Close();  // the listener drops it from the open ones
-      connection.reset();
-    }
-  }
+  };
+  // A request whose answer may be large is queued behind none and takes a connection of its
+  // own (SendOptions::large_answer); the others take the connections that pipeline.
+  const bool large = attempt->request->options.large_answer;
+  if (large) take_idle(endpoint.idle_for_alone);
+  take_idle(endpoint.idle);
   const size_t open = endpoint.connections.size();
-  // A request whose answer may be large is queued behind none (SendOptions::large_answer).
-  if (!connection && !attempt->request->options.large_answer &&
-      open >= std::min(options_.pipeline_connections, options_.max_connections_per_endpoint) &&
+  if (!connection && !large &&
+      open - endpoint.for_alone >=
+          std::min(options_.pipeline_connections, options_.max_connections_per_endpoint) &&
       Pipelining(index, now)) {
     connection = PipelineOn(index, now);
   }
@@ -343,9 +352,14 @@ void UpstreamPool::StartOn(std::shared_ptr<Attempt> attempt) {
                    ExchangeOutcome::kIoError, /*unsent=*/true);
       return;
     }
-    connection = Open(index, options_.pipeline == UpstreamOptions::Pipeline::kOff
+    const bool for_alone = large && options_.pipeline != UpstreamOptions::Pipeline::kOff;
+    connection = Open(index, options_.pipeline == UpstreamOptions::Pipeline::kOff || for_alone
                                  ? 1
                                  : std::max<size_t>(1, options_.pipeline_depth));
+    if (for_alone) {
+      connection->set_for_alone();
+      ++endpoint.for_alone;
+    }
   }
   ExchangeOn(std::move(connection), std::move(attempt));
 }
@@ -359,6 +373,7 @@ std::shared_ptr<UpstreamPool::Connection> UpstreamPool::Open(size_t index, size_
         OnConnectionEvent(index, connection, closed);
       });
   endpoint.connections.push_back(connection);
+  metrics_->upstream_connections_opened.Increment();
   return connection;
 }
 
@@ -374,12 +389,14 @@ void UpstreamPool::OnConnectionEvent(size_t index, const std::shared_ptr<Connect
       if (list[i] == connection) {
         list[i] = std::move(list.back());
         list.pop_back();
-        return;
+        return true;
       }
     }
+    return false;
   };
-  drop(endpoint.connections);
+  if (drop(endpoint.connections) && connection->for_alone()) --endpoint.for_alone;
   drop(endpoint.idle);
+  drop(endpoint.idle_for_alone);
   if (!shut_down_) ServeWaiter(index, nullptr);
 }
 
@@ -619,12 +636,15 @@ void UpstreamPool::Finish(const std::shared_ptr<Request>& request,
 void UpstreamPool::ServeWaiter(size_t index, std::shared_ptr<Connection> connection) {
   Endpoint& endpoint = *endpoints_[index];
   const auto now = SteadyClock::now();
-  // A connection with exchanges in flight takes a waiter only when it pipelines.
+  // A connection with exchanges in flight takes a waiter only when it pipelines, and only one
+  // that may queue behind others, behind others that take followers.
+  const bool busy = connection && connection->busy();
   const bool takes =
       !connection || (connection->open() && !connection->full() &&
-                      (!connection->busy() || (connection->head_since() >= now - SlowAfter(index) &&
-                                               Pipelining(index, now))));
+                      (!busy || (connection->head_since() >= now - SlowAfter(index) &&
+                                 !connection->HoldsAlone() && Pipelining(index, now))));
   while (takes && !endpoint.waiting.empty() && !shut_down_) {
+    if (busy && endpoint.waiting.front().first->request->options.large_answer) break;
     auto [attempt, since] = std::move(endpoint.waiting.front());
     endpoint.waiting.pop_front();
     if (attempt->request->finished) {
@@ -647,10 +667,19 @@ void UpstreamPool::ServeWaiter(size_t index, std::shared_ptr<Connection> connect
     return;
   }
   if (!connection || connection->busy() || !connection->open()) return;
+  if (connection->for_alone()) {
+    if (!shut_down_ && endpoint.idle_for_alone.size() < options_.max_idle_per_endpoint) {
+      endpoint.idle_for_alone.push_back(std::move(connection));
+    } else {
+      connection->Close();
+    }
+    return;
+  }
   // A pipelining endpoint keeps pipeline_connections: beyond, an idle connection would take
   // the requests that should queue on those (the surplus opened while they were full or slow).
-  const bool surplus = endpoint.pipeline == PipelineState::kOn &&
-                       endpoint.connections.size() > options_.pipeline_connections;
+  const bool surplus =
+      endpoint.pipeline == PipelineState::kOn &&
+      endpoint.connections.size() - endpoint.for_alone > options_.pipeline_connections;
   if (!shut_down_ && !surplus && endpoint.idle.size() < options_.max_idle_per_endpoint) {
     endpoint.idle.push_back(std::move(connection));
   } else {

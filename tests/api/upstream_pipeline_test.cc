@@ -279,10 +279,21 @@ TEST_F(UpstreamPipelineTest, ARequestWithALargeAnswerIsQueuedBehindNoneAndTakesN
   uint64_t before = fresh_pool();
   ASSERT_EQ(SendAll(*set_, io_context_, large, plain), 12);
   EXPECT_EQ(metrics_.upstream_pipelined.value() - before, 11u);
-  // Marked, each has a connection of its own.
+  // Marked, each has a connection of its own; the next twelve take the same connections again,
+  // kept idle apart from the pipelining ones (none closed and opened anew).
   before = fresh_pool();
+  const uint64_t opened = metrics_.upstream_connections_opened.value();
   ASSERT_EQ(SendAll(*set_, io_context_, large, marked), 12);
   EXPECT_EQ(metrics_.upstream_pipelined.value() - before, 0u);
+  EXPECT_EQ(metrics_.upstream_connections_opened.value() - opened, 12u);
+  ASSERT_EQ(SendAll(*set_, io_context_, large, marked), 12);
+  EXPECT_EQ(metrics_.upstream_pipelined.value() - before, 0u);
+  EXPECT_EQ(metrics_.upstream_connections_opened.value() - opened, 12u);
+  // Unmarked reads queue on a pipelining connection, not on the idle ones kept for large
+  // answers.
+  ASSERT_EQ(SendAll(*set_, io_context_, small, plain), 8);
+  EXPECT_EQ(metrics_.upstream_pipelined.value() - before, 7u);
+  EXPECT_EQ(metrics_.upstream_connections_opened.value() - opened, 13u);
 
   // A large read in flight, then eight small reads at once. Marked: the first small read finds
   // only the large read's connection busy and opens another; the other seven queue behind it.

@@ -107,6 +107,10 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
   bool full() const { return size_ >= ring_.size(); }
   // An exchange queued with `alone` is on the connection and not ended yet.
   bool HoldsAlone() const;
+  // The pool opened it for exchanges queued `alone` (large answers): it keeps it apart from
+  // the connections that pipeline, idle or not.
+  bool for_alone() const { return for_alone_; }
+  void set_for_alone() { for_alone_ = true; }
   // Requests are being written: an exchange queued now leaves with them or right after.
   bool writing() const { return writing_; }
   Clock::time_point idle_since() const { return idle_since_; }
@@ -206,6 +210,7 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
   std::optional<Socket> plain_;
   std::optional<boost::asio::ssl::stream<Socket>> tls_stream_;
   boost::beast::flat_buffer buffer_;
+  bool for_alone_ = false;
   std::vector<Slot> ring_;  // capacity max_depth
   size_t first_ = 0;        // the ring index of the oldest slot
   size_t size_ = 0;

@@ -29,6 +29,11 @@ struct UpstreamPool::Endpoint {
   // Every open connection, and those of them with nothing in flight (most recent last).
   std::vector<std::shared_ptr<Connection>> connections;
   std::vector<std::shared_ptr<Connection>> idle;
+  // The connections opened for requests with large answers (SendOptions::large_answer), which
+  // are never pipelined: how many are open, and the idle ones, kept apart from `idle` so that
+  // the other requests queue on the pipelining connections instead of taking them.
+  size_t for_alone = 0;
+  std::vector<std::shared_ptr<Connection>> idle_for_alone;
   PipelineState pipeline = PipelineState::kOff;
   upstream_internal::Clock::time_point probe_after;  // when an unsupported endpoint is asked again
   std::string probe_request;                         // GET /health, sent twice together
