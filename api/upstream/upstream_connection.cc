@@ -119,7 +119,10 @@ uint64_t UpstreamConnection::ExchangeRaw(const std::string& request, Clock::time
 
 bool UpstreamConnection::HoldsAlone() const {
   for (size_t i = 0; i < size_; ++i) {
-    if (At(i).alone && !At(i).cancelled) return true;
+    const Slot& slot = At(i);
+    // A cancelled exchange still holds the connection until its answer has been read, unless
+    // it was never written (it will not be).
+    if (slot.alone && !(slot.cancelled && slot.state == State::kQueued)) return true;
   }
   return false;
 }

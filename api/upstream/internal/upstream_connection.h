@@ -105,7 +105,8 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
   size_t depth() const { return size_; }
   bool busy() const { return size_ > 0; }
   bool full() const { return size_ >= ring_.size(); }
-  // An exchange queued with `alone` is on the connection and not ended yet.
+  // An exchange queued with `alone` is on the connection: not answered yet, or cancelled after
+  // it was written (its answer is still to be read).
   bool HoldsAlone() const;
   // The pool opened it for exchanges queued `alone` (large answers): it keeps it apart from
   // the connections that pipeline, idle or not.
