@@ -90,6 +90,13 @@ const absl::flat_hash_map<std::string_view, const RpcMethod*>& MethodIndex() {
   return *kIndex;
 }
 
+// The catalogue's row of `method`, or null.
+const RpcMethod* FindMethod(std::string_view method) {
+  const auto& index = MethodIndex();
+  const auto it = index.find(method);
+  return it == index.end() ? nullptr : it->second;
+}
+
 }  // namespace
 
 std::string_view RoutingClassName(RoutingClass routing) {
@@ -113,15 +120,13 @@ std::string_view RoutingClassName(RoutingClass routing) {
 }
 
 RoutingClass ClassifyMethod(std::string_view method) {
-  const auto& index = MethodIndex();
-  const auto it = index.find(method);
-  return it == index.end() ? kUnknown : it->second->routing;
+  const RpcMethod* found = FindMethod(method);
+  return found == nullptr ? kUnknown : found->routing;
 }
 
 bool MayAnswerLarge(std::string_view method) {
-  const auto& index = MethodIndex();
-  const auto it = index.find(method);
-  return it != index.end() && it->second->large_answer;
+  const RpcMethod* found = FindMethod(method);
+  return found != nullptr && found->large_answer;
 }
 
 std::span<const RpcMethod> KnownMethods() { return kMethods; }

@@ -24,17 +24,23 @@ HttpResponse JsonResponse(unsigned status, std::string body, Slot applied_slot) 
   return response;
 }
 
-// What the choice of endpoint must respect for `call` sent to `target` (docs/architecture.md
+// The slot the endpoint chosen for `call` sent to `target` must have reached (docs/architecture.md
 // §11): its minContextSlot, and X-Min-Slot on the base layer (an ER's slots run on its own
 // clock).
+Slot MinSlotFor(const RpcCall& call, const std::string& target, const std::string& base,
+                Slot header_min_slot) {
+  // Both are slots of the base layer: they say nothing about an ER's endpoints.
+  if (target != base) return 0;
+  return std::max<Slot>(call.min_context_slot.value_or(0), header_min_slot);
+}
+
+// What the choice of endpoint and connection must respect for `call` sent to `target`: its
+// minimum slot, and whether its answer may be large (not pipelined with other requests).
 SendOptions SendOptionsFor(RetryPolicy policy, const RpcCall& call, const std::string& target,
                            const std::string& base, Slot header_min_slot) {
   SendOptions options(policy);
+  options.min_slot = MinSlotFor(call, target, base, header_min_slot);
   options.large_answer = MayAnswerLarge(call.method);
-  // Both are slots of the base layer: they say nothing about an ER's endpoints.
-  if (target == base) {
-    options.min_slot = std::max<uint64_t>(call.min_context_slot.value_or(0), header_min_slot);
-  }
   return options;
 }
 
@@ -312,8 +318,7 @@ void Router::SendRest(const std::shared_ptr<Exchange>& exchange) {
 }
 
 Slot Router::MinSlotOf(const RpcCall& call, const std::string& target, Slot header_min_slot) const {
-  return SendOptionsFor(RetryPolicy::kSafe, call, target, options_.routing.base, header_min_slot)
-      .min_slot;
+  return MinSlotFor(call, target, options_.routing.base, header_min_slot);
 }
 
 void Router::Finish(const std::shared_ptr<Exchange>& exchange, absl::Duration now) {
@@ -587,11 +592,10 @@ void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batc
   const std::string target = batch.target;  // `batch` moves into the callback
   SendOptions send(RetryPolicy::kSafe);
   for (size_t i : batch.calls) {
-    send.large_answer = send.large_answer || MayAnswerLarge(exchange->body.calls[i].method);
-    send.min_slot =
-        std::max(send.min_slot, SendOptionsFor(RetryPolicy::kSafe, exchange->body.calls[i], target,
-                                               options_.routing.base, exchange->header_min_slot)
-                                    .min_slot);
+    const RpcCall& call = exchange->body.calls[i];
+    send.large_answer = send.large_answer || MayAnswerLarge(call.method);
+    send.min_slot = std::max(
+        send.min_slot, MinSlotFor(call, target, options_.routing.base, exchange->header_min_slot));
   }
   upstreams_->Send(target, std::move(body), send,
                    [this, exchange, batch = std::move(batch),
