@@ -569,11 +569,33 @@ Router::CallAnswer Router::AnswerFromElement(int target_id, std::string_view id,
                                          CallOutcome{target_id, RpcOutcome::kOk}};
 }
 
+bool Router::JoinCoalescedBatch(const std::shared_ptr<Exchange>& exchange,
+                                const UpstreamBatch& batch) {
+  const TargetLoad& load = loads_[batch.target];
+  if (options_.integrity.consensus()) return false;  // a consensus read goes alone
+  for (size_t i : batch.calls) {
+    const RpcCall& call = exchange->body.calls[i];
+    if (PolicyOf(exchange->decisions[i].resend) != RetryPolicy::kSafe || !call.id.has_value() ||
+        !MayCoalesce(batch.target, load, call.method)) {
+      return false;
+    }
+  }
+  for (size_t i : batch.calls) {
+    if (exchange->decisions[i].verification == Verification::kOwnerProbe) {
+      JoinProbed(exchange, i);
+    } else {
+      Forward(batch.target, i, exchange, BatchedAnswerTo(exchange, i), /*may_batch=*/true);
+    }
+  }
+  return true;
+}
+
 void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batch) {
   if (!upstreams_->Has(batch.target) || !TakesBatches(batch.target)) {
     for (size_t i : batch.calls) SendAlone(exchange, batch.target, i);
     return;
   }
+  if (JoinCoalescedBatch(exchange, batch)) return;
   metrics_->upstream_batches.Increment();
   metrics_->upstream_batch_calls.Increment(batch.calls.size());
   // A call judged by a probe (getBalance) takes its probe along: element calls.size() + j is
@@ -597,9 +619,14 @@ void Router::ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batc
     send.min_slot = std::max(
         send.min_slot, MinSlotFor(call, target, options_.routing.base, exchange->header_min_slot));
   }
+  // In flight for the adaptive batching: the client batches that follow it while it is out
+  // join the batch waiting for the target (JoinCoalescedBatch).
+  TargetLoad& load = loads_[target];
+  load.in_flight += batch.calls.size();
   upstreams_->Send(target, std::move(body), send,
-                   [this, exchange, batch = std::move(batch),
+                   [this, exchange, &load, batch = std::move(batch),
                     probed = std::move(probed)](absl::StatusOr<UpstreamResponse> response) {
+                     load.in_flight -= batch.calls.size();
                      OnBatchAnswer(exchange, batch, probed, std::move(response));
                    });
 }

@@ -199,6 +199,41 @@ Task<Router::CallAnswer> Router::ForwardProbed(std::shared_ptr<Exchange> exchang
   co_return co_await RerouteByOwner(exchange, index, std::move(value), std::move(answer));
 }
 
+void Router::JoinProbed(const std::shared_ptr<Exchange>& exchange, size_t index) {
+  // Both join the waiting batch now, in this turn of the loop; the probe decides once both
+  // answers are in.
+  struct Join {
+    std::optional<CallAnswer> answer;
+    std::optional<absl::StatusOr<UpstreamResponse>> probe;
+  };
+  auto join = std::make_shared<Join>();
+  auto decide = [this, exchange, index, join] {
+    if (!join->answer || !join->probe) return;
+    const absl::StatusOr<UpstreamResponse>& probe = *join->probe;
+    std::optional<std::string> value =
+        probe.ok() ? ResultValue(ParseUpstreamAnswer(probe->body)) : std::nullopt;
+    Run(exchange, index,
+        RerouteByOwner(exchange, index, std::move(value), *std::move(join->answer)));
+  };
+  const RouteDecision& decision = exchange->decisions[index];
+  const RpcCall& call = exchange->body.calls[index];
+  Coalesce(decision.target, MinSlotOf(call, decision.target, exchange->header_min_slot),
+           Coalesced{exchange,
+                     index,
+                     [join, decide](std::string answer, CallOutcome outcome) {
+                       join->answer = CallAnswer{std::move(answer), outcome};
+                       decide();
+                     },
+                     {},
+                     {},
+                     {}});
+  SendSubCall(SubCall{decision.target, "getAccountInfo", OwnerProbeParams(call, *decision.account)},
+              RetryPolicy::kSafe, [join, decide](absl::StatusOr<UpstreamResponse> response) {
+                join->probe = std::move(response);
+                decide();
+              });
+}
+
 Task<Router::CallAnswer> Router::RerouteByOwner(std::shared_ptr<Exchange> exchange, size_t index,
                                                 std::optional<std::string> value,
                                                 CallAnswer answer) {

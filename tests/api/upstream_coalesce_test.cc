@@ -396,6 +396,105 @@ TEST_F(CoalesceTest, CoalescedReadsAreCheckedByTheirOwnAnswers) {
   EXPECT_EQ(metrics_.owner_reroutes.value(), 1u);
 }
 
+// --- client batches: their calls join the batch waiting for a busy target ---
+
+// Two calls to base of two client batches, as a batch of two.
+std::vector<std::string> TwoClientBatches() {
+  const std::string b64 = R"(,{"encoding":"base64"}])";
+  return {"[" + Call("1", "getAccountInfo", "[" + Quoted(Key(9)) + b64) + "," +
+              Call("2", "getAccountInfo", "[" + Quoted(Key(8)) + b64) + "]",
+          "[" + Call(R"("c")", "getAccountInfo", "[" + Quoted(Key(7)) + b64) + "," +
+              Call(R"("d")", "getAccountInfo", "[" + Quoted(Key(6)) + b64) + "]"};
+}
+
+TEST_F(CoalesceTest, ClientBatchesArrivingTogetherWhileTheTargetIsBusyShareOneUpstreamBatch) {
+  Busy();
+  PostTogether(TwoClientBatches());
+  ASSERT_EQ(sent_->size(), 2u);
+  const FakeClient::Sent& batch = (*sent_)[1];
+  EXPECT_EQ(batch.target, "base");
+  EXPECT_EQ(batch.policy, RetryPolicy::kSafe);
+  const std::string b64 = R"(,{"encoding":"base64"}])";
+  EXPECT_EQ(batch.body, "[" + Element(0, "getAccountInfo", "[" + Quoted(Key(9)) + b64) + "," +
+                            Element(1, "getAccountInfo", "[" + Quoted(Key(8)) + b64) + "," +
+                            Element(2, "getAccountInfo", "[" + Quoted(Key(7)) + b64) + "," +
+                            Element(3, "getAccountInfo", "[" + Quoted(Key(6)) + b64) + "]");
+  EXPECT_EQ(metrics_.upstream_coalesced_batches.value(), 1u);
+  EXPECT_EQ(metrics_.upstream_coalesced_calls.value(), 4u);
+  EXPECT_EQ(metrics_.upstream_batches.value(), 0u);
+
+  // Answered out of order: each client batch gets its own calls' answers, under their ids.
+  AnswerAt(1, UpstreamResponse{200, "[" + AccountAnswer(3, kSystemProgram) + "," +
+                                        AccountAnswer(1, kSystemProgram) + "," +
+                                        AccountAnswer(0, kSystemProgram) + "," +
+                                        AccountAnswer(2, kSystemProgram) + "]"});
+  ASSERT_TRUE(answers_[0] && answers_[1]);
+  EXPECT_EQ(answers_[0]->body,
+            "[" + AccountAnswer(1, kSystemProgram) + "," + AccountAnswer(2, kSystemProgram) + "]");
+  EXPECT_NE(answers_[1]->body.find(R"("id":"c")"), std::string::npos) << answers_[1]->body;
+  EXPECT_NE(answers_[1]->body.find(R"("id":"d")"), std::string::npos) << answers_[1]->body;
+  EXPECT_EQ(answers_[1]->body.find(R"("id":0)"), std::string::npos) << answers_[1]->body;
+}
+
+// A client batch to an idle target leaves at once as its own upstream batch, and is in flight
+// from then on: the client batch behind it in the same turn waits for the turn's batch.
+TEST_F(CoalesceTest, AClientBatchToAnIdleTargetLeavesAtOnceAndTheNextOneWaitsForTheTurnsBatch) {
+  PostTogether(TwoClientBatches());
+  ASSERT_EQ(sent_->size(), 2u);
+  EXPECT_EQ(metrics_.upstream_batches.value(), 1u);
+  EXPECT_NE((*sent_)[0].body.find(Quoted(Key(9))), std::string::npos) << (*sent_)[0].body;
+  EXPECT_EQ(metrics_.upstream_coalesced_batches.value(), 1u);
+  EXPECT_EQ(metrics_.upstream_coalesced_calls.value(), 2u);
+  EXPECT_NE((*sent_)[1].body.find(Quoted(Key(7))), std::string::npos) << (*sent_)[1].body;
+  AnswerAt(1, UpstreamResponse{200, "[" + AccountAnswer(0, kSystemProgram) + "," +
+                                        AccountAnswer(1, kSystemProgram) + "]"});
+  AnswerAt(0, UpstreamResponse{200, "[" + AccountAnswer(0, kSystemProgram) + "," +
+                                        AccountAnswer(1, kSystemProgram) + "]"});
+  ASSERT_TRUE(answers_[0] && answers_[1]);
+  EXPECT_EQ(answers_[0]->body,
+            "[" + AccountAnswer(1, kSystemProgram) + "," + AccountAnswer(2, kSystemProgram) + "]");
+}
+
+// A balance judged by a probe joins the busy target's batch, and so does its probe; the
+// probe still decides (here: null on the ER, so the balance goes to base).
+TEST_F(CoalesceTest, ABalanceInAClientBatchToABusyTargetJoinsTheBatchWithItsProbe) {
+  BothBusy();
+  PostTogether(
+      {"[" + Call(R"("b")", "getBalance", "[" + Quoted(Key(1)) + "]") + "," +
+       Call(R"("s")", "getAccountInfo", "[" + Quoted(Key(1)) + R"(,{"encoding":"base64"}])") +
+       "]"});
+  ASSERT_EQ(sent_->size(), 3u);
+  const FakeClient::Sent& batch = (*sent_)[2];
+  EXPECT_EQ(batch.target, "er1");
+  EXPECT_EQ(metrics_.upstream_batches.value(), 0u);
+  EXPECT_EQ(metrics_.upstream_coalesced_batches.value(), 1u);
+  EXPECT_EQ(metrics_.upstream_coalesced_calls.value(), 3u);
+  // The balance, its probe, then the account read.
+  const std::string k1 = Quoted(Key(1));
+  EXPECT_EQ(
+      batch.body,
+      "[" + Element(0, "getBalance", "[" + k1 + "]") + "," +
+          Element(1, "getAccountInfo",
+                  "[" + k1 + R"(,{"encoding":"base64","dataSlice":{"offset":0,"length":0}}])") +
+          "," + Element(2, "getAccountInfo", "[" + k1 + R"(,{"encoding":"base64"}])") + "]");
+  AnswerAt(2,
+           UpstreamResponse{
+               200, R"([{"jsonrpc":"2.0","result":{"context":{"slot":3},"value":0},"id":0})"
+                    R"(,{"jsonrpc":"2.0","result":{"context":{"slot":3},"value":null},"id":1},)" +
+                        AccountAnswer(2, kSystemProgram) + "]"});
+  EXPECT_FALSE(answers_[0].has_value()) << "the null probe sends the balance to base";
+  ASSERT_EQ(sent_->size(), 3u);
+  EXPECT_EQ((*sent_)[2].target, "base");
+  EXPECT_NE((*sent_)[2].body.find("getBalance"), std::string::npos) << (*sent_)[2].body;
+  AnswerAt(2, UpstreamResponse{
+                  200, R"({"jsonrpc":"2.0","result":{"context":{"slot":9},"value":42},"id":"b"})"});
+  ASSERT_TRUE(answers_[0].has_value());
+  EXPECT_NE(answers_[0]->body.find(R"("value":42},"id":"b")"), std::string::npos)
+      << answers_[0]->body;
+  EXPECT_NE(answers_[0]->body.find(R"("id":"s")"), std::string::npos) << answers_[0]->body;
+  EXPECT_EQ(metrics_.owner_reroutes.value(), 1u);
+}
+
 // --- the router's own reads: the parts of split account lists ---
 
 TEST_F(CoalesceTest, PartsOfSplitListsArrivingTogetherLeaveAsOneBatchPerTarget) {

@@ -129,6 +129,12 @@ class Router : public RequestHandler {
   // not an array, ids missing) are forwarded one by one; a connection failure or timeout is
   // every call's answer.
   void ForwardBatch(std::shared_ptr<Exchange> exchange, UpstreamBatch batch);
+  // While `batch`'s target is busy, its calls (a probed call with its probe) join the upstream
+  // batch waiting for that target (adaptive batching), so the client batches that arrive
+  // together leave as one upstream batch instead of one each. False, and nothing sent, when a
+  // call may not wait: one not safe to repeat, one without an id, a method the target refused
+  // in a batch, a consensus read.
+  bool JoinCoalescedBatch(const std::shared_ptr<Exchange>& exchange, const UpstreamBatch& batch);
   // The answer to an upstream batch: each call's element, its probe's where it took one, and
   // the calls missing from it sent again alone.
   void OnBatchAnswer(const std::shared_ptr<Exchange>& exchange, const UpstreamBatch& batch,
@@ -216,6 +222,9 @@ class Router : public RequestHandler {
   // zero-length getAccountInfo probe of the account go to the target together; the probe's
   // owner decides as in ForwardVerified.
   Task<CallAnswer> ForwardProbed(std::shared_ptr<Exchange> exchange, size_t index);
+  // ForwardProbed for a call of a client batch whose target is busy: the call and its probe
+  // join the upstream batch waiting for that target, in this turn of the loop.
+  void JoinProbed(const std::shared_ptr<Exchange>& exchange, size_t index);
   // The account's `value` as the probe showed it (nullopt: unknown).
   Task<std::optional<std::string>> Probe(std::shared_ptr<Exchange> exchange, size_t index);
   // The decision of ForwardVerified and ForwardProbed, from the account's `value` as the
