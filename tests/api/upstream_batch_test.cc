@@ -378,6 +378,39 @@ TEST_F(UpstreamBatchTest, ConcurrentReadsOfManyClientsAreCoalescedAndEachGetsIts
   EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 0u);
 }
 
+// JSON-RPC batches of many clients at once, over real sockets: while base is busy, the calls of
+// client batches that arrive together leave in shared upstream batches; each client gets its
+// own three answers in its own order, and every call reaches base exactly once.
+TEST_F(UpstreamBatchTest, ClientBatchesOfManyClientsShareUpstreamBatchesAndEachGetsItsOwnAnswers) {
+  StartOneWorkerWithoutCache();
+  constexpr int kClients = 12;
+  constexpr int kRequests = 30;
+  const std::vector<std::string> methods = {"getSlot", "getEpochInfo", "getBlockHeight"};
+  auto id = [](int c, int r, int k) { return std::to_string((c * 1000 + r) * 10 + k); };
+  auto method = [&](int c, int r, int k) { return methods[(c + r + k) % methods.size()]; };
+  auto request = [&](int c, int r) {
+    std::vector<std::string> calls;
+    for (int k = 0; k < 3; ++k) calls.push_back(Call(id(c, r, k), method(c, r, k), "[]"));
+    return Batch(calls);
+  };
+  auto expect = [&](int c, int r) {
+    std::vector<std::string> answers;
+    for (int k = 0; k < 3; ++k) answers.push_back(Answer(id(c, r, k), "base", method(c, r, k)));
+    return Batch(answers);
+  };
+  for (const std::string& problem : RunClients(kClients, kRequests, request, expect)) {
+    EXPECT_EQ(problem, "");
+  }
+  size_t batched = 0;
+  EXPECT_EQ(CallsReceived(base_.received(), "\"method\"", &batched),
+            static_cast<size_t>(kClients * kRequests * 3));
+  EXPECT_GT(metrics_.upstream_coalesced_batches.value(), 0u);
+  // Fewer upstream exchanges than client batches: some were shared. (A shared batch that
+  // reached its maximum leaves at once; a call left over alone goes as it came.)
+  EXPECT_LT(base_.received().size(), static_cast<size_t>(kClients * kRequests));
+  EXPECT_EQ(metrics_.upstream_batch_fallbacks.value(), 0u);
+}
+
 // getMultipleAccounts of many clients at once, each split over er1 and base, over real sockets:
 // the parts of different requests to one target leave in coalesced batches, and each request
 // merges its own parts back in key order; every part reaches its target exactly once.
