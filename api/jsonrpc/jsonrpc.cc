@@ -9,8 +9,6 @@ namespace switchyard {
 namespace {
 
 namespace od = simdjson::ondemand;
-using api_internal::RawJson;
-using api_internal::RawJsonView;
 using api_internal::ThreadParser;
 using api_internal::TrimRight;
 
@@ -130,69 +128,6 @@ std::optional<uint64_t> FindMinContextSlot(const std::string& params) {
   return std::nullopt;
 }
 
-// Parses one request object of a batch from its raw text (already validated JSON), in place:
-// `raw` is a view into the padded body, `capacity` the bytes readable from raw.data().
-RpcCall ParseCall(std::string_view raw, size_t capacity) {
-  RpcCall call;
-  call.raw.assign(raw);
-  od::document doc;
-  od::object object;
-  if (ThreadParser().iterate(raw.data(), raw.size(), capacity).get(doc) ||
-      doc.get_object().get(object)) {
-    call.error = InvalidRequest("not an object");
-    return call;
-  }
-  bool has_jsonrpc = false, has_method = false;
-  std::string problem;
-  for (auto field : object) {
-    std::string_view key;
-    if (field.unescaped_key().get(key)) {
-      call.error = InvalidRequest("bad key");
-      return call;
-    }
-    od::value child;
-    if (field.value().get(child)) {
-      call.error = InvalidRequest("bad value");
-      return call;
-    }
-    if (key == "jsonrpc") {
-      std::string_view version;
-      if (child.get_string().get(version) || version != "2.0") {
-        problem = "jsonrpc must be \"2.0\"";
-      } else {
-        has_jsonrpc = true;
-      }
-    } else if (key == "id") {
-      std::string id;
-      if (RawJson(child, &id) == simdjson::SUCCESS) call.id = std::move(id);
-    } else if (key == "method") {
-      std::string_view method;
-      if (child.get_string().get(method)) {
-        problem = "method must be a string";
-      } else {
-        call.method.assign(method);
-        has_method = true;
-      }
-    } else if (key == "params") {
-      od::json_type params_type;
-      if (child.type().get(params_type) ||
-          (params_type != od::json_type::array && params_type != od::json_type::object)) {
-        problem = "params must be an array or an object";
-      } else if (RawJson(child, &call.params)) {
-        problem = "bad params";
-      }
-    }
-  }
-  if (problem.empty() && !has_jsonrpc) problem = "missing jsonrpc";
-  if (problem.empty() && !has_method) problem = "missing method";
-  if (!problem.empty()) {
-    call.error = InvalidRequest(problem);
-    return call;
-  }
-  call.min_context_slot = FindMinContextSlot(call.params);
-  return call;
-}
-
 absl::Status ParseError(std::string_view why) {
   return MakeRpcStatus(RpcErrorKind::kParseError, fmt::format("Parse error: {}", why));
 }
@@ -208,38 +143,28 @@ bool ValidateRaw(od::value& value, size_t depth, size_t max_depth, std::string_v
   return true;
 }
 
-// A body that is one request object, in one pass: every value is checked against the JSON
-// grammar while the fields are read (what ParseRpcBody's two passes do for a batch). Invalid
-// JSON anywhere is a parse error even when a field before it was already found wrong.
-absl::StatusOr<RpcBody> ParseSingle(std::string_view body, simdjson::padded_string_view padded,
-                                    const RpcCodecOptions& options) {
-  od::document doc;
-  od::object object;
-  if (ThreadParser().iterate(padded).get(doc) || doc.get_object().get(object)) {
-    return ParseError("invalid JSON");
-  }
-  if (options.max_depth < 1) return ParseError("invalid JSON");
-  RpcCall call;
+// The fields of one request object at `depth`, each value checked against the JSON grammar
+// as it is read. False when the object is not valid JSON; otherwise `call` has the id, method
+// and params found, and `call.error` says what makes it an invalid request, if anything.
+bool ReadRequest(od::object& object, size_t depth, size_t max_depth, RpcCall& call) {
   bool has_jsonrpc = false, has_method = false;
   std::string problem;
   for (auto field : object) {
     std::string_view key;
     od::value child;
-    if (field.unescaped_key().get(key) || field.value().get(child)) {
-      return ParseError("invalid JSON");
-    }
+    if (field.unescaped_key().get(key) || field.value().get(child)) return false;
     od::json_type type;
-    if (child.type().get(type)) return ParseError("invalid JSON");
+    if (child.type().get(type)) return false;
     std::string_view raw;
     std::string_view text;  // a string's value, unescaped
     if (type == od::json_type::string) {
       raw = TrimRight(child.raw_json_token());
-      if (child.get_string().get(text)) return ParseError("invalid JSON");
+      if (child.get_string().get(text)) return false;
     } else if (type != od::json_type::object && type != od::json_type::array) {
       raw = TrimRight(child.raw_json_token());  // a scalar is one token
-      if (!Validate(child, 1, options.max_depth)) return ParseError("invalid JSON");
-    } else if (!ValidateRaw(child, 1, options.max_depth, &raw)) {
-      return ParseError("invalid JSON");
+      if (!Validate(child, depth + 1, max_depth)) return false;
+    } else if (!ValidateRaw(child, depth + 1, max_depth, &raw)) {
+      return false;
     }
     if (key == "jsonrpc") {
       if (type != od::json_type::string || text != "2.0") {
@@ -264,20 +189,92 @@ absl::StatusOr<RpcBody> ParseSingle(std::string_view body, simdjson::padded_stri
       }
     }
   }
+  if (problem.empty() && !has_jsonrpc) problem = "missing jsonrpc";
+  if (problem.empty() && !has_method) problem = "missing method";
+  if (!problem.empty()) call.error = InvalidRequest(problem);
+  return true;
+}
+
+// Each valid call's minContextSlot, once the body is read (it uses this thread's parser).
+void FindMinContextSlots(RpcBody& body) {
+  for (RpcCall& call : body.calls) {
+    if (call.error.ok()) call.min_context_slot = FindMinContextSlot(call.params);
+  }
+}
+
+// A body that is one request object, in one pass: every value is checked against the JSON
+// grammar while the fields are read. Invalid JSON anywhere is a parse error even when a field
+// before it was already found wrong.
+absl::StatusOr<RpcBody> ParseSingle(std::string_view body, simdjson::padded_string_view padded,
+                                    const RpcCodecOptions& options) {
+  od::document doc;
+  od::object object;
+  if (ThreadParser().iterate(padded).get(doc) || doc.get_object().get(object)) {
+    return ParseError("invalid JSON");
+  }
+  if (options.max_depth < 1) return ParseError("invalid JSON");
+  RpcCall call;
+  if (!ReadRequest(object, 0, options.max_depth, call)) return ParseError("invalid JSON");
   const char* trailing = nullptr;
   if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) {
     return ParseError("invalid JSON");
   }
   call.raw = std::string(TrimRight(body.substr(body.find('{'))));
-  if (problem.empty() && !has_jsonrpc) problem = "missing jsonrpc";
-  if (problem.empty() && !has_method) problem = "missing method";
-  if (!problem.empty()) {
-    call.error = InvalidRequest(problem);
-  } else {
-    call.min_context_slot = FindMinContextSlot(call.params);
-  }
   RpcBody result;
   result.calls.push_back(std::move(call));
+  FindMinContextSlots(result);
+  return result;
+}
+
+// A batch, in one pass over the array: each element is checked against the JSON grammar and,
+// when it is an object, read as a request at the same time. Invalid JSON anywhere is a parse
+// error, whatever the elements before it were; then an empty batch or one over the limit is an
+// invalid request.
+absl::StatusOr<RpcBody> ParseBatch(simdjson::padded_string_view padded,
+                                   const RpcCodecOptions& options) {
+  od::document doc;
+  od::array array;
+  if (ThreadParser().iterate(padded).get(doc) || doc.get_array().get(array)) {
+    return ParseError("invalid JSON");
+  }
+  RpcBody result;
+  result.batch = true;
+  size_t count = 0;
+  for (auto element : array) {
+    od::value value;
+    od::json_type type;
+    if (element.get(value) || value.type().get(type) || options.max_depth < 1) {
+      return ParseError("invalid JSON");
+    }
+    const char* start = value.raw_json_token().data();
+    RpcCall call;
+    if (type == od::json_type::object) {
+      od::object object;
+      if (value.get_object().get(object) || !ReadRequest(object, 1, options.max_depth, call)) {
+        return ParseError("invalid JSON");
+      }
+    } else {
+      if (!Validate(value, 1, options.max_depth)) return ParseError("invalid JSON");
+      call.error = InvalidRequest("not an object");
+    }
+    const char* end = nullptr;
+    if (value.current_location().get(end) != simdjson::SUCCESS || end < start) {
+      return ParseError("invalid JSON");
+    }
+    if (++count > options.max_batch_size) continue;  // still checked, no longer kept
+    call.raw.assign(TrimRight(std::string_view(start, static_cast<size_t>(end - start))));
+    result.calls.push_back(std::move(call));
+  }
+  const char* trailing = nullptr;
+  if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) {
+    return ParseError("invalid JSON");
+  }
+  if (count == 0) return InvalidRequest("empty batch");
+  if (count > options.max_batch_size) {
+    return InvalidRequest(
+        fmt::format("batch of {} requests exceeds the limit of {}", count, options.max_batch_size));
+  }
+  FindMinContextSlots(result);
   return result;
 }
 
@@ -292,73 +289,29 @@ absl::StatusOr<RpcBody> ParseRpcBody(std::string_view body, const RpcCodecOption
   } else {
     padded = copy.emplace(body);
   }
-  if (const std::string_view start = api_internal::Trim(body);
-      !start.empty() && start.front() == '{') {
-    return ParseSingle(body, padded, options);
-  }
-  od::parser& parser = ThreadParser();
-  od::document doc;
-  if (auto e = parser.iterate(padded).get(doc)) return ParseError(simdjson::error_message(e));
+  const std::string_view start = api_internal::Trim(body);
+  if (!start.empty() && start.front() == '{') return ParseSingle(body, padded, options);
+  if (!start.empty() && start.front() == '[') return ParseBatch(padded, options);
 
-  // Pass 1: the grammar of the whole body.
+  // Neither an object nor an array: a parse error, or a scalar that is valid JSON.
+  od::document doc;
+  if (auto e = ThreadParser().iterate(padded).get(doc)) {
+    return ParseError(simdjson::error_message(e));
+  }
   od::json_type root_type;
   if (auto e = doc.type().get(root_type)) return ParseError(simdjson::error_message(e));
-  bool valid = false;
-  if (root_type == od::json_type::object || root_type == od::json_type::array) {
-    od::value root;
-    valid = doc.get_value().get(root) == simdjson::SUCCESS && Validate(root, 0, options.max_depth);
-  } else {
-    valid = Validate(doc, 0, options.max_depth);
-  }
-  if (!valid) return ParseError("invalid JSON");
-  if (root_type != od::json_type::object && root_type != od::json_type::array) {
-    // A scalar: valid only when it is the whole body.
-    std::string_view whole = TrimRight(body);
-    while (!whole.empty() && (whole.front() == ' ' || whole.front() == '\t' ||
-                              whole.front() == '\n' || whole.front() == '\r')) {
-      whole.remove_prefix(1);
-    }
-    if (TrimRight(TokenOf(doc)).size() != whole.size()) return ParseError("invalid JSON");
-    return InvalidRequest("not an object or an array");
-  }
-  const char* trailing = nullptr;
-  if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) {
+  if (root_type == od::json_type::object || root_type == od::json_type::array ||
+      !Validate(doc, 0, options.max_depth)) {
     return ParseError("invalid JSON");
   }
-
-  // Pass 2: the requests.
-  RpcBody result;
-  if (root_type == od::json_type::object) {
-    return ParseSingle(body, padded, options);
+  // A scalar: valid only when it is the whole body.
+  std::string_view whole = TrimRight(body);
+  while (!whole.empty() && (whole.front() == ' ' || whole.front() == '\t' ||
+                            whole.front() == '\n' || whole.front() == '\r')) {
+    whole.remove_prefix(1);
   }
-  if (auto e = parser.iterate(padded).get(doc)) return ParseError(simdjson::error_message(e));
-  od::value root;
-  if (doc.get_value().get(root)) return ParseError("invalid JSON");
-  result.batch = true;
-  od::array array;
-  if (root.get_array().get(array)) return ParseError("invalid JSON");
-  size_t count = 0;
-  if (array.count_elements().get(count)) return ParseError("invalid JSON");
-  if (count == 0) return InvalidRequest("empty batch");
-  if (count > options.max_batch_size) {
-    return InvalidRequest(
-        fmt::format("batch of {} requests exceeds the limit of {}", count, options.max_batch_size));
-  }
-  // Each element's text first: ParseCall uses this thread's parser, which the array holds.
-  // The texts are views into the padded body, so each element is parsed where it lies.
-  std::vector<std::string_view> raws;
-  raws.reserve(count);
-  for (auto element : array) {
-    od::value value;
-    std::string_view& raw = raws.emplace_back();
-    if (element.get(value) || RawJsonView(value, &raw)) return ParseError("invalid JSON");
-  }
-  const char* const end = padded.data() + padded.capacity();
-  result.calls.reserve(count);
-  for (std::string_view raw : raws) {
-    result.calls.push_back(ParseCall(raw, static_cast<size_t>(end - raw.data())));
-  }
-  return result;
+  if (TrimRight(TokenOf(doc)).size() != whole.size()) return ParseError("invalid JSON");
+  return InvalidRequest("not an object or an array");
 }
 
 namespace {

@@ -122,6 +122,42 @@ TEST(JsonRpcCodecTest, SingleRequestIsCheckedWholeInOnePass) {
   EXPECT_EQ(*parsed->calls[0].id, R"("x")");
 }
 
+// A batch is read in one pass as well: invalid JSON anywhere is a parse error, whatever the
+// elements before it were and however many there are; each element keeps its own text, and its
+// minContextSlot is found once the whole body is read.
+TEST(JsonRpcCodecTest, BatchIsCheckedWholeInOnePass) {
+  RpcCodecOptions small;
+  small.max_batch_size = 2;
+  for (const std::string& body : std::vector<std::string>{
+           R"([{"jsonrpc":"1.0","method":"a","id":1},{"jsonrpc":"2.0","params":[1,,2]}])",
+           R"([7,{"jsonrpc":"2.0","method":"a","id":1,"x":{"y":[}}])",
+           R"([{"jsonrpc":"2.0","method":"a","id":1}] [])",
+           R"([{"jsonrpc":"2.0","method":"a","id":1},)" + std::string(200, '[') +
+               std::string(200, ']') + "]",
+           // Past the limit, and still checked.
+           R"([{"jsonrpc":"2.0","method":"a","id":1},1,2,{"a":tru}])"}) {
+    absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, small);
+    ASSERT_FALSE(parsed.ok()) << body;
+    EXPECT_EQ(CodeOf(parsed.status()), -32700) << body;
+  }
+  const std::string first = R"({"jsonrpc":"2.0","method":"getBalance","id":1,)"
+                            R"("params":["k",{"minContextSlot":77}]})";
+  const std::string second = R"({"jsonrpc":"2.0","method":"getSlot","id":"b"})";
+  absl::StatusOr<RpcBody> parsed =
+      ParseRpcBody(" [ " + first + " ,\n" + second + " , [1] ] ", Options());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->batch);
+  ASSERT_EQ(parsed->calls.size(), 3u);
+  EXPECT_EQ(parsed->calls[0].raw, first);
+  EXPECT_EQ(parsed->calls[0].min_context_slot, 77u);
+  EXPECT_EQ(parsed->calls[0].params, R"(["k",{"minContextSlot":77}])");
+  EXPECT_EQ(parsed->calls[1].raw, second);
+  EXPECT_FALSE(parsed->calls[1].min_context_slot.has_value());
+  EXPECT_EQ(*parsed->calls[1].id, R"("b")");
+  EXPECT_EQ(parsed->calls[2].raw, "[1]");
+  EXPECT_EQ(CodeOf(parsed->calls[2].error), -32600);
+}
+
 TEST(JsonRpcCodecTest, BatchOverTheLimitIsRejectedWithAClearMessage) {
   RpcCodecOptions options;
   options.max_batch_size = 3;
