@@ -181,12 +181,16 @@ Router::Answer Router::BatchedAnswerTo(const std::shared_ptr<Exchange>& exchange
   return CheckOwnerOfAnswer(exchange, index, std::move(done));
 }
 
-Task<std::optional<std::string>> Router::Probe(std::shared_ptr<Exchange> exchange, size_t index) {
-  const RouteDecision& decision = exchange->decisions[index];
-  Requests requests;
+Router::SubCall Router::ProbeOf(const Exchange& exchange, size_t index) {
+  const RouteDecision& decision = exchange.decisions[index];
   // The zero-length getAccountInfo probe of the account, at the call's commitment.
-  requests.push_back(SubCall{decision.target, "getAccountInfo",
-                             OwnerProbeParams(exchange->body.calls[index], *decision.account)});
+  return SubCall{decision.target, "getAccountInfo",
+                 OwnerProbeParams(exchange.body.calls[index], *decision.account)};
+}
+
+Task<std::optional<std::string>> Router::Probe(std::shared_ptr<Exchange> exchange, size_t index) {
+  Requests requests;
+  requests.push_back(ProbeOf(*exchange, index));
   std::vector<absl::StatusOr<UpstreamAnswer>> answers =
       co_await Gather(std::move(requests), RetryPolicy::kSafe);
   co_return ResultValue(answers[0]);
@@ -227,8 +231,8 @@ void Router::JoinProbed(const std::shared_ptr<Exchange>& exchange, size_t index)
                      {},
                      {},
                      {}});
-  SendSubCall(SubCall{decision.target, "getAccountInfo", OwnerProbeParams(call, *decision.account)},
-              RetryPolicy::kSafe, [join, decide](absl::StatusOr<UpstreamResponse> response) {
+  SendSubCall(ProbeOf(*exchange, index), RetryPolicy::kSafe,
+              [join, decide](absl::StatusOr<UpstreamResponse> response) {
                 join->probe = std::move(response);
                 decide();
               });

@@ -225,6 +225,8 @@ class Router : public RequestHandler {
   // ForwardProbed for a call of a client batch whose target is busy: the call and its probe
   // join the upstream batch waiting for that target, in this turn of the loop.
   void JoinProbed(const std::shared_ptr<Exchange>& exchange, size_t index);
+  // The owner probe of call `index`: a zero-length getAccountInfo of its account, to its target.
+  static SubCall ProbeOf(const Exchange& exchange, size_t index);
   // The account's `value` as the probe showed it (nullopt: unknown).
   Task<std::optional<std::string>> Probe(std::shared_ptr<Exchange> exchange, size_t index);
   // The decision of ForwardVerified and ForwardProbed, from the account's `value` as the
