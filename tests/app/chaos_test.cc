@@ -76,8 +76,12 @@ constexpr auto kStatusPollInterval = 50ms;
 // it at its next /status poll, and the load shares the two cores (CI measured 1,024 ms once).
 constexpr auto kMaxTimeToEject = kUpstreamTimeout + kStatusPollInterval + 150ms;
 constexpr auto kMaxTimeToReturn = 5000ms;
-// With every base endpoint out, a read must fail this fast.
+// With every base endpoint out, a read must fail this fast (its p99)...
 constexpr auto kFastFailure = 50ms;
+// ...and none may wait anywhere near an upstream timeout. A read that fails at once can still
+// be late by the scheduling of a shared two-core machine: CI measured one of 12,895 at 100.8 ms
+// while other tests ran; a read that waited on a black-holed endpoint would take 1 s.
+constexpr auto kFastFailureMax = kUpstreamTimeout / 4;
 
 double Millis(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -600,8 +604,7 @@ TEST_F(ChaosTest, EachFaultOfOneEndpointUnderLoadFailsNoReadAndEveryBaseEndpoint
   std::string first_unclear;
   for (const Sample& sample : base_reads) {
     const RpcAnswer rpc = ReadAnswer(sample.body);
-    if (rpc.has_error && !rpc.error_message.empty() &&
-        Millis(sample.latency) <= Millis(kFastFailure)) {
+    if (rpc.has_error && !rpc.error_message.empty()) {
       ++clear_errors;
     } else if (first_unclear.empty()) {
       first_unclear = fmt::format("HTTP {}, {:.1f} ms: {}", sample.http_status,
@@ -619,7 +622,8 @@ TEST_F(ChaosTest, EachFaultOfOneEndpointUnderLoadFailsNoReadAndEveryBaseEndpoint
       base_down.max_ms, er_failures);
   EXPECT_GT(base_reads.size(), 20u);
   EXPECT_EQ(clear_errors, base_reads.size()) << first_unclear;
-  EXPECT_LE(base_down.max_ms, Millis(kFastFailure));
+  EXPECT_LE(base_down.p99_ms, Millis(kFastFailure));
+  EXPECT_LE(base_down.max_ms, Millis(kFastFailureMax));
   EXPECT_EQ(er_failures, 0u);
 }
 
