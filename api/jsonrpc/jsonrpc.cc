@@ -2,6 +2,10 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+#include <charconv>
+#include <system_error>
+
 #include "api/jsonrpc/raw_json.h"
 #include "fmt/format.h"
 
@@ -100,34 +104,6 @@ absl::Status InvalidRequest(std::string_view why) {
   return MakeRpcStatus(RpcErrorKind::kInvalidRequest, fmt::format("Invalid request: {}", why));
 }
 
-// Finds minContextSlot in the config objects of a params array (or in a params object).
-std::optional<uint64_t> FindMinContextSlot(const std::string& params) {
-  if (params.find("minContextSlot") == std::string::npos) return std::nullopt;
-  simdjson::padded_string padded(params);
-  od::document doc;
-  if (ThreadParser().iterate(padded).get(doc)) return std::nullopt;
-  auto from_object = [](od::object object) -> std::optional<uint64_t> {
-    uint64_t slot;
-    if (object.find_field_unordered("minContextSlot").get_uint64().get(slot)) return std::nullopt;
-    return slot;
-  };
-  od::json_type type;
-  if (doc.type().get(type)) return std::nullopt;
-  if (type == od::json_type::object) {
-    od::object object;
-    if (doc.get_object().get(object)) return std::nullopt;
-    return from_object(object);
-  }
-  od::array array;
-  if (doc.get_array().get(array)) return std::nullopt;
-  for (auto element : array) {
-    od::object object;
-    if (element.get_object().get(object)) continue;
-    if (auto slot = from_object(object)) return slot;
-  }
-  return std::nullopt;
-}
-
 absl::Status ParseError(std::string_view why) {
   return MakeRpcStatus(RpcErrorKind::kParseError, fmt::format("Parse error: {}", why));
 }
@@ -140,6 +116,77 @@ bool ValidateRaw(od::value& value, size_t depth, size_t max_depth, std::string_v
   const char* end = nullptr;
   if (value.current_location().get(end) != simdjson::SUCCESS || end < start) return false;
   *raw = TrimRight(std::string_view(start, static_cast<size_t>(end - start)));
+  return true;
+}
+
+// minContextSlot as simdjson's get_uint64 reads it from a number token the grammar check
+// accepted: digits only, within 64 bits.
+std::optional<uint64_t> SlotOfToken(std::string_view token) {
+  uint64_t slot = 0;
+  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), slot);
+  if (ec != std::errc() || end != token.data() + token.size()) return std::nullopt;
+  return slot;
+}
+
+// Validates one object of params (the params object itself, or an element of the params
+// array) completely, as Validate does, and reads its first minContextSlot field (the key as
+// written, unescaped keys not matched) into `slot` when that is an unsigned 64-bit number.
+bool ValidateConfig(od::object& object, size_t depth, size_t max_depth,
+                    std::optional<uint64_t>& slot) {
+  bool seen = false;
+  for (auto result : object) {
+    od::field field;
+    if (std::move(result).get(field)) return false;
+    // The raw key is read before the unescaped one, which consumes it.
+    const bool named = !seen && field.key().unsafe_is_equal("minContextSlot");
+    std::string_view key;
+    if (field.unescaped_key().get(key)) return false;
+    od::value& child = field.value();
+    if (!named) {
+      if (!Validate(child, depth + 1, max_depth)) return false;
+      continue;
+    }
+    seen = true;
+    od::json_type type;
+    if (child.type().get(type)) return false;
+    if (type != od::json_type::number) {
+      if (!Validate(child, depth + 1, max_depth)) return false;
+      continue;
+    }
+    const std::string_view token = TrimRight(TokenOf(child));
+    if (depth + 1 > max_depth || !IsJsonNumber(token)) return false;
+    slot = SlotOfToken(token);
+  }
+  return true;
+}
+
+// Validates params (an object or an array) completely, as Validate does, and reads
+// minContextSlot from its config objects: the params object's own field, or the first element
+// object of the params array whose field is an unsigned 64-bit number.
+bool ValidateParams(od::value& value, od::json_type type, size_t depth, size_t max_depth,
+                    std::optional<uint64_t>& min_context_slot) {
+  if (depth > max_depth) return false;
+  if (type == od::json_type::object) {
+    od::object object;
+    return value.get_object().get(object) == simdjson::SUCCESS &&
+           ValidateConfig(object, depth, max_depth, min_context_slot);
+  }
+  od::array array;
+  if (value.get_array().get(array) != simdjson::SUCCESS) return false;
+  for (auto element : array) {
+    od::value child;
+    od::json_type child_type;
+    if (element.get(child) || child.type().get(child_type)) return false;
+    if (child_type != od::json_type::object || min_context_slot) {
+      if (!Validate(child, depth + 1, max_depth)) return false;
+      continue;
+    }
+    od::object object;
+    if (depth + 1 > max_depth || child.get_object().get(object) ||
+        !ValidateConfig(object, depth + 1, max_depth, min_context_slot)) {
+      return false;
+    }
+  }
   return true;
 }
 
@@ -163,6 +210,18 @@ bool ReadRequest(od::object& object, size_t depth, size_t max_depth, RpcCall& ca
     } else if (type != od::json_type::object && type != od::json_type::array) {
       raw = TrimRight(child.raw_json_token());  // a scalar is one token
       if (!Validate(child, depth + 1, max_depth)) return false;
+    } else if (key == "params") {
+      // The params' minContextSlot is read in the same walk; a later params field (a
+      // duplicate key, whose value is the one kept) reads its own.
+      const char* start = child.raw_json_token().data();
+      std::optional<uint64_t> slot;
+      const char* end = nullptr;
+      if (!ValidateParams(child, type, depth + 1, max_depth, slot) ||
+          child.current_location().get(end) != simdjson::SUCCESS || end < start) {
+        return false;
+      }
+      raw = TrimRight(std::string_view(start, static_cast<size_t>(end - start)));
+      call.min_context_slot = slot;
     } else if (!ValidateRaw(child, depth + 1, max_depth, &raw)) {
       return false;
     }
@@ -191,15 +250,11 @@ bool ReadRequest(od::object& object, size_t depth, size_t max_depth, RpcCall& ca
   }
   if (problem.empty() && !has_jsonrpc) problem = "missing jsonrpc";
   if (problem.empty() && !has_method) problem = "missing method";
-  if (!problem.empty()) call.error = InvalidRequest(problem);
-  return true;
-}
-
-// Each valid call's minContextSlot, once the body is read (it uses this thread's parser).
-void FindMinContextSlots(RpcBody& body) {
-  for (RpcCall& call : body.calls) {
-    if (call.error.ok()) call.min_context_slot = FindMinContextSlot(call.params);
+  if (!problem.empty()) {
+    call.error = InvalidRequest(problem);
+    call.min_context_slot.reset();
   }
+  return true;
 }
 
 // A body that is one request object, in one pass: every value is checked against the JSON
@@ -213,16 +268,16 @@ absl::StatusOr<RpcBody> ParseSingle(std::string_view body, simdjson::padded_stri
     return ParseError("invalid JSON");
   }
   if (options.max_depth < 1) return ParseError("invalid JSON");
-  RpcCall call;
+  // The call is read where it is kept.
+  RpcBody result;
+  result.calls.reserve(1);
+  RpcCall& call = result.calls.emplace_back();
   if (!ReadRequest(object, 0, options.max_depth, call)) return ParseError("invalid JSON");
   const char* trailing = nullptr;
   if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) {
     return ParseError("invalid JSON");
   }
-  call.raw = std::string(TrimRight(body.substr(body.find('{'))));
-  RpcBody result;
-  result.calls.push_back(std::move(call));
-  FindMinContextSlots(result);
+  call.raw.assign(TrimRight(body.substr(body.find('{'))));
   return result;
 }
 
@@ -239,6 +294,11 @@ absl::StatusOr<RpcBody> ParseBatch(simdjson::padded_string_view padded,
   }
   RpcBody result;
   result.batch = true;
+  // Room for the usual batch up front: growing one call at a time would move every call read
+  // so far at each doubling.
+  constexpr size_t kUsualBatch = 16;
+  result.calls.reserve(std::min(options.max_batch_size, kUsualBatch));
+  RpcCall past_limit;  // an element past the limit is still checked, in here, but not kept
   size_t count = 0;
   for (auto element : array) {
     od::value value;
@@ -247,7 +307,9 @@ absl::StatusOr<RpcBody> ParseBatch(simdjson::padded_string_view padded,
       return ParseError("invalid JSON");
     }
     const char* start = value.raw_json_token().data();
-    RpcCall call;
+    // Each call is read where it is kept.
+    const bool kept = ++count <= options.max_batch_size;
+    RpcCall& call = kept ? result.calls.emplace_back() : (past_limit = RpcCall());
     if (type == od::json_type::object) {
       od::object object;
       if (value.get_object().get(object) || !ReadRequest(object, 1, options.max_depth, call)) {
@@ -261,9 +323,9 @@ absl::StatusOr<RpcBody> ParseBatch(simdjson::padded_string_view padded,
     if (value.current_location().get(end) != simdjson::SUCCESS || end < start) {
       return ParseError("invalid JSON");
     }
-    if (++count > options.max_batch_size) continue;  // still checked, no longer kept
-    call.raw.assign(TrimRight(std::string_view(start, static_cast<size_t>(end - start))));
-    result.calls.push_back(std::move(call));
+    if (kept) {
+      call.raw.assign(TrimRight(std::string_view(start, static_cast<size_t>(end - start))));
+    }
   }
   const char* trailing = nullptr;
   if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) {
@@ -274,7 +336,6 @@ absl::StatusOr<RpcBody> ParseBatch(simdjson::padded_string_view padded,
     return InvalidRequest(
         fmt::format("batch of {} requests exceeds the limit of {}", count, options.max_batch_size));
   }
-  FindMinContextSlots(result);
   return result;
 }
 

@@ -181,6 +181,70 @@ TEST(JsonRpcCodecTest, MinContextSlotIsFoundInTheConfigObject) {
   EXPECT_EQ(parsed->calls[0].min_context_slot, 77u);
 }
 
+// minContextSlot is read in the walk that checks params: from the params object, or from the
+// first element object of the params array whose first minContextSlot field is an unsigned
+// 64-bit number; keys are matched as written.
+TEST(JsonRpcCodecTest, MinContextSlotIsReadAsTheFirstUnsignedFieldOfAConfigObject) {
+  const std::vector<std::pair<std::string, std::optional<uint64_t>>> cases = {
+      {R"({"minContextSlot":5})", 5},
+      {R"(["k",{"commitment":"processed","minContextSlot":0}])", 0},
+      {R"(["k",{"minContextSlot":18446744073709551615}])", 18446744073709551615u},
+      {R"(["k",{"minContextSlot":18446744073709551616}])", std::nullopt},
+      {R"(["k",{"minContextSlot":-1}])", std::nullopt},
+      {R"(["k",{"minContextSlot":1.0}])", std::nullopt},
+      {R"(["k",{"minContextSlot":1e3}])", std::nullopt},
+      {R"(["k",{"minContextSlot":"7"}])", std::nullopt},
+      // The first field of an object decides for that object; a later object may still give it.
+      {R"(["k",{"minContextSlot":"7","minContextSlot":8}])", std::nullopt},
+      {R"(["k",{"minContextSlot":8,"minContextSlot":9}])", 8},
+      {R"([{"minContextSlot":null},{"minContextSlot":3},{"minContextSlot":4}])", 3},
+      // Matched as written: an escaped key, or the field deeper than a config object, is not it.
+      {R"(["k",{"min\u0043ontextSlot":7}])", std::nullopt},
+      {R"([["k",{"minContextSlot":7}]])", std::nullopt},
+      {R"(["k",{"filter":{"minContextSlot":7}}])", std::nullopt},
+      {R"(["minContextSlot",7])", std::nullopt},
+  };
+  for (const auto& [params, slot] : cases) {
+    const std::string body =
+        R"({"jsonrpc":"2.0","id":1,"method":"getBalance","params":)" + params + "}";
+    absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
+    ASSERT_TRUE(parsed.ok()) << body;
+    ASSERT_TRUE(parsed->calls[0].error.ok()) << body;
+    EXPECT_EQ(parsed->calls[0].params, params);
+    EXPECT_EQ(parsed->calls[0].min_context_slot, slot) << params;
+    // The same in a batch, beside a call without one.
+    absl::StatusOr<RpcBody> batch =
+        ParseRpcBody("[" + body + R"(,{"jsonrpc":"2.0","id":2,"method":"getSlot"}])", Options());
+    ASSERT_TRUE(batch.ok()) << body;
+    EXPECT_EQ(batch->calls[0].min_context_slot, slot) << params;
+    EXPECT_FALSE(batch->calls[1].min_context_slot.has_value());
+  }
+  // A later params field is the one kept, with its own minContextSlot (or none).
+  absl::StatusOr<RpcBody> twice = ParseRpcBody(
+      R"({"jsonrpc":"2.0","id":1,"method":"getBalance","params":[{"minContextSlot":5}],)"
+      R"("params":["k"]})",
+      Options());
+  ASSERT_TRUE(twice.ok());
+  EXPECT_EQ(twice->calls[0].params, R"(["k"])");
+  EXPECT_FALSE(twice->calls[0].min_context_slot.has_value());
+  // A call that is not a valid request carries none.
+  absl::StatusOr<RpcBody> invalid =
+      ParseRpcBody(R"({"id":1,"method":"getBalance","params":[{"minContextSlot":5}]})", Options());
+  ASSERT_TRUE(invalid.ok());
+  EXPECT_FALSE(invalid->calls[0].error.ok());
+  EXPECT_FALSE(invalid->calls[0].min_context_slot.has_value());
+  // Past the depth limit the walk fails as any other value would.
+  RpcCodecOptions shallow = Options();
+  shallow.max_depth = 2;
+  const std::string deep =
+      R"({"jsonrpc":"2.0","id":1,"method":"getBalance","params":["k",{"minContextSlot":5}]})";
+  EXPECT_FALSE(ParseRpcBody(deep, shallow).ok());
+  shallow.max_depth = 3;
+  absl::StatusOr<RpcBody> within = ParseRpcBody(deep, shallow);
+  ASSERT_TRUE(within.ok());
+  EXPECT_EQ(within->calls[0].min_context_slot, 5u);
+}
+
 TEST(JsonRpcCodecTest, HugeBodyParsesAndKeepsItsBytes) {
   const std::string big(900 * 1024, 'x');
   const std::string body =

@@ -4,6 +4,8 @@
 // snapshot (two ERs, accounts delegated to each, to the "any ER" identity and to an unknown
 // validator). No upstream is involved: the decision is the pure function the request path
 // calls before any I/O.
+#include <simdjson.h>
+
 #include <boost/beast/core/error.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -65,6 +67,35 @@ void Route(const RpcCall& call) {
   }
 }
 
+// The reference for the codec's minContextSlot, which is read in the walk that checks the
+// request: params parsed again on their own, each config object asked for its field.
+std::optional<uint64_t> MinContextSlotOfParams(const std::string& params) {
+  namespace od = simdjson::ondemand;
+  static od::parser* parser = new od::parser();
+  const simdjson::padded_string padded(params);
+  od::document doc;
+  od::json_type type;
+  if (parser->iterate(padded).get(doc) || doc.type().get(type)) return std::nullopt;
+  auto from_object = [](od::object object) -> std::optional<uint64_t> {
+    uint64_t slot = 0;
+    if (object.find_field_unordered("minContextSlot").get_uint64().get(slot)) return std::nullopt;
+    return slot;
+  };
+  if (type == od::json_type::object) {
+    od::object object;
+    if (doc.get_object().get(object)) return std::nullopt;
+    return from_object(object);
+  }
+  od::array array;
+  if (doc.get_array().get(array)) return std::nullopt;
+  for (auto element : array) {
+    od::object object;
+    if (element.get_object().get(object)) continue;
+    if (std::optional<uint64_t> slot = from_object(object)) return slot;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -105,7 +136,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(!parsed->calls.empty());
   Check(parsed->calls.size() <= options.max_batch_size);
   for (RpcCall& call : parsed->calls) {
-    if (!call.error.ok()) continue;
+    if (!call.error.ok()) {
+      Check(!call.min_context_slot.has_value());
+      continue;
+    }
+    Check(call.min_context_slot == MinContextSlotOfParams(call.params));
     // What is forwarded parses again as the same call.
     const std::string forwarded = ForwardBody(call);
     absl::StatusOr<RpcBody> again = ParseRpcBody(forwarded, options);
