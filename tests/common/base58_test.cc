@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/pubkey.h"
 
@@ -95,6 +98,52 @@ TEST(Base58Test, RandomRoundTrips) {
     ASSERT_TRUE(key_back.ok());
     EXPECT_EQ(*key_back, key);
   }
+}
+
+// Public keys and signatures take a fixed-size decoder; whatever the text, it must agree with
+// the general one (Base58DecodeBytes) on whether the text is exactly 32 or 64 bytes and on the
+// bytes, and say the general decoder's error when it is not.
+TEST(Base58Test, FixedSizeDecodingAgreesWithTheGeneralDecoderOnAnyText) {
+  constexpr std::string_view kAlphabet =
+      "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+  std::mt19937_64 rng(58);
+  size_t accepted = 0;
+  for (size_t bytes : {32u, 64u}) {
+    const size_t longest = bytes == 32 ? 44 : 88;
+    for (int i = 0; i < 20000; ++i) {
+      std::string text;
+      const size_t length = 1 + rng() % (longest + 3);
+      // Mostly texts the size of a real key (a random value, some with leading ones), then any
+      // length; now and then a character outside the alphabet.
+      if (i % 2 == 0) {
+        std::vector<uint8_t> value(bytes);
+        for (auto& b : value) b = static_cast<uint8_t>(rng());
+        for (size_t z = 0, n = rng() % 4 == 0 ? rng() % 6 : 0; z < n && z < bytes; ++z) {
+          value[z] = 0;
+        }
+        text = Base58Encode(value);
+        if (rng() % 8 == 0) text = "1" + text;
+        if (rng() % 8 == 0) text.erase(0, 1);
+      } else {
+        for (size_t k = 0; k < length; ++k) {
+          text.push_back(rng() % 4 == 0 ? '1' : kAlphabet[rng() % kAlphabet.size()]);
+        }
+      }
+      if (!text.empty() && rng() % 16 == 0) text[rng() % text.size()] = "0OIl+/ \xff"[rng() % 8];
+      std::vector<uint8_t> out(bytes, 0xab);
+      const absl::Status exact = Base58DecodeExact(text, out);
+      const absl::StatusOr<std::string> general = Base58DecodeBytes(text, bytes);
+      const bool whole = general.ok() && general->size() == bytes;
+      ASSERT_EQ(exact.ok(), whole) << text << ": " << exact << " / " << general.status();
+      if (whole) {
+        ++accepted;
+        EXPECT_EQ(std::string(out.begin(), out.end()), *general) << text;
+      } else if (!general.ok()) {
+        EXPECT_EQ(exact, general.status()) << text;
+      }
+    }
+  }
+  EXPECT_GT(accepted, 10000u);  // the well-formed case was exercised
 }
 
 }  // namespace
