@@ -74,6 +74,34 @@ absl::StatusOr<std::string> FirstStringParam(std::string_view params_json) {
   return InvalidParams("missing parameter 0");
 }
 
+std::optional<std::string_view> FirstPlainStringParam(std::string_view params_json) {
+  size_t i = 0;
+  auto skip_space = [&] {
+    while (i < params_json.size() && api_internal::IsJsonSpace(params_json[i])) ++i;
+  };
+  auto at = [&](char c) { return i < params_json.size() && params_json[i] == c; };
+  skip_space();
+  if (!at('[')) return std::nullopt;
+  ++i;
+  skip_space();
+  if (!at('"')) return std::nullopt;
+  const size_t start = ++i;
+  // The string ends at the next quote unless an escape or a control character comes first;
+  // the check has no early exit, so that the compiler vectorizes it.
+  const size_t end = params_json.find('"', start);
+  if (end == std::string_view::npos) return std::nullopt;
+  unsigned char escaped = 0;
+  for (size_t k = start; k < end; ++k) {
+    const auto c = static_cast<unsigned char>(params_json[k]);
+    escaped |= static_cast<unsigned char>((c == '\\') | (c < 0x20));
+  }
+  if (escaped != 0) return std::nullopt;
+  i = end + 1;
+  skip_space();
+  if (!at(',') && !at(']')) return std::nullopt;
+  return params_json.substr(start, end - start);
+}
+
 absl::StatusOr<std::vector<std::string>> RpcParams::StringList(size_t i, size_t max) const {
   if (i >= elements.size()) return InvalidParams(fmt::format("missing parameter {}", i));
   simdjson::padded_string padded(elements[i]);

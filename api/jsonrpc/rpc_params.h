@@ -30,6 +30,11 @@ absl::StatusOr<RpcParams> ParseRpcParams(std::string_view params_json);
 // the same answers as ParseRpcParams followed by String(0).
 absl::StatusOr<std::string> FirstStringParam(std::string_view params_json);
 
+// Element 0 of a params array when it is a string written without escapes, as a view into
+// `params_json`: the hot path of a single account's decision, with no parse. nullopt for any
+// other text (an escape, another shape, not an array), which FirstStringParam then answers.
+std::optional<std::string_view> FirstPlainStringParam(std::string_view params_json);
+
 // `[e0,e1,...]` from raw elements.
 std::string JoinParams(const std::vector<std::string>& elements);
 

@@ -52,7 +52,7 @@ absl::Status RouterError(std::string_view why) {
   return MakeRpcStatus(RpcErrorKind::kRouterError, why);
 }
 
-absl::StatusOr<Pubkey> ParsePubkey(const std::string& text) {
+absl::StatusOr<Pubkey> ParsePubkey(std::string_view text) {
   absl::StatusOr<Pubkey> key = Pubkey::FromBase58(text);
   if (!key.ok()) return RouterError(fmt::format("invalid public key {}", JsonQuote(text)));
   return key;
@@ -62,9 +62,15 @@ absl::StatusOr<Pubkey> ParsePubkey(const std::string& text) {
 // account is looked up once.
 RouteDecision DecideOneAccount(const RpcCall& call, const Snapshot& snapshot,
                                const RoutingTable& table) {
-  absl::StatusOr<std::string> text = FirstStringParam(call.params);
-  if (!text.ok()) return Error(text.status());
-  absl::StatusOr<Pubkey> key = ParsePubkey(*text);
+  // A key written plainly is read where it lies; anything else is parsed.
+  std::optional<std::string_view> plain = FirstPlainStringParam(call.params);
+  absl::StatusOr<std::string> parsed;
+  if (!plain) {
+    parsed = FirstStringParam(call.params);
+    if (!parsed.ok()) return Error(parsed.status());
+    plain = *parsed;
+  }
+  absl::StatusOr<Pubkey> key = ParsePubkey(*plain);
   if (!key.ok()) return Error(key.status());
   const std::optional<AccountState> delegation = snapshot.FindDelegation(*key);
   absl::StatusOr<std::string> target = table.base;

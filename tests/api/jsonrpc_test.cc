@@ -356,6 +356,40 @@ TEST(RpcParamsTest, FirstStringParamAnswersAsSplittingAndReadingElementZero) {
   EXPECT_EQ(FirstStringParam("[]").status().message(), "Invalid params: missing parameter 0");
 }
 
+// A key written plainly is read where it lies, with the same answer as the parse; any other
+// text is left to the parse.
+TEST(RpcParamsTest, FirstPlainStringParamIsThePlainKeyOrNothing) {
+  const std::vector<std::pair<std::string, std::optional<std::string>>> cases = {
+      {R"(["Key1111",{"encoding":"base64"}])", "Key1111"},
+      {R"(["Key1111"])", "Key1111"},
+      {" [ \"Key1111\" ,\t{}] ", "Key1111"},
+      {"[\n\"\"]", ""},
+      {R"(["not a key!"])", "not a key!"},
+      {R"(["K\u0065y"])", std::nullopt},
+      {R"(["K\"y"])", std::nullopt},
+      {"[\"K\ty\"]", std::nullopt},
+      {R"([])", std::nullopt},
+      {R"([42,"x"])", std::nullopt},
+      {R"([{"a":"b"}])", std::nullopt},
+      {R"({"a":"b"})", std::nullopt},
+      {"", std::nullopt},
+      {R"(["Key1111")", std::nullopt},
+      {R"(["Key1111" 1])", std::nullopt},
+  };
+  for (const auto& [params, plain] : cases) {
+    const std::optional<std::string_view> view = FirstPlainStringParam(params);
+    EXPECT_EQ(view.has_value(), plain.has_value()) << params;
+    if (!view || !plain) continue;
+    EXPECT_EQ(*view, *plain) << params;
+    // Within the text, and what the parse reads.
+    EXPECT_GE(view->data(), params.data());
+    EXPECT_LE(view->data() + view->size(), params.data() + params.size());
+    absl::StatusOr<std::string> parsed = FirstStringParam(params);
+    ASSERT_TRUE(parsed.ok()) << params;
+    EXPECT_EQ(*parsed, *view) << params;
+  }
+}
+
 TEST(MinContextSlotTest, TheMemberLeavesAndEverythingElseStaysAsWritten) {
   EXPECT_EQ(ParamsWithoutMinContextSlot(R"(["k",{"encoding":"base64","minContextSlot":5}])"),
             R"(["k",{"encoding":"base64"}])");
