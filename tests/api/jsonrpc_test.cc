@@ -122,9 +122,36 @@ TEST(JsonRpcCodecTest, SingleRequestIsCheckedWholeInOnePass) {
   EXPECT_EQ(*parsed->calls[0].id, R"("x")");
 }
 
+// A string without a backslash is taken as written (stage 1 has checked its bytes); one with an
+// escape is unescaped, and a bad escape or a raw control character anywhere, in a key or a
+// value at any depth, is a parse error.
+TEST(JsonRpcCodecTest, StringsAreCheckedWhetherOrNotTheyHoldEscapes) {
+  for (const std::string& body : std::vector<std::string>{
+           R"({"jsonrpc":"2.0","method":"a\x","id":1})",
+           R"({"jsonrpc":"2.\q","method":"a","id":1})", R"({"jsonrpc":"2.0","meth\od":"a","id":1})",
+           R"({"jsonrpc":"2.0","method":"a","id":"\u12"})",
+           R"({"jsonrpc":"2.0","method":"a","params":["k",{"enc\oding":1}],"id":1})",
+           R"({"jsonrpc":"2.0","method":"a","params":["k",{"a":["\uZZZZ"]}],"id":1})",
+           R"([{"jsonrpc":"2.0","method":"a","params":[{"x":"\/\y"}],"id":1}])",
+           "{\"jsonrpc\":\"2.0\",\"method\":\"a\tb\",\"id\":1}",
+           "{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"params\":[{\"k\x01\":1}],\"id\":1}",
+           "\"a\nb\""}) {
+    absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
+    ASSERT_FALSE(parsed.ok()) << body;
+    EXPECT_EQ(CodeOf(parsed.status()), -32700) << body;
+  }
+  absl::StatusOr<RpcBody> escaped = ParseRpcBody(
+      R"({"jsonrpc":"2\u002e0","met\u0068od":"get\"A\u00e9","params":[{"\u006b":"\/"}],"id":1})",
+      Options());
+  ASSERT_TRUE(escaped.ok()) << escaped.status();
+  ASSERT_TRUE(escaped->calls[0].error.ok()) << escaped->calls[0].error;
+  EXPECT_EQ(escaped->calls[0].method, "get\"A\u00e9");
+  EXPECT_EQ(escaped->calls[0].params, R"([{"\u006b":"\/"}])");
+}
+
 // A batch is read in one pass as well: invalid JSON anywhere is a parse error, whatever the
-// elements before it were and however many there are; each element keeps its own text, and its
-// minContextSlot is found once the whole body is read.
+// elements before it were and however many there are; each element keeps its own text and its
+// minContextSlot.
 TEST(JsonRpcCodecTest, BatchIsCheckedWholeInOnePass) {
   RpcCodecOptions small;
   small.max_batch_size = 2;
