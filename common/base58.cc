@@ -12,14 +12,15 @@ namespace {
 
 constexpr char kAlphabet[] = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
 
-// Digit value of each ASCII character; -1 outside the alphabet.
-constexpr std::array<int8_t, 128> MakeDigitTable() {
-  std::array<int8_t, 128> table{};
-  for (auto& entry : table) entry = -1;
-  for (int i = 0; i < 58; ++i) table[static_cast<uint8_t>(kAlphabet[i])] = static_cast<int8_t>(i);
+// Digit value of each byte; 0xff outside the alphabet, so that the fixed-size decoder finds
+// any invalid character with one test of the OR of all digits.
+constexpr std::array<uint8_t, 256> MakeDigitTable() {
+  std::array<uint8_t, 256> table{};
+  for (auto& entry : table) entry = 0xff;
+  for (int i = 0; i < 58; ++i) table[static_cast<uint8_t>(kAlphabet[i])] = static_cast<uint8_t>(i);
   return table;
 }
-constexpr std::array<int8_t, 128> kDigits = MakeDigitTable();
+constexpr std::array<uint8_t, 256> kDigits = MakeDigitTable();
 
 // The number is held as little-endian 32-bit limbs; digits are folded in groups of five
 // (58^5 < 2^32) so that each limb sees one multiply-add per group rather than per digit.
@@ -90,8 +91,8 @@ absl::StatusOr<size_t> DecodeInto(std::string_view text, std::span<uint8_t> out)
     uint32_t chunk = 0;
     for (size_t i = 0; i < group; ++i, ++pos) {
       const auto c = static_cast<unsigned char>(text[pos]);
-      const int digit = c < 128 ? kDigits[c] : -1;
-      if (digit < 0) {
+      const uint8_t digit = kDigits[c];
+      if (digit == 0xff) {
         return absl::InvalidArgumentError(
             fmt::format("base58: invalid character 0x{:02x} at position {}", c, pos));
       }
@@ -123,16 +124,6 @@ absl::StatusOr<size_t> DecodeInto(std::string_view text, std::span<uint8_t> out)
   return ones + significant;
 }
 
-// Digit value of each byte for the fixed-size decoder; 0xff outside the alphabet, so that one
-// test of the OR of all digits finds any invalid character.
-constexpr std::array<uint8_t, 256> MakeByteDigitTable() {
-  std::array<uint8_t, 256> table{};
-  for (auto& entry : table) entry = 0xff;
-  for (int i = 0; i < 58; ++i) table[static_cast<uint8_t>(kAlphabet[i])] = static_cast<uint8_t>(i);
-  return table;
-}
-constexpr std::array<uint8_t, 256> kByteDigits = MakeByteDigitTable();
-
 // The decoder for a text that decodes to exactly kBytes bytes (public keys, signatures), on
 // the hot path of every routed request: fixed limbs the compiler unrolls, one validity test
 // for all digits, the limbs stored big-endian. It answers only the well-formed case and says
@@ -152,7 +143,7 @@ bool DecodeFixed(std::string_view text, std::span<uint8_t> out) {
   while (pos < text.size()) {
     uint64_t chunk = 0;
     for (size_t i = 0; i < group; ++i, ++pos) {
-      const uint8_t digit = kByteDigits[static_cast<uint8_t>(text[pos])];
+      const uint8_t digit = kDigits[static_cast<uint8_t>(text[pos])];
       bad |= digit;
       chunk = chunk * 58 + digit;
     }

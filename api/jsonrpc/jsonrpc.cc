@@ -108,11 +108,12 @@ absl::Status ParseError(std::string_view why) {
   return MakeRpcStatus(RpcErrorKind::kParseError, fmt::format("Parse error: {}", why));
 }
 
-// Validates an object or an array completely (as Validate) and sets `raw` to its text: from
-// its first byte to the token after it, where the walk leaves the iterator.
-bool ValidateRaw(od::value& value, size_t depth, size_t max_depth, std::string_view* raw) {
+// The text of a value that `walk` reads completely: from its first byte to the token after it,
+// where the walk leaves the iterator. False when the walk fails.
+template <typename Walk>
+bool WalkRaw(od::value& value, std::string_view* raw, Walk walk) {
   const char* start = value.raw_json_token().data();
-  if (!Validate(value, depth, max_depth)) return false;
+  if (!walk()) return false;
   const char* end = nullptr;
   if (value.current_location().get(end) != simdjson::SUCCESS || end < start) return false;
   *raw = TrimRight(std::string_view(start, static_cast<size_t>(end - start)));
@@ -142,20 +143,16 @@ bool ValidateConfig(od::object& object, size_t depth, size_t max_depth,
     std::string_view key;
     if (field.unescaped_key().get(key)) return false;
     od::value& child = field.value();
-    if (!named) {
-      if (!Validate(child, depth + 1, max_depth)) return false;
-      continue;
-    }
-    seen = true;
     od::json_type type;
-    if (child.type().get(type)) return false;
-    if (type != od::json_type::number) {
-      if (!Validate(child, depth + 1, max_depth)) return false;
-      continue;
+    if (named && child.type().get(type)) return false;
+    // A number's token, taken before the walk (which reads nothing more of it).
+    const std::string_view token =
+        named && type == od::json_type::number ? TrimRight(TokenOf(child)) : std::string_view();
+    if (!Validate(child, depth + 1, max_depth)) return false;
+    if (named) {
+      seen = true;
+      if (!token.empty()) slot = SlotOfToken(token);
     }
-    const std::string_view token = TrimRight(TokenOf(child));
-    if (depth + 1 > max_depth || !IsJsonNumber(token)) return false;
-    slot = SlotOfToken(token);
   }
   return true;
 }
@@ -213,16 +210,13 @@ bool ReadRequest(od::object& object, size_t depth, size_t max_depth, RpcCall& ca
     } else if (key == "params") {
       // The params' minContextSlot is read in the same walk; a later params field (a
       // duplicate key, whose value is the one kept) reads its own.
-      const char* start = child.raw_json_token().data();
       std::optional<uint64_t> slot;
-      const char* end = nullptr;
-      if (!ValidateParams(child, type, depth + 1, max_depth, slot) ||
-          child.current_location().get(end) != simdjson::SUCCESS || end < start) {
+      if (!WalkRaw(child, &raw,
+                   [&] { return ValidateParams(child, type, depth + 1, max_depth, slot); })) {
         return false;
       }
-      raw = TrimRight(std::string_view(start, static_cast<size_t>(end - start)));
       call.min_context_slot = slot;
-    } else if (!ValidateRaw(child, depth + 1, max_depth, &raw)) {
+    } else if (!WalkRaw(child, &raw, [&] { return Validate(child, depth + 1, max_depth); })) {
       return false;
     }
     if (key == "jsonrpc") {
@@ -306,26 +300,21 @@ absl::StatusOr<RpcBody> ParseBatch(simdjson::padded_string_view padded,
     if (element.get(value) || value.type().get(type) || options.max_depth < 1) {
       return ParseError("invalid JSON");
     }
-    const char* start = value.raw_json_token().data();
     // Each call is read where it is kept.
     const bool kept = ++count <= options.max_batch_size;
     RpcCall& call = kept ? result.calls.emplace_back() : (past_limit = RpcCall());
-    if (type == od::json_type::object) {
-      od::object object;
-      if (value.get_object().get(object) || !ReadRequest(object, 1, options.max_depth, call)) {
-        return ParseError("invalid JSON");
+    std::string_view text;
+    const bool read = WalkRaw(value, &text, [&] {
+      if (type != od::json_type::object) {
+        call.error = InvalidRequest("not an object");
+        return Validate(value, 1, options.max_depth);
       }
-    } else {
-      if (!Validate(value, 1, options.max_depth)) return ParseError("invalid JSON");
-      call.error = InvalidRequest("not an object");
-    }
-    const char* end = nullptr;
-    if (value.current_location().get(end) != simdjson::SUCCESS || end < start) {
-      return ParseError("invalid JSON");
-    }
-    if (kept) {
-      call.raw.assign(TrimRight(std::string_view(start, static_cast<size_t>(end - start))));
-    }
+      od::object object;
+      return value.get_object().get(object) == simdjson::SUCCESS &&
+             ReadRequest(object, 1, options.max_depth, call);
+    });
+    if (!read) return ParseError("invalid JSON");
+    if (kept) call.raw.assign(text);
   }
   const char* trailing = nullptr;
   if (doc.current_location().get(trailing) != simdjson::OUT_OF_BOUNDS) {
