@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <cstddef>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +44,30 @@ class DocumentParser {
 
  private:
   std::optional<simdjson::ondemand::parser> own_;
+};
+
+// `text` with simdjson's padding after it, for a parse on this thread: copied into this
+// thread's buffer for the usual sizes (no allocation per parse), into a buffer of its own above
+// DocumentParser::kReuseLimit, so that no thread keeps the largest text it ever saw. The view
+// lasts until the next PaddedCopy on this thread: one parse at a time, as with ThreadParser.
+class PaddedCopy {
+ public:
+  explicit PaddedCopy(std::string_view text) {
+    if (text.size() > DocumentParser::kReuseLimit) {
+      view_ = own_.emplace(text);
+      return;
+    }
+    thread_local std::string buffer;
+    const size_t padded = text.size() + simdjson::SIMDJSON_PADDING;
+    if (buffer.size() < padded) buffer.resize(padded);
+    if (!text.empty()) std::memcpy(buffer.data(), text.data(), text.size());
+    view_ = simdjson::padded_string_view(buffer.data(), text.size(), buffer.size());
+  }
+  simdjson::padded_string_view view() const { return view_; }
+
+ private:
+  std::optional<simdjson::padded_string> own_;
+  simdjson::padded_string_view view_;
 };
 
 // The raw JSON text of an On-Demand value (an object, an array or a scalar), as a view into

@@ -53,15 +53,11 @@ absl::StatusOr<std::string> RpcParams::String(size_t i) const {
 
 absl::StatusOr<std::string> FirstStringParam(std::string_view params_json) {
   if (params_json.empty()) return InvalidParams("missing parameter 0");
-  // This thread's buffer, with simdjson's padding past the text.
-  thread_local std::string padded;
-  padded.assign(params_json);
-  padded.resize(params_json.size() + simdjson::SIMDJSON_PADDING);
+  const api_internal::PaddedCopy padded(params_json);
   od::parser& parser = ThreadParser();
   od::document doc;
   od::array array;
-  if (parser.iterate(padded.data(), params_json.size(), padded.size()).get(doc) ||
-      doc.get_array().get(array)) {
+  if (parser.iterate(padded.view()).get(doc) || doc.get_array().get(array)) {
     return InvalidParams("expected an array");
   }
   for (auto element : array) {

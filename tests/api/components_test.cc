@@ -335,5 +335,31 @@ TEST(DocumentParserTest, ReusesTheThreadsParserOnlyForUsualSizes) {
   EXPECT_NE(&large.get(), &api_internal::ThreadParser());
 }
 
+// A padded copy of the usual size lands in this thread's one buffer, whatever a longer copy
+// left there before; a large one gets a buffer of its own.
+TEST(PaddedCopyTest, UsesTheThreadsBufferOnlyForUsualSizesAndHoldsExactlyTheText) {
+  const std::string longer(5000, 'z');
+  const char* thread_buffer = nullptr;
+  {
+    api_internal::PaddedCopy copy(longer);
+    thread_buffer = copy.view().data();
+    EXPECT_EQ(std::string_view(copy.view()), longer);
+    EXPECT_GE(copy.view().capacity(), longer.size() + simdjson::SIMDJSON_PADDING);
+  }
+  api_internal::PaddedCopy small(R"({"a":[1,2]})");
+  EXPECT_EQ(small.view().data(), thread_buffer);
+  EXPECT_EQ(std::string_view(small.view()), R"({"a":[1,2]})");
+  simdjson::ondemand::document doc;
+  uint64_t second = 0;
+  ASSERT_EQ(api_internal::ThreadParser().iterate(small.view()).get(doc), simdjson::SUCCESS);
+  ASSERT_EQ(doc["a"].at(1).get(second), simdjson::SUCCESS);
+  EXPECT_EQ(second, 2u);
+
+  const std::string large(api_internal::DocumentParser::kReuseLimit + 1, ' ');
+  api_internal::PaddedCopy own(large);
+  EXPECT_NE(own.view().data(), thread_buffer);
+  EXPECT_EQ(own.view().size(), large.size());
+}
+
 }  // namespace
 }  // namespace switchyard

@@ -282,6 +282,24 @@ TEST(JsonRpcCodecTest, HugeBodyParsesAndKeepsItsBytes) {
   EXPECT_EQ(parsed->calls[0].params.size(), big.size() + 4);
 }
 
+// A body without room past its end is parsed from this thread's padded copy: a longer body
+// copied there before must leave nothing that the next parse reads.
+TEST(JsonRpcCodecTest, ABodyCopiedAfterALongerOneIsReadAsItIs) {
+  const std::string longer =
+      R"({"jsonrpc":"2.0","id":1,"method":"getBalance","params":["k",{"minContextSlot":9}]})";
+  ASSERT_TRUE(ParseRpcBody(longer, Options()).ok());
+  // Cut where the longer body had more to come: parsed alone, this is an unterminated object.
+  const std::string cut = longer.substr(0, longer.find(",\"params\""));
+  absl::StatusOr<RpcBody> truncated = ParseRpcBody(cut, Options());
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_EQ(CodeOf(truncated.status()), -32700);
+  absl::StatusOr<RpcBody> shorter = ParseRpcBody(cut + "}", Options());
+  ASSERT_TRUE(shorter.ok()) << shorter.status();
+  EXPECT_EQ(shorter->calls[0].raw, cut + "}");
+  EXPECT_EQ(shorter->calls[0].params, "");
+  EXPECT_FALSE(shorter->calls[0].min_context_slot.has_value());
+}
+
 TEST(JsonRpcCodecTest, ScalarWithTrailingGarbageIsAParseError) {
   for (const std::string& body : std::vector<std::string>{"5 x", "\"a\" 1", "nul", "1.", "-"}) {
     absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
