@@ -165,6 +165,7 @@ struct HttpReadClient::Impl {
   std::unique_ptr<ssl::context> tls_context;  // made on the first https connection
   std::optional<beast::tcp_stream> plain;
   std::optional<TlsStream> secure;
+  static constexpr size_t kReadSize = 64 * 1024;
   beast::flat_buffer buffer;
 
   bool connected() const { return plain.has_value() || secure.has_value(); }
@@ -218,6 +219,10 @@ struct HttpReadClient::Impl {
           done = true;
           return;
         }
+        // Beast reads at most the buffer's free capacity (512 bytes at the least), and the
+        // parser takes every byte it is given, so a buffer left to grow by itself stays at 512
+        // bytes and a large answer (a block) takes hundreds of reads.
+        buffer.reserve(kReadSize);
         http::async_read(stream, buffer, parser, [&](boost::system::error_code e2, size_t) {
           ec = e2;
           done = true;

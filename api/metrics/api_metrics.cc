@@ -18,6 +18,9 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
                                         "HTTP connections closed at once: over the limit")),
       connections_open(r.AddGauge("switchyard_api_connections_open", "Open HTTP connections")),
       http_requests(r.AddCounter("switchyard_api_http_requests_total", "HTTP requests read")),
+      http_reads(r.AddCounter("switchyard_api_http_reads_total",
+                              "Reads from client connections that returned bytes (with "
+                              "switchyard_api_http_requests_total: reads per request)")),
       http_body_too_large(
           r.AddCounter("switchyard_api_http_body_too_large_total", "HTTP requests answered 413")),
       http_bad_requests(
@@ -92,6 +95,9 @@ ApiMetrics::ApiMetrics(MetricsRegistry& r)
           r.AddCounter("switchyard_api_upstream_connections_opened_total",
                        "Connections the upstream pools opened (a new one, or one replacing a "
                        "closed one)")),
+      upstream_reads(r.AddCounter("switchyard_api_upstream_reads_total",
+                                  "Reads from upstream connections that returned bytes (with "
+                                  "switchyard_api_upstream_requests_total: reads per answer)")),
       upstream_pipelined(r.AddCounter(
           "switchyard_api_upstream_pipelined_total",
           "Upstream requests queued behind another on the same connection (HTTP pipelining)")),

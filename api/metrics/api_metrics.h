@@ -49,6 +49,7 @@ struct ApiMetrics {
   Counter& connections_rejected;  // over max_connections
   Gauge& connections_open;
   Counter& http_requests;
+  Counter& http_reads;                   // reads from client connections that returned bytes
   Counter& http_body_too_large;          // answered 413
   Counter& http_bad_requests;            // malformed HTTP
   Counter& http_timeouts;                // connections closed by a timeout
@@ -76,6 +77,7 @@ struct ApiMetrics {
   Counter& upstream_retries;
   Counter& upstream_stale_retries;       // reads sent again at once: a kept connection was closed
   Counter& upstream_connections_opened;  // connections the upstream pools opened
+  Counter& upstream_reads;               // reads from upstream connections that returned bytes
   Counter& upstream_pipelined;           // requests queued behind another on a connection
   Counter& upstream_pipeline_probes;     // endpoints asked whether they pipeline
   Counter& upstream_pipeline_fallbacks;  // ... found not to: one exchange per connection

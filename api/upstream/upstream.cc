@@ -368,7 +368,7 @@ std::shared_ptr<UpstreamPool::Connection> UpstreamPool::Open(size_t index, size_
   Endpoint& endpoint = *endpoints_[index];
   auto connection = std::make_shared<Connection>(
       io_context_, endpoint.url, endpoint.head, endpoint.gzip_head, tls_,
-      options_.max_response_bytes, options_.verify_tls, depth,
+      options_.max_response_bytes, options_.verify_tls, depth, &metrics_->upstream_reads,
       [this, index](const std::shared_ptr<Connection>& connection, bool closed) {
         OnConnectionEvent(index, connection, closed);
       });

@@ -94,6 +94,19 @@ TEST_F(HttpServerTest, BodyAtTheLimitIsServed) {
   EXPECT_EQ(client.Post(body).status, 200u);
 }
 
+// A request that arrives whole is read whole: the session reads up to 4 KiB at once (a buffer
+// left to grow by itself stayed at 512 bytes, and this request took seven reads).
+TEST_F(HttpServerTest, ARequestThatArrivesWholeIsReadInOneOrTwoReads) {
+  Start();
+  TestClient client(port());
+  ASSERT_EQ(client.Post(kGetSlot).status, 200u);  // the session is open and has read once
+  const uint64_t before = metrics_.http_reads.value();
+  const std::string body = std::string(3000 - kGetSlot.size(), ' ') + kGetSlot;
+  ASSERT_EQ(client.Post(body).status, 200u);
+  EXPECT_GE(metrics_.http_reads.value() - before, 1u);
+  EXPECT_LE(metrics_.http_reads.value() - before, 2u);
+}
+
 TEST_F(HttpServerTest, IdleConnectionIsClosedAfterTheIdleTimeout) {
   Start([](RouterOptions&, HttpServerOptions& server) {
     server.idle_timeout = absl::Milliseconds(100);

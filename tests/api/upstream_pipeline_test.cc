@@ -314,6 +314,35 @@ TEST_F(UpstreamPipelineTest, ARequestWithALargeAnswerIsQueuedBehindNoneAndTakesN
   EXPECT_EQ(metrics_.upstream_failures.value(), 0u);
 }
 
+// A large answer is read in large pieces: a connection's reads start at 16 KiB and double up to
+// 64 KiB each time one fills (a buffer left to grow by itself stayed at 512 bytes, and this
+// answer took over a hundred reads).
+TEST_F(UpstreamPipelineTest, ALargeAnswerIsReadInAFewReads) {
+  StartBase();
+  for (int i = 0; i < 12; ++i) {
+    base_->bank().SetAccount(AccountKey(i),
+                             Account{LamportsOf(i), localnet::SystemProgramId(),
+                                     std::string(3000, static_cast<char>(i)), false});
+  }
+  MakeSet(UpstreamOptions::Pipeline::kOff);
+  const uint64_t before = metrics_.upstream_reads.value();
+  size_t answer_bytes = 0;
+  int answered = 0;
+  std::string request = GetMultipleAccounts(1);
+  request.insert(request.size() - 2, R"(,{"encoding":"base64"})");
+  set_->Send("base", request, RetryPolicy::kSafe, [&](absl::StatusOr<UpstreamResponse> response) {
+    ASSERT_TRUE(response.ok()) << response.status();
+    answer_bytes = response->body.size();
+    ++answered;
+  });
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (answered == 0 && std::chrono::steady_clock::now() < until) io_context_.run_for(5ms);
+  ASSERT_EQ(answered, 1);
+  EXPECT_GT(answer_bytes, 50'000u);
+  EXPECT_GE(metrics_.upstream_reads.value() - before, 2u);
+  EXPECT_LE(metrics_.upstream_reads.value() - before, 5u) << answer_bytes << " bytes";
+}
+
 TEST_F(UpstreamPipelineTest, ReadsBehindASlowAnswerAreHedgedOnAnotherConnection) {
   localnet::FaultOptions faults;
   faults.delay_rate = 0.02;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "api/upstream/upstream_client.h"
+#include "common/metrics.h"
 #include "common/url.h"
 
 namespace switchyard::upstream_internal {
@@ -92,10 +93,11 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
   using Listener = std::function<void(const std::shared_ptr<UpstreamConnection>&, bool closed)>;
 
   // `head` and `gzip_head` are the endpoint's RequestHeadOf without and with accept_gzip and
-  // outlive the connection. At most `max_depth` exchanges are queued at once.
+  // outlive the connection, as does `reads`, counted once per read that returned bytes. At most
+  // `max_depth` exchanges are queued at once.
   UpstreamConnection(boost::asio::io_context& io_context, const Url& url, const std::string& head,
                      const std::string& gzip_head, boost::asio::ssl::context* tls,
-                     size_t max_response_bytes, bool verify_tls, size_t max_depth,
+                     size_t max_response_bytes, bool verify_tls, size_t max_depth, Counter* reads,
                      Listener listener);
 
   // Open or opening: not closed yet.
@@ -210,7 +212,11 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
   Listener listener_;
   std::optional<Socket> plain_;
   std::optional<boost::asio::ssl::stream<Socket>> tls_stream_;
+  static constexpr size_t kFirstReadSize = 16 * 1024;
+  static constexpr size_t kMaxReadSize = 64 * 1024;
   boost::beast::flat_buffer buffer_;
+  size_t read_asked_ = 0;  // the size of the read in flight
+  Counter* reads_;
   bool for_alone_ = false;
   std::vector<Slot> ring_;  // capacity max_depth
   size_t first_ = 0;        // the ring index of the oldest slot
