@@ -269,9 +269,10 @@ void UpstreamConnection::OnWritten(error_code ec) {
 
 // Reads up to the buffer's free capacity. The answer's reader takes every byte it is given,
 // so the buffer is empty after each read and would never grow by itself (Beast's read_size
-// asks for the free capacity, at least 512 bytes: a 1.5 KiB answer took three recvs, a batch's
-// 24 KiB forty-eight). It starts at kFirstReadSize and doubles, up to kMaxReadSize, each time a
-// read fills it, so a connection that carries large answers reads them in large pieces.
+// asks for the free capacity, at least 512 bytes: a 1.5 KiB answer took three recvs, and at 512
+// bytes a read 24 KiB take forty-eight). It starts at kFirstReadSize and doubles, up to
+// kMaxReadSize, each time a read fills it, so a connection that carries large answers reads them in
+// large pieces.
 void UpstreamConnection::ReadSome() {
   reading_ = true;
   buffer_.reserve(kFirstReadSize);
