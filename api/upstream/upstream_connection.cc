@@ -276,8 +276,7 @@ void UpstreamConnection::OnWritten(error_code ec) {
 void UpstreamConnection::ReadSome() {
   reading_ = true;
   buffer_.reserve(kFirstReadSize);
-  read_asked_ = beast::read_size(buffer_, kMaxReadSize);
-  const auto space = buffer_.prepare(read_asked_);
+  const auto space = buffer_.prepare(beast::read_size(buffer_, kMaxReadSize));
   WithStream([&](auto& stream) {
     stream.async_read_some(
         space, [self = shared_from_this()](error_code ec, size_t n) { self->OnRead(ec, n); });
@@ -299,7 +298,8 @@ void UpstreamConnection::OnRead(error_code ec, size_t n) {
   if (ec) return Fail(ec, false, false);
   buffer_.commit(n);
   reads_->Increment();
-  if (n == read_asked_ && buffer_.capacity() < kMaxReadSize) {
+  // Below kMaxReadSize a read asks for all the free capacity: a full buffer means it filled.
+  if (buffer_.size() == buffer_.capacity() && buffer_.capacity() < kMaxReadSize) {
     buffer_.reserve(std::min(2 * buffer_.capacity(), kMaxReadSize));
   }
   while (!closed_) {

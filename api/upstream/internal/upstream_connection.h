@@ -215,7 +215,6 @@ class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnectio
   static constexpr size_t kFirstReadSize = 16 * 1024;
   static constexpr size_t kMaxReadSize = 64 * 1024;
   boost::beast::flat_buffer buffer_;
-  size_t read_asked_ = 0;  // the size of the read in flight
   Counter* reads_;
   bool for_alone_ = false;
   std::vector<Slot> ring_;  // capacity max_depth
