@@ -74,18 +74,19 @@ void AccountMap::Rehash(size_t shard, size_t capacity) {
   root.capacity = capacity;
 }
 
+void AccountMap::Prefetch(const Pubkey& key) const {
+  const size_t hash = HashOf(key);
+  const Root& root = roots_[hash >> (64 - kShardBits)];
+  if (root.cells != nullptr) __builtin_prefetch(&root.cells[Home(hash, root.capacity)], 1);
+}
+
 void AccountMap::UpsertMany(std::span<const std::pair<Pubkey, AccountState>> entries) {
   // Random cells in a large map each cost a cache miss; asking for them a few entries ahead
   // overlaps the misses.
   constexpr size_t kAhead = 8;
-  auto prefetch = [this](const Pubkey& key) {
-    const size_t hash = HashOf(key);
-    const Root& root = roots_[hash >> (64 - kShardBits)];
-    if (root.cells != nullptr) __builtin_prefetch(&root.cells[Home(hash, root.capacity)], 1);
-  };
-  for (size_t i = 0; i < entries.size() && i < kAhead; ++i) prefetch(entries[i].first);
+  for (size_t i = 0; i < entries.size() && i < kAhead; ++i) Prefetch(entries[i].first);
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (i + kAhead < entries.size()) prefetch(entries[i + kAhead].first);
+    if (i + kAhead < entries.size()) Prefetch(entries[i + kAhead].first);
     Upsert(entries[i].first, entries[i].second);
   }
 }

@@ -28,6 +28,9 @@ class AccountMap {
   AccountMap();
 
   std::optional<AccountState> Find(const Pubkey& key) const;
+  // Asks the cache for the cell where `key` lives or would go, so that a Find or Upsert of it
+  // a little later does not wait for memory. A hint only: the map does not change.
+  void Prefetch(const Pubkey& key) const;
   // Inserts or replaces.
   void Upsert(const Pubkey& key, const AccountState& state);
   // Sizes the tables for about `accounts` entries, so that a bulk load does not rehash.
