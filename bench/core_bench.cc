@@ -129,14 +129,14 @@ void BM_FoldInMemory(benchmark::State& state) {
 // Arg: accounts (100 k as in the fold benchmarks below; 1 M, a map well beyond the caches).
 BENCHMARK(BM_FoldInMemory)->Arg(100'000)->Arg(1'000'000)->Unit(benchmark::kMillisecond);
 
-// Folds 1 M events over 100 k accounts into RocksDB, committing every `batch` records with
-// fsync. items_per_second is events folded and durably committed per second. Closing the
+// Folds `events` events over 100 k accounts into RocksDB, committing every `batch` records
+// with fsync. items_per_second is events folded and durably committed per second. Closing the
 // store flushes the memtables to table files. Untimed (BM_FoldIntoRocksDb), the rate is that
 // of a burst the memtables absorb: 1 M events fit in them, so most flushing is left for later.
 // Timed (BM_FoldIntoRocksDbFlushed), every event's flush is counted, the last memtables' after
-// the last commit, where no folding overlaps it.
-void FoldIntoRocksDb(benchmark::State& state, bool timed_close) {
-  const size_t events = 1'000'000;
+// the last commit, where no folding overlaps it. BM_FoldIntoRocksDbLong folds 4 M events, so
+// that the memtables fill and are flushed while the fold runs, as in a long catch-up.
+void FoldIntoRocksDb(benchmark::State& state, size_t events, bool timed_close) {
   const auto batch = static_cast<size_t>(state.range(0));
   const std::vector<std::string> log = MakeLog(events, 100'000, 1000);
   for (auto _ : state) {
@@ -166,8 +166,9 @@ void FoldIntoRocksDb(benchmark::State& state, bool timed_close) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * events));
 }
-void BM_FoldIntoRocksDb(benchmark::State& state) { FoldIntoRocksDb(state, false); }
-void BM_FoldIntoRocksDbFlushed(benchmark::State& state) { FoldIntoRocksDb(state, true); }
+void BM_FoldIntoRocksDb(benchmark::State& state) { FoldIntoRocksDb(state, 1'000'000, false); }
+void BM_FoldIntoRocksDbFlushed(benchmark::State& state) { FoldIntoRocksDb(state, 1'000'000, true); }
+void BM_FoldIntoRocksDbLong(benchmark::State& state) { FoldIntoRocksDb(state, 4'000'000, false); }
 // Args: records per commit, fsync on commit (1) or not (0).
 BENCHMARK(BM_FoldIntoRocksDb)
     ->Args({10'000, 1})
@@ -181,6 +182,11 @@ BENCHMARK(BM_FoldIntoRocksDbFlushed)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2);
+BENCHMARK(BM_FoldIntoRocksDbLong)
+    ->Args({50'000, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 // The fold as `switchyard fold` and serve run it: a FoldRunner reads 1 M events over 100 k
 // accounts from the embedded log (written before timing starts) and commits them to RocksDB

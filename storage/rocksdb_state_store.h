@@ -102,6 +102,12 @@ class RocksDbStateStore final : public StateStore {
   absl::Status CreateCheckpoint(const std::string& dir);
 
  private:
+  // A row of a commit to put: the first eight bytes of its key and its index in the batch.
+  struct KeyOrder {
+    uint64_t prefix = 0;
+    size_t index = 0;
+  };
+
   RocksDbStateStore(std::unique_ptr<storage_internal::Database> database, bool sync_commits);
   absl::Status CheckSchemaVersion(const std::string& path, bool secondary);
   // Fills history_by_slot from history (a store of schema 1 or 2), then records the schema
@@ -130,6 +136,7 @@ class RocksDbStateStore final : public StateStore {
   std::string commit_packed_ ABSL_GUARDED_BY(commit_mu_);
   absl::flat_hash_set<Pubkey> written_ ABSL_GUARDED_BY(commit_mu_);
   std::vector<std::pair<Slot, size_t>> slot_rows_ ABSL_GUARDED_BY(commit_mu_);
+  std::vector<KeyOrder> order_ ABSL_GUARDED_BY(commit_mu_);
 };
 
 }  // namespace switchyard
