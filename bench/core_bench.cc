@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "engine/event_codec.h"
@@ -254,6 +255,80 @@ BENCHMARK(BM_FoldRunnerFromEmbeddedLog)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2);
+
+// The history of a fold of 1 M events over 100 k accounts, committed 50 k records at a time
+// and closed (flushed), as the audits read it. Made once per process, removed at exit.
+class FoldedHistory {
+ public:
+  static FoldedHistory& Get() {
+    static FoldedHistory history;
+    return history;
+  }
+  const std::filesystem::path& dir() const { return dir_; }
+  const std::vector<Pubkey>& accounts() const { return accounts_; }
+  ~FoldedHistory() { std::filesystem::remove_all(dir_); }
+
+ private:
+  FoldedHistory() : dir_(BenchDir("history")) {
+    const std::vector<std::string> log = MakeLog(1'000'000, 100'000, 1000);
+    auto store = RocksDbStateStore::Open(dir_.string());
+    if (!store.ok()) return;
+    Fold fold(FoldOptions(), LoadedState(), 1);
+    for (size_t i = 0; i < log.size(); ++i) {
+      fold.Add(0, static_cast<int64_t>(i), log[i]);
+      if ((i + 1) % 50'000 == 0 || i + 1 == log.size()) {
+        if (!(*store)->Commit(fold.TakeBatch()).ok()) return;
+      }
+    }
+    fold.accounts().ForEach(
+        [&](const Pubkey& key, const AccountState&) { accounts_.push_back(key); });
+  }
+  std::filesystem::path dir_;
+  std::vector<Pubkey> accounts_;
+};
+
+// Every history row of the fold above in (slot, seq) order, as `history export` and the audit
+// digest read them. items_per_second is rows read and decoded per second.
+void BM_HistoryInSlotOrder(benchmark::State& state) {
+  FoldedHistory& history = FoldedHistory::Get();
+  auto store = RocksDbStateStore::Open(history.dir().string());
+  if (!store.ok() || history.accounts().empty()) {
+    state.SkipWithError("cannot fold the history");
+    return;
+  }
+  uint64_t rows = 0;
+  for (auto _ : state) {
+    absl::Status s = (*store)->ForEachHistoryRow(0, std::numeric_limits<Slot>::max(),
+                                                 [&](const HistoryEntry& e) {
+                                                   benchmark::DoNotOptimize(e);
+                                                   ++rows;
+                                                   return absl::OkStatus();
+                                                 });
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(rows));
+}
+BENCHMARK(BM_HistoryInSlotOrder)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// One account's whole history (about ten rows), as getDelegationHistory reads it, for
+// accounts taken at random. items_per_second is accounts read per second.
+void BM_AccountHistory(benchmark::State& state) {
+  FoldedHistory& history = FoldedHistory::Get();
+  auto store = RocksDbStateStore::Open(history.dir().string());
+  if (!store.ok() || history.accounts().empty()) {
+    state.SkipWithError("cannot fold the history");
+    return;
+  }
+  std::mt19937_64 rng(3);
+  const std::vector<Pubkey>& accounts = history.accounts();
+  for (auto _ : state) {
+    auto rows = (*store)->History(accounts[rng() % accounts.size()]);
+    if (!rows.ok() || rows->empty()) state.SkipWithError("no history read");
+    benchmark::DoNotOptimize(rows);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
+BENCHMARK(BM_AccountHistory);
 
 // 1 M delegated accounts; their keys go to `keys`.
 AccountMap MillionDelegatedAccounts(std::mt19937_64& rng, std::vector<Pubkey>& keys) {

@@ -38,7 +38,16 @@ constexpr char kBySlotCf[] = "history_by_slot";
 constexpr char kSchemaKey[] = "schema_version";
 constexpr char kPositionKey[] = "position";
 constexpr char kSealedPrefix[] = "sealed/";
+// Present while a store of an older schema is being moved to schema 4 (MigrateToSchema4).
+constexpr char kMigrationKey[] = "migrating_to_schema_4";
 constexpr uint8_t kHistoryIgnored = 1;
+// A history value of schema 4: the record is in the history_by_slot row it names. Without this
+// flag (schema 3 and older, or a row a migration has not reached yet) the record follows the
+// flags.
+constexpr uint8_t kHistoryInSlotRow = 2;
+// At most this many records share a history_by_slot key, so that reading one account's row
+// reads a few kilobytes, not a whole slot.
+constexpr size_t kRowsPerSlotKey = 16;
 
 rocksdb::Slice AsSlice(const Pubkey& key) {
   return rocksdb::Slice(reinterpret_cast<const char*>(key.data()), Pubkey::kSize);
@@ -125,29 +134,78 @@ absl::StatusOr<FoldPosition> DecodePosition(std::string_view v) {
   return pos;
 }
 
-absl::StatusOr<HistoryEntry> DecodeHistoryRow(rocksdb::Slice key, rocksdb::Slice value) {
-  if (key.size() != 48 || value.size() < 1) {
-    return absl::DataLossError("malformed history row");
-  }
+// A history key: account | slot | seq.
+struct HistoryKeyParts {
+  Slot slot = 0;
+  uint64_t seq = 0;
+};
+
+absl::StatusOr<HistoryKeyParts> ParseHistoryKey(rocksdb::Slice key) {
+  if (key.size() != 48) return absl::DataLossError("malformed history row");
+  return HistoryKeyParts{LoadU64BE(AsBytes(key.data() + 32)), LoadU64BE(AsBytes(key.data() + 40))};
+}
+
+absl::StatusOr<HistoryEntry> MakeEntry(Slot slot, uint64_t seq, uint8_t flags,
+                                       std::string_view record) {
   HistoryEntry entry;
-  entry.slot = LoadU64BE(AsBytes(key.data() + 32));
-  entry.seq = LoadU64BE(AsBytes(key.data() + 40));
-  entry.ignored = (value[0] & kHistoryIgnored) != 0;
-  ASSIGN_OR_RETURN(entry.event, DecodeEvent(std::string_view(value.data() + 1, value.size() - 1)));
+  entry.slot = slot;
+  entry.seq = seq;
+  entry.ignored = (flags & kHistoryIgnored) != 0;
+  ASSIGN_OR_RETURN(entry.event, DecodeEvent(record));
   return entry;
 }
 
-// A history_by_slot row (schema 3) indexes the rows of one slot that one commit wrote:
-// key slot | seq of its first row -> per row: account | flags | seq (BE). Rows are in seq
-// order, so the keys in order give (slot, seq) order. The records stay in `history` alone:
-// every event's bytes are written once.
-constexpr size_t kPackedRow = Pubkey::kSize + 1 + 8;
+// A history_by_slot row (schema 4) holds the records of up to kRowsPerSlotKey rows of one
+// slot that one commit wrote, in seq order: key slot | seq of its first row -> per row
+// account | flags | seq (BE) | record size (LE32) | the record. Every event's record is stored
+// once, here; the history row of the account names this key.
+constexpr size_t kSlotRowHeader = Pubkey::kSize + 1 + 8 + 4;
 
-void AppendPackedRow(const Pubkey& account, bool ignored, uint64_t seq, std::string* out) {
+void AppendSlotRow(const Pubkey& account, bool ignored, uint64_t seq, std::string_view record,
+                   std::string* out) {
   out->append(reinterpret_cast<const char*>(account.data()), Pubkey::kSize);
   out->push_back(static_cast<char>(ignored ? kHistoryIgnored : 0));
   AppendU64BE(out, seq);
+  AppendU32LE(out, static_cast<uint32_t>(record.size()));
+  out->append(record);
 }
+
+// One record of a history_by_slot row.
+struct SlotRow {
+  Pubkey account;
+  uint8_t flags = 0;
+  uint64_t seq = 0;
+  std::string_view record;
+};
+
+// Reads the records of a history_by_slot row in order.
+class SlotRowReader {
+ public:
+  explicit SlotRowReader(rocksdb::Slice value) : rest_(value.data(), value.size()) {}
+
+  // The next record, nullopt after the last; DataLoss if the row is malformed or empty.
+  absl::StatusOr<std::optional<SlotRow>> Next() {
+    if (rest_.empty()) {
+      if (!any_) return absl::DataLossError("empty history_by_slot row");
+      return std::nullopt;
+    }
+    if (rest_.size() < kSlotRowHeader) return absl::DataLossError("malformed history_by_slot row");
+    const uint8_t* p = AsBytes(rest_.data());
+    const uint32_t size = LoadU32LE(p + Pubkey::kSize + 9);
+    if (rest_.size() - kSlotRowHeader < size) {
+      return absl::DataLossError("malformed history_by_slot row");
+    }
+    SlotRow row{Pubkey::FromBytes(p), p[Pubkey::kSize], LoadU64BE(p + Pubkey::kSize + 1),
+                rest_.substr(kSlotRowHeader, size)};
+    rest_.remove_prefix(kSlotRowHeader + size);
+    any_ = true;
+    return row;
+  }
+
+ private:
+  std::string_view rest_;
+  bool any_ = false;
+};
 
 // The first eight bytes of a key, as an integer in the keys' byte order.
 uint64_t KeyPrefix(const Pubkey& account) { return LoadU64BE(account.data()); }
@@ -265,44 +323,63 @@ absl::Status RocksDbStateStore::CheckSchemaVersion(const std::string& path, bool
         absl::StrCat("the state store at ", path, " has schema version ", stored,
                      ", newer than version ", kSchemaVersion, " that this build reads"));
   }
-  if (stored < 3) {
-    // Schema 1 had no slot index, schema 2 one row per event in it. A secondary cannot
-    // rebuild it: its slot-order reads fail until a primary (fold, serve) has opened the store
-    // once.
+  if (stored < 4) {
+    // Schemas 1 to 3 keep each record in its history row. A secondary cannot move them: it
+    // reads each account's history as it is, and its slot-order reads fail until a primary
+    // (fold, serve) has opened the store once.
     if (secondary) {
-      by_slot_cf_ = nullptr;
+      slot_order_ready_ = false;
       return absl::OkStatus();
     }
-    return BuildSlotIndex();
+    return MigrateToSchema4();
   }
   return absl::OkStatus();
 }
 
-absl::Status RocksDbStateStore::BuildSlotIndex() {
+absl::Status RocksDbStateStore::MigrateToSchema4() {
   rocksdb::WriteOptions write;
-  write.sync = sync_commits_;
-  // Whatever an older schema wrote there goes; every slot-index key is 16 bytes.
-  const std::string all_end(17, '\xff');
-  RETURN_IF_ERROR(FromRocksDb(db_->DeleteRange(write, by_slot_cf_, rocksdb::Slice(), all_end),
-                              "clearing the slot index"));
+  write.sync = true;
+  std::string marker;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_cf_, kMigrationKey, &marker);
+  if (s.IsNotFound()) {
+    // Whatever an older schema kept in history_by_slot (an index without the records) goes,
+    // in one write with the marker: a migration cut short resumes without clearing the rows
+    // it has already moved.
+    rocksdb::WriteBatch wb;
+    const std::string all_end(17, '\xff');  // every slot key is 16 bytes
+    RETURN_IF_ERROR(FromRocksDb(wb.DeleteRange(by_slot_cf_, rocksdb::Slice(), all_end),
+                                "clearing the slot rows"));
+    RETURN_IF_ERROR(FromRocksDb(wb.Put(meta_cf_, kMigrationKey, ""), "batch put"));
+    RETURN_IF_ERROR(FromRocksDb(db_->Write(write, &wb), "starting the move to schema 4"));
+  } else {
+    RETURN_IF_ERROR(FromRocksDb(s, "reading the migration marker"));
+  }
   rocksdb::ReadOptions read;
   read.fill_cache = false;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, history_cf_));
   rocksdb::WriteBatch wb;
+  std::string packed;
   std::string value;
-  // History is in account order: each row gets an index row of its own.
+  // History is in account order: each record moves to a history_by_slot row of its own, and
+  // its history row is rewritten to name it, in the same write.
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const rocksdb::Slice key = it->key();
-    if (key.size() != 48 || it->value().empty())
-      return absl::DataLossError("malformed history row");
-    const Slot slot = LoadU64BE(AsBytes(key.data() + 32));
-    const uint64_t seq = LoadU64BE(AsBytes(key.data() + 40));
+    ASSIGN_OR_RETURN(HistoryKeyParts parts, ParseHistoryKey(key));
+    const rocksdb::Slice old = it->value();
+    if (old.empty()) return absl::DataLossError("malformed history row");
+    const auto flags = static_cast<uint8_t>(old[0]);
+    if ((flags & kHistoryInSlotRow) != 0) continue;  // moved before the migration was cut short
+    packed.clear();
+    AppendSlotRow(Pubkey::FromBytes(AsBytes(key.data())), (flags & kHistoryIgnored) != 0, parts.seq,
+                  std::string_view(old.data() + 1, old.size() - 1), &packed);
+    RETURN_IF_ERROR(
+        FromRocksDb(wb.Put(by_slot_cf_, BySlotKey(parts.slot, parts.seq), packed), "batch put"));
     value.clear();
-    AppendPackedRow(Pubkey::FromBytes(AsBytes(key.data())), (it->value()[0] & kHistoryIgnored) != 0,
-                    seq, &value);
-    RETURN_IF_ERROR(FromRocksDb(wb.Put(by_slot_cf_, BySlotKey(slot, seq), value), "batch put"));
-    if (wb.Count() >= 10'000) {
-      RETURN_IF_ERROR(FromRocksDb(db_->Write(write, &wb), "building the slot index"));
+    value.push_back(static_cast<char>(flags | kHistoryInSlotRow));
+    AppendU64BE(&value, parts.seq);
+    RETURN_IF_ERROR(FromRocksDb(wb.Put(history_cf_, key, value), "batch put"));
+    if (wb.Count() >= 20'000) {
+      RETURN_IF_ERROR(FromRocksDb(db_->Write(write, &wb), "moving history to schema 4"));
       wb.Clear();
     }
   }
@@ -310,8 +387,8 @@ absl::Status RocksDbStateStore::BuildSlotIndex() {
   std::string encoded;
   AppendU32LE(&encoded, kSchemaVersion);
   RETURN_IF_ERROR(FromRocksDb(wb.Put(meta_cf_, kSchemaKey, encoded), "batch put"));
-  write.sync = true;
-  return FromRocksDb(db_->Write(write, &wb), "building the slot index");
+  RETURN_IF_ERROR(FromRocksDb(wb.Delete(meta_cf_, kMigrationKey), "batch delete"));
+  return FromRocksDb(db_->Write(write, &wb), "moving history to schema 4");
 }
 
 absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
@@ -343,6 +420,7 @@ absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
     EncodeAccountState(write.state, &value);
     RETURN_IF_ERROR(FromRocksDb(wb.Put(state_cf_, AsSlice(write.account), value), "batch put"));
   }
+  RETURN_IF_ERROR(PutSlotRows(batch.history, wb));
   order_.clear();
   for (size_t i = 0; i < batch.history.size(); ++i) {
     order_.push_back({KeyPrefix(batch.history[i].account), i});
@@ -355,12 +433,11 @@ absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
   for (const KeyOrder& o : order_) {
     const FoldBatch::HistoryRow& row = batch.history[o.index];
     value.clear();
-    value.push_back(static_cast<char>(row.ignored ? kHistoryIgnored : 0));
-    value += row.record;
+    value.push_back(static_cast<char>((row.ignored ? kHistoryIgnored : 0) | kHistoryInSlotRow));
+    AppendU64BE(&value, slot_key_of_[o.index]);
     RETURN_IF_ERROR(FromRocksDb(
         wb.Put(history_cf_, HistoryKey(row.account, row.slot, row.seq), value), "batch put"));
   }
-  RETURN_IF_ERROR(PutSlotIndex(batch.history, wb));
   for (const auto& q : batch.quarantine) {
     std::string key;
     AppendU64BE(&key, static_cast<uint32_t>(q.partition));
@@ -382,11 +459,11 @@ absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
   return database_->Write(write, &wb, "committing a fold batch to the state store");
 }
 
-absl::Status RocksDbStateStore::PutSlotIndex(const std::vector<FoldBatch::HistoryRow>& rows,
-                                             rocksdb::WriteBatch& wb) {
-  // The rows of one slot go into one packed row. A batch holds the rows of few slots,
-  // nearly always in slot order: consecutive rows of a slot are packed together, and a slot
-  // met again later in the batch (a late record) is gathered by a second pass.
+absl::Status RocksDbStateStore::PutSlotRows(const std::vector<FoldBatch::HistoryRow>& rows,
+                                            rocksdb::WriteBatch& wb) {
+  // A batch holds the rows of few slots, nearly always in slot order: consecutive rows of a
+  // slot are packed together, and a slot met again later in the batch (a late record) is
+  // gathered by a second pass.
   std::string& packed = commit_packed_;
   slot_rows_.clear();
   for (size_t i = 0; i < rows.size(); ++i) slot_rows_.emplace_back(rows[i].slot, i);
@@ -394,13 +471,17 @@ absl::Status RocksDbStateStore::PutSlotIndex(const std::vector<FoldBatch::Histor
   if (!std::is_sorted(slot_rows_.begin(), slot_rows_.end(), by_slot)) {
     std::stable_sort(slot_rows_.begin(), slot_rows_.end(), by_slot);
   }
+  slot_key_of_.resize(rows.size());
   for (size_t i = 0; i < slot_rows_.size();) {
     const Slot slot = slot_rows_[i].first;
     const uint64_t first_seq = rows[slot_rows_[i].second].seq;
     packed.clear();
-    for (; i < slot_rows_.size() && slot_rows_[i].first == slot; ++i) {
-      const FoldBatch::HistoryRow& row = rows[slot_rows_[i].second];
-      AppendPackedRow(row.account, row.ignored, row.seq, &packed);
+    for (size_t n = 0; i < slot_rows_.size() && slot_rows_[i].first == slot && n < kRowsPerSlotKey;
+         ++i, ++n) {
+      const size_t index = slot_rows_[i].second;
+      const FoldBatch::HistoryRow& row = rows[index];
+      AppendSlotRow(row.account, row.ignored, row.seq, row.record, &packed);
+      slot_key_of_[index] = first_seq;
     }
     RETURN_IF_ERROR(
         FromRocksDb(wb.Put(by_slot_cf_, BySlotKey(slot, first_seq), packed), "batch put"));
@@ -508,22 +589,97 @@ absl::StatusOr<std::vector<HistoryEntry>> RocksDbStateStore::HistoryBetween(cons
   rocksdb::Slice upper_slice(upper);
   rocksdb::ReadOptions read;
   read.iterate_upper_bound = &upper_slice;
+  // The rows and the records they name are read from one view of the store. A secondary's
+  // view stays as it was at open (and it has no snapshots).
+  std::optional<rocksdb::ManagedSnapshot> snapshot;
+  if (!database_->secondary()) {
+    snapshot.emplace(db_);
+    read.snapshot = snapshot->snapshot();
+  }
+  std::vector<RecordRef> refs;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, history_cf_));
+  // Rows sort by slot; within a slot by sequence, which is fold order.
   for (it->Seek(HistoryKey(account, from_slot, 0)); it->Valid() && out.size() < limit; it->Next()) {
-    ASSIGN_OR_RETURN(HistoryEntry entry, DecodeHistoryRow(it->key(), it->value()));
-    out.push_back(std::move(entry));
+    ASSIGN_OR_RETURN(HistoryKeyParts parts, ParseHistoryKey(it->key()));
+    const rocksdb::Slice value = it->value();
+    if (value.empty()) return absl::DataLossError("malformed history row");
+    const auto flags = static_cast<uint8_t>(value[0]);
+    if ((flags & kHistoryInSlotRow) == 0) {  // a row of schema 3 or older: the record follows
+      ASSIGN_OR_RETURN(HistoryEntry entry,
+                       MakeEntry(parts.slot, parts.seq, flags,
+                                 std::string_view(value.data() + 1, value.size() - 1)));
+      out.push_back(std::move(entry));
+      continue;
+    }
+    if (value.size() != 9) return absl::DataLossError("malformed history row");
+    refs.push_back({out.size(), parts.slot, parts.seq, LoadU64BE(AsBytes(value.data() + 1))});
+    out.emplace_back();
   }
   RETURN_IF_ERROR(FromRocksDb(it->status(), "reading history"));
-  // Rows sort by slot; within a slot by sequence, which is fold order.
+  RETURN_IF_ERROR(ReadRecords(read, refs, out));
   return out;
+}
+
+absl::Status RocksDbStateStore::ReadRecords(const rocksdb::ReadOptions& read,
+                                            const std::vector<RecordRef>& refs,
+                                            std::vector<HistoryEntry>& out) {
+  if (refs.empty()) return absl::OkStatus();
+  if (by_slot_cf_ == nullptr) {
+    return absl::DataLossError("history rows name slot rows, but the store has no history_by_slot");
+  }
+  // One MultiGet per bounded group of rows; rows of one slot row often follow each other, and
+  // each key is asked for once per group.
+  constexpr size_t kGroup = 512;
+  std::vector<std::string> keys;
+  std::vector<rocksdb::Slice> slices;
+  std::vector<size_t> key_of;  // per ref of the group: its key's index
+  std::vector<rocksdb::PinnableSlice> values;
+  std::vector<rocksdb::Status> statuses;
+  for (size_t first = 0; first < refs.size(); first += kGroup) {
+    const size_t n = std::min(kGroup, refs.size() - first);
+    keys.clear();
+    key_of.clear();
+    for (size_t i = first; i < first + n; ++i) {
+      std::string key = BySlotKey(refs[i].slot, refs[i].slot_key_seq);
+      if (keys.empty() || keys.back() != key) keys.push_back(std::move(key));
+      key_of.push_back(keys.size() - 1);
+    }
+    slices.assign(keys.begin(), keys.end());
+    values.clear();
+    values.resize(keys.size());
+    statuses.assign(keys.size(), rocksdb::Status());
+    db_->MultiGet(read, by_slot_cf_, keys.size(), slices.data(), values.data(), statuses.data());
+    for (size_t i = first; i < first + n; ++i) {
+      const RecordRef& ref = refs[i];
+      const size_t k = key_of[i - first];
+      if (statuses[k].IsNotFound()) {
+        return absl::DataLossError(
+            absl::StrCat("a history row at slot ", ref.slot,
+                         " names a slot row that history_by_slot does not hold"));
+      }
+      RETURN_IF_ERROR(FromRocksDb(statuses[k], "reading history records"));
+      SlotRowReader reader(values[k]);
+      for (;;) {
+        ASSIGN_OR_RETURN(std::optional<SlotRow> row, reader.Next());
+        if (!row) {
+          return absl::DataLossError(absl::StrCat("the slot row of a history row at slot ",
+                                                  ref.slot, " does not hold its record"));
+        }
+        if (row->seq != ref.seq) continue;
+        ASSIGN_OR_RETURN(out[ref.index], MakeEntry(ref.slot, ref.seq, row->flags, row->record));
+        break;
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RocksDbStateStore::ForEachHistoryRow(
     Slot from_slot, Slot to_slot, absl::FunctionRef<absl::Status(const HistoryEntry&)> row) {
-  if (by_slot_cf_ == nullptr) {
+  if (!slot_order_ready_ || by_slot_cf_ == nullptr) {
     return absl::FailedPreconditionError(
-        "this state store has no slot index of schema 3 yet; run `switchyard fold` or serve on it "
-        "once to build it");
+        "this state store is of a schema older than 4, without its records in slot order; run "
+        "`switchyard fold` or serve on it once to move them");
   }
   if (from_slot > to_slot) return absl::OkStatus();
   std::string upper = BySlotKey(to_slot, std::numeric_limits<uint64_t>::max());
@@ -533,56 +689,19 @@ absl::Status RocksDbStateStore::ForEachHistoryRow(
   read.iterate_upper_bound = &upper_slice;
   read.fill_cache = false;  // a scan: keep the block cache for point reads
   read.readahead_size = 2 << 20;
-  // The index and the rows it names are read from one view of the store. A secondary's view
-  // stays as it was at open (and it has no snapshots).
-  std::optional<rocksdb::ManagedSnapshot> snapshot;
-  if (!database_->secondary()) {
-    snapshot.emplace(db_);
-    read.snapshot = snapshot->snapshot();
-  }
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, by_slot_cf_));
   for (it->Seek(BySlotKey(from_slot, 0)); it->Valid(); it->Next()) {
-    RETURN_IF_ERROR(ReadIndexedRows(read, it->key(), it->value(), row));
-  }
-  return FromRocksDb(it->status(), "reading history by slot");
-}
-
-absl::Status RocksDbStateStore::ReadIndexedRows(
-    const rocksdb::ReadOptions& read, rocksdb::Slice key, rocksdb::Slice value,
-    absl::FunctionRef<absl::Status(const HistoryEntry&)> row) {
-  if (key.size() != 16 || value.empty() || value.size() % kPackedRow != 0) {
-    return absl::DataLossError("malformed history_by_slot row");
-  }
-  const Slot slot = LoadU64BE(AsBytes(key.data()));
-  const size_t count = value.size() / kPackedRow;
-  // The rows are read in bounded chunks, one MultiGet each.
-  constexpr size_t kChunk = 512;
-  std::vector<std::string> keys;
-  std::vector<rocksdb::Slice> slices;
-  std::vector<rocksdb::PinnableSlice> values(std::min(count, kChunk));
-  std::vector<rocksdb::Status> statuses(values.size());
-  for (size_t first = 0; first < count; first += kChunk) {
-    const size_t n = std::min(kChunk, count - first);
-    keys.clear();
-    slices.clear();
-    for (size_t i = 0; i < n; ++i) {
-      const uint8_t* p = AsBytes(value.data() + (first + i) * kPackedRow);
-      keys.push_back(HistoryKey(Pubkey::FromBytes(p), slot, LoadU64BE(p + Pubkey::kSize + 1)));
-    }
-    for (const std::string& k : keys) slices.emplace_back(k);
-    db_->MultiGet(read, history_cf_, n, slices.data(), values.data(), statuses.data());
-    for (size_t i = 0; i < n; ++i) {
-      if (statuses[i].IsNotFound()) {
-        return absl::DataLossError(absl::StrCat("history_by_slot names a history row at slot ",
-                                                slot, " that history does not hold"));
-      }
-      RETURN_IF_ERROR(FromRocksDb(statuses[i], "reading history by slot"));
-      ASSIGN_OR_RETURN(HistoryEntry entry, DecodeHistoryRow(slices[i], values[i]));
-      values[i].Reset();
+    if (it->key().size() != 16) return absl::DataLossError("malformed history_by_slot key");
+    const Slot slot = LoadU64BE(AsBytes(it->key().data()));
+    SlotRowReader reader(it->value());
+    for (;;) {
+      ASSIGN_OR_RETURN(std::optional<SlotRow> r, reader.Next());
+      if (!r) break;
+      ASSIGN_OR_RETURN(HistoryEntry entry, MakeEntry(slot, r->seq, r->flags, r->record));
       RETURN_IF_ERROR(row(entry));
     }
   }
-  return absl::OkStatus();
+  return FromRocksDb(it->status(), "reading history by slot");
 }
 
 absl::StatusOr<std::optional<AccountState>> RocksDbStateStore::GetAccountAt(const Pubkey& account,

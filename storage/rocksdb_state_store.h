@@ -38,22 +38,23 @@ struct RocksDbStateStoreOptions {
 
 // The delegation state in RocksDB. Column families:
 //   state            account -> AccountState (tombstones included)
-//   history          account | slot (BE) | seq (BE) -> flags | the event's log record
+//   history          account | slot (BE) | seq (BE) -> flags | the seq (BE) that keys the
+//                    history_by_slot row holding the event's record: each account's rows
 //   history_by_slot  slot (BE) | seq of its first row (BE) -> per row: account | flags |
-//                    seq (BE): an index of the history rows in slot order, for exports and
-//                    slot-range diffs; the rows of one slot that one commit wrote share one
-//                    key (one key per slot and commit, not per event), and each event's
-//                    record is stored once, in history
+//                    seq (BE) | record size | the event's log record, byte for byte: the
+//                    records in slot order, up to 16 rows of one slot and one commit per key.
+//                    Each record is stored once, here
 //   meta             schema version, applied slot, digest, fold position, counters, and
 //                    "sealed/" | slot (BE) -> the digest when the applied slot reached that slot
 //   quarantine       partition (BE) | offset (BE) -> reason and the undecodable record
 // Each Commit is one WriteBatch. Thread-safe.
 class RocksDbStateStore final : public StateStore {
  public:
-  // 2: history_by_slot, one row per event. 3: history_by_slot packed per slot and commit. A
-  // store of schema 1 or 2 opened as a primary gets the index (re)built from its history at
-  // open.
-  static constexpr uint32_t kSchemaVersion = 3;
+  // 2: history_by_slot, one row per event. 3: history_by_slot packed per slot and commit,
+  // the records in history. 4: the records in history_by_slot, history an index of them
+  // (docs/architecture.md, "The state in RocksDB"). A store of an older schema opened as a
+  // primary is moved to schema 4 at open.
+  static constexpr uint32_t kSchemaVersion = 4;
 
   // Opens or creates the store at `path`. A store written by a newer schema version is
   // refused with a message naming both versions.
@@ -63,8 +64,8 @@ class RocksDbStateStore final : public StateStore {
 
   // Calls `row` for every history row with from_slot <= slot <= to_slot, in (slot, seq)
   // order, from one consistent view of the store, holding one row at a time; stops at the
-  // first error `row` returns. FailedPrecondition when the store has no slot index (a
-  // schema-1 store opened as a secondary).
+  // first error `row` returns. FailedPrecondition on a store of an older schema opened as a
+  // secondary.
   absl::Status ForEachHistoryRow(Slot from_slot, Slot to_slot,
                                  absl::FunctionRef<absl::Status(const HistoryEntry&)> row);
   absl::StatusOr<std::vector<HistoryEntry>> HistoryBetween(const Pubkey& account, Slot from_slot,
@@ -108,17 +109,25 @@ class RocksDbStateStore final : public StateStore {
     size_t index = 0;
   };
 
+  // A history row whose record is still to be read from history_by_slot.
+  struct RecordRef {
+    size_t index = 0;  // in the reader's output
+    Slot slot = 0;
+    uint64_t seq = 0;
+    uint64_t slot_key_seq = 0;  // the seq in the key of the history_by_slot row holding it
+  };
+
   RocksDbStateStore(std::unique_ptr<storage_internal::Database> database, bool sync_commits);
   absl::Status CheckSchemaVersion(const std::string& path, bool secondary);
-  // Fills history_by_slot from history (a store of schema 1 or 2), then records the schema
-  // version.
-  absl::Status BuildSlotIndex();
-  // Calls `row` for every history row a history_by_slot row names, read with `read`.
-  absl::Status ReadIndexedRows(const rocksdb::ReadOptions& read, rocksdb::Slice key,
-                               rocksdb::Slice value,
-                               absl::FunctionRef<absl::Status(const HistoryEntry&)> row);
-  // Adds the packed history_by_slot rows of `rows` (a commit's history) to `wb`.
-  absl::Status PutSlotIndex(const std::vector<FoldBatch::HistoryRow>& rows, rocksdb::WriteBatch& wb)
+  // Moves every record of a store of schema 1 to 3 from its history row to a history_by_slot
+  // row of its own, then records the schema version. Resumes a move cut short.
+  absl::Status MigrateToSchema4();
+  // Reads the record of each of `refs` into out[ref.index], with `read`.
+  absl::Status ReadRecords(const rocksdb::ReadOptions& read, const std::vector<RecordRef>& refs,
+                           std::vector<HistoryEntry>& out);
+  // Adds the history_by_slot rows of `rows` (a commit's history) to `wb`, and sets
+  // slot_key_of_[i] to the key seq of the one holding rows[i].
+  absl::Status PutSlotRows(const std::vector<FoldBatch::HistoryRow>& rows, rocksdb::WriteBatch& wb)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
 
   std::unique_ptr<storage_internal::Database> database_;
@@ -129,6 +138,8 @@ class RocksDbStateStore final : public StateStore {
   rocksdb::ColumnFamilyHandle* quarantine_cf_;
   rocksdb::ColumnFamilyHandle* by_slot_cf_;  // null in a schema-1 store opened as a secondary
   bool sync_commits_;
+  // False on a secondary of an older schema, whose records are not in slot order yet.
+  bool slot_order_ready_ = true;
   // Commit's buffers, kept across commits so that their memory is reused.
   absl::Mutex commit_mu_;
   std::unique_ptr<rocksdb::WriteBatch> commit_batch_ ABSL_GUARDED_BY(commit_mu_);
@@ -136,6 +147,7 @@ class RocksDbStateStore final : public StateStore {
   std::string commit_packed_ ABSL_GUARDED_BY(commit_mu_);
   absl::flat_hash_set<Pubkey> written_ ABSL_GUARDED_BY(commit_mu_);
   std::vector<std::pair<Slot, size_t>> slot_rows_ ABSL_GUARDED_BY(commit_mu_);
+  std::vector<uint64_t> slot_key_of_ ABSL_GUARDED_BY(commit_mu_);
   std::vector<KeyOrder> order_ ABSL_GUARDED_BY(commit_mu_);
 };
 

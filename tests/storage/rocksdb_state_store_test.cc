@@ -2,11 +2,14 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
 
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/endian.h"
 #include "engine/event_codec.h"
 #include "engine/fold.h"
 #include "tests/support/event_generator.h"
@@ -298,54 +301,6 @@ TEST(RocksDbStateStoreTest, ASecondaryBesideTheOpenPrimarySeesWhatItCommitted) {
   EXPECT_FALSE((*secondary)->Commit(FoldBatch()).ok());  // read-only
 }
 
-// Opens the store under `dir`/state as a secondary: slot-order reads fail (no slot index of
-// this schema), while `account`'s history still reads `rows` rows.
-void ExpectNoSlotIndexOnASecondary(TempDir& dir, const Pubkey& account, size_t rows) {
-  RocksDbStateStoreOptions options;
-  options.secondary = true;
-  options.secondary_path = dir.Sub("secondary");
-  auto secondary = RocksDbStateStore::Open(dir.Sub("state"), options);
-  ASSERT_TRUE(secondary.ok()) << secondary.status();
-  absl::Status s =
-      (*secondary)->ForEachHistoryRow(0, 100, [](const HistoryEntry&) { return absl::OkStatus(); });
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-  auto history = (*secondary)->History(account);
-  ASSERT_TRUE(history.ok()) << history.status();
-  EXPECT_EQ(history->size(), rows);
-}
-
-TEST(RocksDbStateStoreTest, ASchemaOneStoreGetsItsSlotIndexBuiltWhenOpenedAsPrimary) {
-  TempDir dir;
-  {
-    auto store = RocksDbStateStore::Open(dir.Sub("state"));
-    ASSERT_TRUE(store.ok()) << store.status();
-    FoldInto(**store, SlotOrderEvents());
-  }
-  {
-    // Back to schema 1: no slot index, version 1.
-    rocksdb::DBOptions options;
-    std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const char* name :
-         {"default", "state", "history", "meta", "quarantine", "history_by_slot"}) {
-      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
-    }
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* db = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(options, dir.Sub("state"), families, &handles, &db).ok());
-    ASSERT_TRUE(db->DropColumnFamily(handles[5]).ok());
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[3], "schema_version",
-                        std::string("\x01\x00\x00\x00", 4))
-                    .ok());
-    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
-    delete db;
-  }
-  // Opened as a secondary, the store has no slot index to read; the account history reads.
-  ExpectNoSlotIndexOnASecondary(dir, Key(1), 2);
-  auto store = RocksDbStateStore::Open(dir.Sub("state"));
-  ASSERT_TRUE(store.ok()) << store.status();
-  EXPECT_EQ(RowsBySlot(**store, 0, 100).size(), 5u);
-}
-
 // The raw database of a closed store, with its column families (handles in the store's
 // order: default, state, history, meta, quarantine, history_by_slot).
 struct RawStore {
@@ -372,7 +327,97 @@ struct RawStore {
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
 };
 
-TEST(RocksDbStateStoreTest, TheSlotIndexPacksEachSlotOfACommitAndKeepsSlotThenFoldOrder) {
+// Rewrites a closed store of schema 4 as schema 3 wrote it: each record back in its history
+// row (flags | record), and history_by_slot an index of account | flags | seq per row.
+void DowngradeToSchema3(const std::string& path) {
+  RawStore raw(path);
+  std::unique_ptr<rocksdb::Iterator> it(
+      raw.db->NewIterator(rocksdb::ReadOptions(), raw.handles[5]));
+  rocksdb::WriteBatch wb;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    std::string_view rest(it->value().data(), it->value().size());
+    std::string index;
+    while (!rest.empty()) {
+      ASSERT_GE(rest.size(), 45u);
+      const std::string account(rest.substr(0, 32));
+      const char flags = rest[32];
+      const std::string seq(rest.substr(33, 8));
+      const uint32_t size = LoadU32LE(AsBytes(rest.data() + 41));
+      const std::string record(rest.substr(45, size));
+      rest.remove_prefix(45 + size);
+      index += account + flags + seq;
+      ASSERT_TRUE(wb.Put(raw.handles[2], account + it->key().ToString().substr(0, 8) + seq,
+                         std::string(1, flags) + record)
+                      .ok());
+    }
+    ASSERT_TRUE(wb.Put(raw.handles[5], it->key(), index).ok());
+  }
+  ASSERT_TRUE(wb.Put(raw.handles[3], "schema_version", std::string("\x03\x00\x00\x00", 4)).ok());
+  ASSERT_TRUE(raw.db->Write(rocksdb::WriteOptions(), &wb).ok());
+}
+
+// Each history row's value, by key.
+std::map<std::string, std::string> HistoryValues(const std::string& path) {
+  RawStore raw(path);
+  std::map<std::string, std::string> out;
+  std::unique_ptr<rocksdb::Iterator> it(
+      raw.db->NewIterator(rocksdb::ReadOptions(), raw.handles[2]));
+  for (it->SeekToFirst(); it->Valid(); it->Next())
+    out[it->key().ToString()] = it->value().ToString();
+  return out;
+}
+
+// Opens the store under `dir`/state as a secondary: slot-order reads fail (the records are not
+// in slot order in a store of an older schema), while `account`'s history still reads `rows`
+// rows.
+void ExpectNoSlotIndexOnASecondary(TempDir& dir, const Pubkey& account, size_t rows) {
+  RocksDbStateStoreOptions options;
+  options.secondary = true;
+  options.secondary_path = dir.Sub("secondary");
+  auto secondary = RocksDbStateStore::Open(dir.Sub("state"), options);
+  ASSERT_TRUE(secondary.ok()) << secondary.status();
+  absl::Status s =
+      (*secondary)->ForEachHistoryRow(0, 100, [](const HistoryEntry&) { return absl::OkStatus(); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  auto history = (*secondary)->History(account);
+  ASSERT_TRUE(history.ok()) << history.status();
+  EXPECT_EQ(history->size(), rows);
+}
+
+TEST(RocksDbStateStoreTest, ASchemaOneStoreIsMovedToSchemaFourWhenOpenedAsPrimary) {
+  TempDir dir;
+  {
+    auto store = RocksDbStateStore::Open(dir.Sub("state"));
+    ASSERT_TRUE(store.ok()) << store.status();
+    FoldInto(**store, SlotOrderEvents());
+  }
+  DowngradeToSchema3(dir.Sub("state"));
+  {
+    // Back to schema 1: no slot index, version 1.
+    rocksdb::DBOptions options;
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const char* name :
+         {"default", "state", "history", "meta", "quarantine", "history_by_slot"}) {
+      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    }
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, dir.Sub("state"), families, &handles, &db).ok());
+    ASSERT_TRUE(db->DropColumnFamily(handles[5]).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[3], "schema_version",
+                        std::string("\x01\x00\x00\x00", 4))
+                    .ok());
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+    delete db;
+  }
+  // Opened as a secondary, the store has no slot index to read; the account history reads.
+  ExpectNoSlotIndexOnASecondary(dir, Key(1), 2);
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(RowsBySlot(**store, 0, 100).size(), 5u);
+}
+
+TEST(RocksDbStateStoreTest, SlotRowsPackEachSlotOfACommitAndKeepSlotThenFoldOrder) {
   TempDir dir;
   {
     auto store = RocksDbStateStore::Open(dir.Sub("state"));
@@ -416,13 +461,170 @@ TEST(RocksDbStateStoreTest, TheSlotIndexPacksEachSlotOfACommitAndKeepsSlotThenFo
   EXPECT_EQ(raw.Keys(2), 7u);
 }
 
-TEST(RocksDbStateStoreTest, ASchemaTwoSlotIndexOfOneRowPerEventIsRebuiltPacked) {
+TEST(RocksDbStateStoreTest, ASlotRowHoldsAtMostSixteenRecordsAndEachAccountReadsItsOwn) {
+  TempDir dir;
+  std::vector<Event> events;
+  for (int i = 0; i < 150; ++i) events.push_back(Delegated(static_cast<uint8_t>(i), 10));
+  events.push_back(SlotSealedEvent{10});
+  {
+    auto store = RocksDbStateStore::Open(dir.Sub("state"));
+    ASSERT_TRUE(store.ok()) << store.status();
+    FoldInto(**store, events);
+    const auto rows = RowsBySlot(**store, 0, 100);
+    ASSERT_EQ(rows.size(), 150u);
+    for (int i = 0; i < 150; ++i) EXPECT_EQ(rows[i].second, Key(static_cast<uint8_t>(i))) << i;
+    // Rows at the ends of slot rows, and the last row of the last, shorter one.
+    for (int i : {0, 15, 16, 100, 144, 149}) {
+      auto history = (*store)->History(Key(static_cast<uint8_t>(i)));
+      ASSERT_TRUE(history.ok()) << history.status();
+      ASSERT_EQ(history->size(), 1u) << i;
+      EXPECT_EQ((*history)[0].seq, static_cast<uint64_t>(i));
+      EXPECT_EQ(std::get<DelegatedEvent>((*history)[0].event), std::get<DelegatedEvent>(events[i]));
+    }
+  }
+  RawStore raw(dir.Sub("state"));
+  EXPECT_EQ(raw.Keys(5), 10u);  // nine of 16 rows, one of 6
+  EXPECT_EQ(raw.Keys(2), 150u);
+}
+
+TEST(RocksDbStateStoreTest, ASchemaThreeStoreIsMovedToSchemaFourWhenOpenedAsPrimary) {
+  TempDir dir;
+  std::vector<HistoryEntry> before;
+  {
+    auto store = RocksDbStateStore::Open(dir.Sub("state"));
+    ASSERT_TRUE(store.ok()) << store.status();
+    FoldInto(**store, SlotOrderEvents());
+    auto history = (*store)->History(Key(1));
+    ASSERT_TRUE(history.ok());
+    before = *history;
+  }
+  DowngradeToSchema3(dir.Sub("state"));
+  const auto schema3 = HistoryValues(dir.Sub("state"));
+  ASSERT_EQ(schema3.size(), 5u);
+  for (const auto& [key, value] : schema3) EXPECT_GT(value.size(), 9u);  // flags | record
+  ExpectNoSlotIndexOnASecondary(dir, Key(1), 2);
+  {
+    auto store = RocksDbStateStore::Open(dir.Sub("state"));
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ(RowsBySlot(**store, 0, 100),
+              (std::vector<std::pair<Slot, Pubkey>>{
+                  {10, Key(3)}, {11, Key(1)}, {12, Key(2)}, {13, Key(3)}, {14, Key(1)}}));
+    auto history = (*store)->History(Key(1));
+    ASSERT_TRUE(history.ok()) << history.status();
+    ASSERT_EQ(history->size(), before.size());
+    for (size_t i = 0; i < before.size(); ++i) {
+      EXPECT_EQ((*history)[i].slot, before[i].slot);
+      EXPECT_EQ((*history)[i].seq, before[i].seq);
+      EXPECT_EQ((*history)[i].event, before[i].event);
+    }
+  }
+  // Each history row names a slot row of its own now: flags | its own seq.
+  const auto moved = HistoryValues(dir.Sub("state"));
+  ASSERT_EQ(moved.size(), 5u);
+  for (const auto& [key, value] : moved) {
+    ASSERT_EQ(value.size(), 9u);
+    EXPECT_EQ(value.substr(1), key.substr(40, 8));
+  }
+  RawStore raw(dir.Sub("state"));
+  std::string schema;
+  ASSERT_TRUE(raw.db->Get(rocksdb::ReadOptions(), raw.handles[3], "schema_version", &schema).ok());
+  EXPECT_EQ(schema, std::string("\x04\x00\x00\x00", 4));
+  EXPECT_TRUE(raw.db->Get(rocksdb::ReadOptions(), raw.handles[3], "migrating_to_schema_4", &schema)
+                  .IsNotFound());
+}
+
+// A move to schema 4 cut short (the old index cleared and one record moved, as the move's
+// first writes leave it) resumes at the next open and moves the rest.
+TEST(RocksDbStateStoreTest, AMoveToSchemaFourCutShortResumes) {
   TempDir dir;
   {
     auto store = RocksDbStateStore::Open(dir.Sub("state"));
     ASSERT_TRUE(store.ok()) << store.status();
     FoldInto(**store, SlotOrderEvents());
   }
+  DowngradeToSchema3(dir.Sub("state"));
+  {
+    RawStore raw(dir.Sub("state"));
+    const std::string all_end(17, '\xff');
+    ASSERT_TRUE(raw.db->DeleteRange(rocksdb::WriteOptions(), raw.handles[5], "", all_end).ok());
+    ASSERT_TRUE(
+        raw.db->Put(rocksdb::WriteOptions(), raw.handles[3], "migrating_to_schema_4", "").ok());
+    std::unique_ptr<rocksdb::Iterator> it(
+        raw.db->NewIterator(rocksdb::ReadOptions(), raw.handles[2]));
+    it->SeekToFirst();
+    ASSERT_TRUE(it->Valid());
+    const std::string key = it->key().ToString();
+    const std::string value = it->value().ToString();
+    std::string slot_row = key.substr(0, 32) + value[0] + key.substr(40, 8);
+    AppendU32LE(&slot_row, static_cast<uint32_t>(value.size() - 1));
+    slot_row += value.substr(1);
+    ASSERT_TRUE(
+        raw.db->Put(rocksdb::WriteOptions(), raw.handles[5], key.substr(32), slot_row).ok());
+    ASSERT_TRUE(raw.db
+                    ->Put(rocksdb::WriteOptions(), raw.handles[2], key,
+                          std::string(1, static_cast<char>(value[0] | 2)) + key.substr(40, 8))
+                    .ok());
+  }
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(RowsBySlot(**store, 0, 100),
+            (std::vector<std::pair<Slot, Pubkey>>{
+                {10, Key(3)}, {11, Key(1)}, {12, Key(2)}, {13, Key(3)}, {14, Key(1)}}));
+  for (uint8_t k : {1, 2, 3}) {
+    auto history = (*store)->History(Key(k));
+    ASSERT_TRUE(history.ok()) << history.status();
+    EXPECT_EQ(history->size(), k == 2 ? 1u : 2u);
+  }
+}
+
+// A history row whose slot row is missing, and a slot row cut short: reads fail with DataLoss,
+// naming what is wrong, instead of returning less.
+TEST(RocksDbStateStoreTest, AMissingOrTruncatedSlotRowIsDataLoss) {
+  TempDir dir;
+  {
+    auto store = RocksDbStateStore::Open(dir.Sub("state"));
+    ASSERT_TRUE(store.ok()) << store.status();
+    FoldInto(**store, SlotOrderEvents());
+  }
+  {
+    RawStore raw(dir.Sub("state"));
+    std::unique_ptr<rocksdb::Iterator> it(
+        raw.db->NewIterator(rocksdb::ReadOptions(), raw.handles[5]));
+    it->SeekToFirst();
+    ASSERT_TRUE(it->Valid());
+    const std::string key = it->key().ToString();  // slot 10: Key(3)'s first row
+    const std::string value = it->value().ToString();
+    ASSERT_TRUE(
+        raw.db->Put(rocksdb::WriteOptions(), raw.handles[5], key, value.substr(0, value.size() - 3))
+            .ok());
+    it->Next();
+    ASSERT_TRUE(it->Valid());  // slot 11: Key(1)'s first row
+    ASSERT_TRUE(raw.db->Delete(rocksdb::WriteOptions(), raw.handles[5], it->key()).ok());
+  }
+  auto store = RocksDbStateStore::Open(dir.Sub("state"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto truncated = (*store)->History(Key(3));
+  EXPECT_EQ(truncated.status().code(), absl::StatusCode::kDataLoss) << truncated.status();
+  auto missing = (*store)->History(Key(1));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kDataLoss) << missing.status();
+  EXPECT_NE(missing.status().message().find("slot 11"), std::string::npos) << missing.status();
+  absl::Status scan =
+      (*store)->ForEachHistoryRow(0, 100, [](const HistoryEntry&) { return absl::OkStatus(); });
+  EXPECT_EQ(scan.code(), absl::StatusCode::kDataLoss) << scan;
+  // Key(2)'s row is intact.
+  auto intact = (*store)->History(Key(2));
+  ASSERT_TRUE(intact.ok()) << intact.status();
+  EXPECT_EQ(intact->size(), 1u);
+}
+
+TEST(RocksDbStateStoreTest, ASchemaTwoStoreWithItsIndexOfOneRowPerEventIsMovedToSchemaFour) {
+  TempDir dir;
+  {
+    auto store = RocksDbStateStore::Open(dir.Sub("state"));
+    ASSERT_TRUE(store.ok()) << store.status();
+    FoldInto(**store, SlotOrderEvents());
+  }
+  DowngradeToSchema3(dir.Sub("state"));
   {
     // Back to schema 2: history_by_slot holds slot | seq -> account | flags | record.
     RawStore raw(dir.Sub("state"));
