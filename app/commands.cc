@@ -33,6 +33,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> OpenState(const Config& confi
   RocksDbStateStoreOptions options;
   options.sync_commits = config.sync;
   options.block_cache_bytes = config.block_cache_mb << 20;
+  options.ingest_min_rows = config.ingest_min_rows;
   return RocksDbStateStore::Open(dir, options);
 }
 
@@ -44,6 +45,7 @@ struct FoldSummary {
   FoldPosition position;
   uint64_t records = 0;
   double seconds = 0;
+  uint64_t ingested_commits = 0;  // commits written as table files
 };
 
 // Folds the log at config.LogDir() into the state at `state_dir`, from the state's stored
@@ -72,6 +74,7 @@ absl::StatusOr<FoldSummary> FoldLog(const Config& config, EventLog& log,
   summary.position = runner.fold().position();
   summary.records = static_cast<uint64_t>(records_read() - before);
   summary.seconds = absl::ToDoubleSeconds(clock.Monotonic() - start);
+  summary.ingested_commits = store->ingested_commits();
   return summary;
 }
 
@@ -172,11 +175,12 @@ int RunFold(const Config& config) {
   const FoldPosition& p = summary->position;
   std::cout << absl::StrFormat(
       "applied_slot=%d records=%d seconds=%.3f events_per_sec=%.0f digest=%s limbo_since=%s "
-      "applied=%d ignored_stale=%d quarantined=%d next_offset=%d\n",
+      "applied=%d ignored_stale=%d quarantined=%d next_offset=%d ingested_commits=%d\n",
       p.applied_slot, summary->records, summary->seconds,
       summary->seconds > 0 ? summary->records / summary->seconds : 0.0, p.digest.ToHex(),
       FormatLimbo(p.LimboSince()), p.counters.applied, p.counters.ignored_stale,
-      p.counters.quarantined, p.partitions.empty() ? 0 : p.partitions[0].next_offset);
+      p.counters.quarantined, p.partitions.empty() ? 0 : p.partitions[0].next_offset,
+      summary->ingested_commits);
   return 0;
 }
 

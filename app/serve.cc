@@ -108,6 +108,7 @@ class ServeProcess {
     RocksDbStateStoreOptions store_options;
     store_options.sync_commits = config_.sync;
     store_options.block_cache_bytes = config_.block_cache_mb << 20;
+    store_options.ingest_min_rows = config_.ingest_min_rows;
     const absl::Time log_opened = absl::Now();
     ASSIGN_OR_RETURN(store_, RocksDbStateStore::Open(config_.StateDir(), store_options));
     const absl::Time store_opened = absl::Now();

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <filesystem>
 #include <limits>
 #include <thread>
 #include <tuple>
@@ -22,6 +23,7 @@
 #include "common/endian.h"
 #include "common/status.h"
 #include "engine/event_codec.h"
+#include "spdlog/spdlog.h"
 #include "storage/internal/rocksdb_database.h"
 #include "storage/internal/rocksdb_status.h"
 
@@ -222,7 +224,8 @@ void SortByKey(std::vector<Order>& order, Less less) {
 }  // namespace
 
 RocksDbStateStore::RocksDbStateStore(std::unique_ptr<storage_internal::Database> database,
-                                     bool sync_commits)
+                                     const RocksDbStateStoreOptions& options,
+                                     std::string ingest_dir)
     : database_(std::move(database)),
       db_(database_->db()),
       state_cf_(database_->family(1)),
@@ -230,7 +233,9 @@ RocksDbStateStore::RocksDbStateStore(std::unique_ptr<storage_internal::Database>
       meta_cf_(database_->family(3)),
       quarantine_cf_(database_->family(4)),
       by_slot_cf_(database_->family(5)),
-      sync_commits_(sync_commits),
+      sync_commits_(options.sync_commits),
+      ingest_min_rows_(options.ingest_min_rows),
+      ingest_dir_(std::move(ingest_dir)),
       commit_batch_(std::make_unique<rocksdb::WriteBatch>()) {}
 
 RocksDbStateStore::~RocksDbStateStore() = default;
@@ -298,8 +303,19 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
     ASSIGN_OR_RETURN(
         database, storage_internal::Database::Open(path, "the state store", db_options, families));
   }
+  // The table files of large commits are built here; what a crash left is removed.
+  std::string ingest_dir = absl::StrCat(path, "/ingest");
+  if (!options.secondary) {
+    std::error_code ec;
+    std::filesystem::remove_all(ingest_dir, ec);
+    if (!ec) std::filesystem::create_directories(ingest_dir, ec);
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("cannot make the directory ", ingest_dir, ": ", ec.message()));
+    }
+  }
   std::unique_ptr<RocksDbStateStore> store(
-      new RocksDbStateStore(std::move(database), options.sync_commits));
+      new RocksDbStateStore(std::move(database), options, std::move(ingest_dir)));
   RETURN_IF_ERROR(store->CheckSchemaVersion(path, options.secondary));
   return store;
 }
@@ -438,7 +454,17 @@ absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
     RETURN_IF_ERROR(FromRocksDb(
         wb.Put(history_cf_, HistoryKey(row.account, row.slot, row.seq), value), "batch put"));
   }
-  for (const auto& q : batch.quarantine) {
+  // Each family's rows go in key order, as table files need them: the quarantine's by
+  // partition and offset, and in meta the position before the sealed digests.
+  order_.clear();
+  for (size_t i = 0; i < batch.quarantine.size(); ++i) order_.push_back({0, i});
+  std::sort(order_.begin(), order_.end(), [&](const KeyOrder& a, const KeyOrder& b) {
+    const QuarantineEntry& x = batch.quarantine[a.index];
+    const QuarantineEntry& y = batch.quarantine[b.index];
+    return std::tie(x.partition, x.offset) < std::tie(y.partition, y.offset);
+  });
+  for (const KeyOrder& o : order_) {
+    const QuarantineEntry& q = batch.quarantine[o.index];
     std::string key;
     AppendU64BE(&key, static_cast<uint32_t>(q.partition));
     AppendU64BE(&key, static_cast<uint64_t>(q.offset));
@@ -448,12 +474,23 @@ absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
     value += q.record;
     RETURN_IF_ERROR(FromRocksDb(wb.Put(quarantine_cf_, key, value), "batch put"));
   }
+  static_assert(std::string_view(kPositionKey) < std::string_view(kSealedPrefix));
+  RETURN_IF_ERROR(
+      FromRocksDb(wb.Put(meta_cf_, kPositionKey, EncodePosition(batch.position)), "batch put"));
   for (const auto& [slot, digest] : batch.sealed_digests) {
     RETURN_IF_ERROR(
         FromRocksDb(wb.Put(meta_cf_, SealedKey(slot), EncodeDigest(digest)), "batch put"));
   }
-  RETURN_IF_ERROR(
-      FromRocksDb(wb.Put(meta_cf_, kPositionKey, EncodePosition(batch.position)), "batch put"));
+  if (ingest_min_rows_ > 0 && batch.history.size() >= ingest_min_rows_) {
+    absl::Status ingested = database_->IngestAsTableFiles(
+        wb, ingest_dir_, "committing a fold batch to the state store");
+    if (ingested.ok()) {
+      ingested_commits_.fetch_add(1);
+      return ingested;
+    }
+    // Nothing of the batch was applied: it is written as a small commit is.
+    spdlog::warn("{}; writing it through the write-ahead log instead", ingested.ToString());
+  }
   rocksdb::WriteOptions write;
   write.sync = sync_commits_;
   return database_->Write(write, &wb, "committing a fold batch to the state store");

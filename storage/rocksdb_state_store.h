@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ struct RocksDbStateStoreOptions {
   // info log under `secondary_path`. Commit then fails; nothing is migrated.
   bool secondary = false;
   std::string secondary_path;
+  // A commit of at least this many history rows (a catch-up, a replay) is written as table
+  // files ingested in one atomic, durable step instead of through the write-ahead log and the
+  // memtables; 0: never (docs/architecture.md, "Crash safety").
+  size_t ingest_min_rows = 10'000;
 };
 
 // The delegation state in RocksDB. Column families:
@@ -47,7 +52,8 @@ struct RocksDbStateStoreOptions {
 //   meta             schema version, applied slot, digest, fold position, counters, and
 //                    "sealed/" | slot (BE) -> the digest when the applied slot reached that slot
 //   quarantine       partition (BE) | offset (BE) -> reason and the undecodable record
-// Each Commit is one WriteBatch. Thread-safe.
+// Each Commit is one WriteBatch, written, or for a large one ingested as table files. The files
+// are built under `ingest/` in the store's directory. Thread-safe.
 class RocksDbStateStore final : public StateStore {
  public:
   // 2: history_by_slot, one row per event. 3: history_by_slot packed per slot and commit,
@@ -85,6 +91,9 @@ class RocksDbStateStore final : public StateStore {
   absl::StatusOr<std::vector<QuarantineEntry>> Quarantine() override;
   Memory MemoryUsage() override;
 
+  // Commits written as table files since open.
+  uint64_t ingested_commits() const { return ingested_commits_.load(); }
+
   // Number of rows in the history column family (for audits and tests).
   absl::StatusOr<uint64_t> CountHistoryRows();
 
@@ -117,7 +126,8 @@ class RocksDbStateStore final : public StateStore {
     uint64_t slot_key_seq = 0;  // the seq in the key of the history_by_slot row holding it
   };
 
-  RocksDbStateStore(std::unique_ptr<storage_internal::Database> database, bool sync_commits);
+  RocksDbStateStore(std::unique_ptr<storage_internal::Database> database,
+                    const RocksDbStateStoreOptions& options, std::string ingest_dir);
   absl::Status CheckSchemaVersion(const std::string& path, bool secondary);
   // Moves every record of a store of schema 1 to 3 from its history row to a history_by_slot
   // row of its own, then records the schema version. Resumes a move cut short.
@@ -138,6 +148,9 @@ class RocksDbStateStore final : public StateStore {
   rocksdb::ColumnFamilyHandle* quarantine_cf_;
   rocksdb::ColumnFamilyHandle* by_slot_cf_;  // null in a schema-1 store opened as a secondary
   bool sync_commits_;
+  size_t ingest_min_rows_;
+  std::string ingest_dir_;
+  std::atomic<uint64_t> ingested_commits_{0};
   // False on a secondary of an older schema, whose records are not in slot order yet.
   bool slot_order_ready_ = true;
   // Commit's buffers, kept across commits so that their memory is reused.

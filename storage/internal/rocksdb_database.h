@@ -46,6 +46,14 @@ class Database {
   // resume (DB::Resume), so that writing starts again by itself once the cause is gone.
   absl::Status Write(const rocksdb::WriteOptions& options, rocksdb::WriteBatch* batch,
                      std::string_view what);
+  // Writes `batch` as table files instead: one per column family it names, built in `dir`
+  // (which must exist, on the database's file system) and ingested together in one atomic,
+  // durable step (DB::IngestExternalFiles: the files and the MANIFEST are fsynced), past the
+  // write-ahead log and the memtables. The batch may hold only puts, and each family's keys
+  // must come in strictly ascending order. On failure nothing of the batch is applied and the
+  // files are removed; the caller may Write it instead.
+  absl::Status IngestAsTableFiles(const rocksdb::WriteBatch& batch, const std::string& dir,
+                                  std::string_view what);
   // The handle of the i-th family given to Open.
   rocksdb::ColumnFamilyHandle* family(size_t i) const { return handles_[i]; }
 
@@ -61,7 +69,8 @@ class Database {
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   bool secondary_ = false;
   std::string path_;
-  std::atomic<bool> write_failed_{false};  // the last Write failed: resume before the next
+  std::atomic<bool> write_failed_{false};    // the last Write failed: resume before the next
+  std::atomic<uint64_t> ingested_files_{0};  // names the next batch's table files
 };
 
 }  // namespace switchyard::storage_internal

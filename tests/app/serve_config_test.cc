@@ -357,6 +357,8 @@ TEST_F(ServeConfigTest, IntegersThatDoNotFitTheirFieldAreRefused) {
       {std::string(kBase) + "[storage]\nblock_cache_mb = 17592186044416\n",
        "'storage.block_cache_mb' must be an integer from 1 to 17592186044415, not "
        "17592186044416"},
+      {std::string(kBase) + "[storage]\ningest_min_rows = -1\n",
+       "'storage.ingest_min_rows' must be a non-negative integer"},
       {std::string(kBase) + "[cache]\nmax_mb = 17592186044416\n",
        "'cache.max_mb' must be an integer from 1 to 17592186044415, not 17592186044416"},
       {std::string(kBase) + "[cache]\nmax_entry_kb = 18014398509481984\n",
@@ -440,6 +442,7 @@ TEST_F(ServeConfigTest, ParsesTextAsItReadsAFile) {
 data_dir = "/var/lib/switchyard"
 sync = false
 block_cache_mb = 128
+ingest_min_rows = 0
 [log]
 url = "kafka://k1:9092,k2:9092/events"
 kafka_partitions = 24
@@ -488,6 +491,9 @@ max_lag_slots = 7
   EXPECT_EQ(a.sync, b.sync);
   EXPECT_EQ(b.block_cache_mb, 128u);
   EXPECT_EQ(a.block_cache_mb, b.block_cache_mb);
+  EXPECT_EQ(b.ingest_min_rows, 0u);
+  EXPECT_EQ(Config().ingest_min_rows, 10'000u);
+  EXPECT_EQ(a.ingest_min_rows, b.ingest_min_rows);
   EXPECT_EQ(b.log_url, "kafka://k1:9092,k2:9092/events");
   EXPECT_EQ(a.log_url, b.log_url);
   EXPECT_EQ(b.kafka_partitions, 24);

@@ -4,8 +4,10 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
+#include <filesystem>
 #include <limits>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -648,6 +650,139 @@ TEST(RocksDbStateStoreTest, ASchemaTwoStoreWithItsIndexOfOneRowPerEventIsMovedTo
   const std::vector<std::pair<Slot, Pubkey>> all = {
       {10, Key(3)}, {11, Key(1)}, {12, Key(2)}, {13, Key(3)}, {14, Key(1)}};
   EXPECT_EQ(RowsBySlot(**store, 0, 100), all);
+}
+
+// Everything a store holds, in comparable form.
+struct StoreContents {
+  std::map<std::string, AccountState> accounts;
+  Slot applied_slot = 0;
+  std::string digest;
+  uint64_t next_seq = 0;
+  std::vector<PartitionCursor> partitions;
+  std::vector<std::pair<Slot, StateDigest>> sealed;
+  std::vector<std::tuple<int32_t, int64_t, std::string, std::string>> quarantine;
+  std::vector<std::tuple<Slot, uint64_t, bool, std::string>> history;        // in slot order
+  std::vector<std::tuple<Slot, uint64_t, bool, std::string>> first_account;  // its own rows
+
+  friend bool operator==(const StoreContents&, const StoreContents&) = default;
+};
+
+StoreContents ContentsOf(RocksDbStateStore& store, const Pubkey& account) {
+  StoreContents c;
+  auto loaded = store.Load();
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  if (!loaded.ok()) return c;
+  loaded->accounts.ForEach([&](const Pubkey& k, const AccountState& s) {
+    c.accounts.emplace(std::string(reinterpret_cast<const char*>(k.data()), Pubkey::kSize), s);
+  });
+  c.applied_slot = loaded->position.applied_slot;
+  c.digest = loaded->position.digest.ToHex();
+  c.next_seq = loaded->position.next_seq;
+  c.partitions = loaded->position.partitions;
+  auto sealed = store.SealedDigests();
+  EXPECT_TRUE(sealed.ok());
+  if (sealed.ok()) c.sealed = *sealed;
+  auto quarantine = store.Quarantine();
+  EXPECT_TRUE(quarantine.ok());
+  if (quarantine.ok()) {
+    for (const auto& q : *quarantine)
+      c.quarantine.emplace_back(q.partition, q.offset, q.reason, q.record);
+  }
+  EXPECT_TRUE(store
+                  .ForEachHistoryRow(0, std::numeric_limits<Slot>::max(),
+                                     [&](const HistoryEntry& e) {
+                                       c.history.emplace_back(e.slot, e.seq, e.ignored,
+                                                              EncodeEvent(e.event));
+                                       return absl::OkStatus();
+                                     })
+                  .ok());
+  auto rows = store.History(account);
+  EXPECT_TRUE(rows.ok()) << rows.status();
+  if (rows.ok()) {
+    for (const auto& e : *rows) {
+      c.first_account.emplace_back(e.slot, e.seq, e.ignored, EncodeEvent(e.event));
+    }
+  }
+  return c;
+}
+
+// The same records folded into a store that writes every commit and into one that ingests
+// the large ones as table files, in commits of varied size with a quarantined record in a large
+// one: the two hold the same, open and after a reopen.
+TEST(RocksDbStateStoreTest, LargeCommitsIngestedAsTableFilesReadAsWrittenOnes) {
+  TempDir dir;
+  testing::GeneratorOptions generator;
+  generator.accounts = 300;
+  generator.slots = 200;
+  generator.events_per_slot = 20;
+  const std::vector<Event> events = testing::GenerateEvents(generator);
+  RocksDbStateStoreOptions written_options;
+  written_options.ingest_min_rows = 0;
+  RocksDbStateStoreOptions ingested_options;
+  ingested_options.ingest_min_rows = 200;
+  const size_t sizes[] = {30, 900, 150, 1500, 10, 400};
+  Pubkey account;
+  {
+    auto written = RocksDbStateStore::Open(dir.Sub("written"), written_options);
+    auto ingested = RocksDbStateStore::Open(dir.Sub("ingested"), ingested_options);
+    ASSERT_TRUE(written.ok() && ingested.ok());
+    Fold fold(FoldOptions(), LoadedState(), 1);
+    int64_t offset = 0;
+    size_t commits = 0;
+    for (size_t i = 0, n = 0; i < events.size(); ++n) {
+      const size_t end = std::min(events.size(), i + sizes[n % std::size(sizes)]);
+      if (n == 3) fold.Add(0, offset++, "not a record");
+      for (; i < end; ++i) fold.Add(0, offset++, EncodeEvent(events[i]));
+      const FoldBatch batch = fold.TakeBatch();
+      if (n == 3) {
+        EXPECT_EQ(batch.quarantine.size(), 1u);
+      }
+      ASSERT_TRUE((*written)->Commit(batch).ok());
+      ASSERT_TRUE((*ingested)->Commit(batch).ok());
+      ++commits;
+    }
+    EXPECT_EQ((*written)->ingested_commits(), 0u);
+    EXPECT_GT((*ingested)->ingested_commits(), 0u);
+    EXPECT_LT((*ingested)->ingested_commits(), commits);
+    account = *AccountOf(events.front());
+    const StoreContents expected = ContentsOf(**written, account);
+    EXPECT_EQ(expected.quarantine.size(), 1u);
+    EXPECT_GT(expected.first_account.size(), 1u);
+    EXPECT_EQ(ContentsOf(**ingested, account), expected);
+  }
+  auto written = RocksDbStateStore::Open(dir.Sub("written"), written_options);
+  auto ingested = RocksDbStateStore::Open(dir.Sub("ingested"), ingested_options);
+  ASSERT_TRUE(written.ok() && ingested.ok());
+  EXPECT_EQ(ContentsOf(**ingested, account), ContentsOf(**written, account));
+  // No table file is left behind where they are built.
+  EXPECT_TRUE(std::filesystem::is_empty(dir.Sub("ingested") + "/ingest"));
+}
+
+// When the table files cannot be made (here their directory is gone), the commit is written
+// through the write-ahead log instead, whole.
+TEST(RocksDbStateStoreTest, ACommitThatCannotBeIngestedIsWrittenInstead) {
+  TempDir dir;
+  RocksDbStateStoreOptions options;
+  options.ingest_min_rows = 1;
+  auto store = RocksDbStateStore::Open(dir.Sub("state"), options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  FoldInto(**store, SlotOrderEvents());
+  EXPECT_EQ((*store)->ingested_commits(), 1u);
+  std::filesystem::remove_all(dir.Sub("state") + "/ingest");
+  auto loaded = (*store)->Load();
+  ASSERT_TRUE(loaded.ok());
+  Fold fold(FoldOptions(), std::move(*loaded), 1);
+  int64_t offset = 8;
+  ASSERT_TRUE(
+      (*store)->Commit(FoldEvents(fold, offset, {Delegated(4, 15), SlotSealedEvent{15}})).ok());
+  EXPECT_EQ((*store)->ingested_commits(), 1u);
+  auto history = (*store)->History(Key(4));
+  ASSERT_TRUE(history.ok()) << history.status();
+  ASSERT_EQ(history->size(), 1u);
+  auto position = (*store)->Position();
+  ASSERT_TRUE(position.ok());
+  EXPECT_EQ(position->applied_slot, 15u);
+  EXPECT_EQ(position->partitions[0].next_offset, 10);
 }
 
 }  // namespace
