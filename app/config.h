@@ -33,7 +33,7 @@ inline constexpr int64_t kMaxConfigDurationMs = int64_t{30} * 24 * 60 * 60 * 100
 //   data_dir = "switchyard-data"   # holds log/ (the embedded log) and state/ (RocksDB)
 //   sync = true                    # fsync every log append and fold commit
 //   block_cache_mb = 32
-//   ingest_min_rows = 10000        # a fold commit of this many history rows or more is written
+//   ingest_min_rows = 25000        # a fold commit of this many history rows or more is written
 //                                  # as table files (docs/architecture.md, "Crash safety"); 0:
 //                                  # never
 //
@@ -225,7 +225,7 @@ struct Config {
   std::string data_dir = "switchyard-data";
   bool sync = true;
   size_t block_cache_mb = 32;
-  size_t ingest_min_rows = 10'000;
+  size_t ingest_min_rows = 25'000;
   std::string log_url = "embedded";
   int32_t kafka_partitions = 12;
   // The settings of a topic Switchyard creates; unset, the broker's defaults.

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <random>
 
 #include "engine/event_codec.h"
@@ -137,7 +138,8 @@ BENCHMARK(BM_FoldInMemory)->Arg(100'000)->Arg(1'000'000)->Unit(benchmark::kMilli
 // Timed (BM_FoldIntoRocksDbFlushed), every event's flush is counted, the last memtables' after
 // the last commit, where no folding overlaps it. BM_FoldIntoRocksDbLong folds 4 M events, so
 // that the memtables fill and are flushed while the fold runs, as in a long catch-up.
-void FoldIntoRocksDb(benchmark::State& state, size_t events, bool timed_close) {
+void FoldIntoRocksDb(benchmark::State& state, size_t events, bool timed_close,
+                     std::optional<size_t> ingest_min_rows = std::nullopt) {
   const auto batch = static_cast<size_t>(state.range(0));
   const std::vector<std::string> log = MakeLog(events, 100'000, 1000);
   for (auto _ : state) {
@@ -145,6 +147,7 @@ void FoldIntoRocksDb(benchmark::State& state, size_t events, bool timed_close) {
     const auto dir = BenchDir("fold");
     RocksDbStateStoreOptions store_options;
     store_options.sync_commits = state.range(1) != 0;
+    if (ingest_min_rows) store_options.ingest_min_rows = *ingest_min_rows;
     auto store = RocksDbStateStore::Open(dir.string(), store_options);
     if (!store.ok()) {
       state.SkipWithError(std::string(store.status().message()).c_str());
@@ -170,12 +173,23 @@ void FoldIntoRocksDb(benchmark::State& state, size_t events, bool timed_close) {
 void BM_FoldIntoRocksDb(benchmark::State& state) { FoldIntoRocksDb(state, 1'000'000, false); }
 void BM_FoldIntoRocksDbFlushed(benchmark::State& state) { FoldIntoRocksDb(state, 1'000'000, true); }
 void BM_FoldIntoRocksDbLong(benchmark::State& state) { FoldIntoRocksDb(state, 4'000'000, false); }
+// The burst with every commit through the write-ahead log (second arg 0) or every commit
+// ingested as table files (1), whatever its size; fsync on.
+void BM_FoldIntoRocksDbCommittedAs(benchmark::State& state) {
+  FoldIntoRocksDb(state, 1'000'000, false, state.range(1) == 0 ? 0 : 1);
+}
 // Args: records per commit, fsync on commit (1) or not (0).
 BENCHMARK(BM_FoldIntoRocksDb)
     ->Args({10'000, 1})
     ->Args({50'000, 1})
     ->Args({50'000, 0})
     ->UseRealTime()  // RocksDB's flush threads work too: count wall time, not this thread's
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2);
+// Args: records per commit, table files (1) or the write-ahead log (0).
+BENCHMARK(BM_FoldIntoRocksDbCommittedAs)
+    ->ArgsProduct({{1'000, 3'000, 10'000, 50'000}, {0, 1}})
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2);
 BENCHMARK(BM_FoldIntoRocksDbFlushed)

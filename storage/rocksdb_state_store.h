@@ -38,7 +38,7 @@ struct RocksDbStateStoreOptions {
   // A commit of at least this many history rows (a catch-up, a replay) is written as table
   // files ingested in one atomic, durable step instead of through the write-ahead log and the
   // memtables; 0: never (docs/architecture.md, "Crash safety").
-  size_t ingest_min_rows = 10'000;
+  size_t ingest_min_rows = 25'000;
 };
 
 // The delegation state in RocksDB. Column families:

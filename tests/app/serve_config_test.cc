@@ -492,7 +492,7 @@ max_lag_slots = 7
   EXPECT_EQ(b.block_cache_mb, 128u);
   EXPECT_EQ(a.block_cache_mb, b.block_cache_mb);
   EXPECT_EQ(b.ingest_min_rows, 0u);
-  EXPECT_EQ(Config().ingest_min_rows, 10'000u);
+  EXPECT_EQ(Config().ingest_min_rows, 25'000u);
   EXPECT_EQ(a.ingest_min_rows, b.ingest_min_rows);
   EXPECT_EQ(b.log_url, "kafka://k1:9092,k2:9092/events");
   EXPECT_EQ(a.log_url, b.log_url);
