@@ -301,23 +301,30 @@ class FoldedHistory {
   std::vector<Pubkey> accounts_;
 };
 
-// Every history row of the fold above in (slot, seq) order, as `history export` and the audit
-// digest read them. items_per_second is rows read and decoded per second.
-void BM_HistoryInSlotOrder(benchmark::State& state) {
+// The store of FoldedHistory, opened; null (the benchmark skipped) when it cannot be.
+std::unique_ptr<RocksDbStateStore> OpenFoldedHistory(benchmark::State& state) {
   FoldedHistory& history = FoldedHistory::Get();
   auto store = RocksDbStateStore::Open(history.dir().string());
   if (!store.ok() || history.accounts().empty()) {
     state.SkipWithError("cannot fold the history");
-    return;
+    return nullptr;
   }
+  return *std::move(store);
+}
+
+// Every history row of the fold above in (slot, seq) order, as `history export` and the audit
+// digest read them. items_per_second is rows read and decoded per second.
+void BM_HistoryInSlotOrder(benchmark::State& state) {
+  std::unique_ptr<RocksDbStateStore> store = OpenFoldedHistory(state);
+  if (store == nullptr) return;
   uint64_t rows = 0;
   for (auto _ : state) {
-    absl::Status s = (*store)->ForEachHistoryRow(0, std::numeric_limits<Slot>::max(),
-                                                 [&](const HistoryEntry& e) {
-                                                   benchmark::DoNotOptimize(e);
-                                                   ++rows;
-                                                   return absl::OkStatus();
-                                                 });
+    absl::Status s =
+        store->ForEachHistoryRow(0, std::numeric_limits<Slot>::max(), [&](const HistoryEntry& e) {
+          benchmark::DoNotOptimize(e);
+          ++rows;
+          return absl::OkStatus();
+        });
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
   }
   state.SetItemsProcessed(static_cast<int64_t>(rows));
@@ -327,16 +334,12 @@ BENCHMARK(BM_HistoryInSlotOrder)->Unit(benchmark::kMillisecond)->Iterations(3);
 // One account's whole history (about ten rows), as getDelegationHistory reads it, for
 // accounts taken at random. items_per_second is accounts read per second.
 void BM_AccountHistory(benchmark::State& state) {
-  FoldedHistory& history = FoldedHistory::Get();
-  auto store = RocksDbStateStore::Open(history.dir().string());
-  if (!store.ok() || history.accounts().empty()) {
-    state.SkipWithError("cannot fold the history");
-    return;
-  }
+  std::unique_ptr<RocksDbStateStore> store = OpenFoldedHistory(state);
+  if (store == nullptr) return;
   std::mt19937_64 rng(3);
-  const std::vector<Pubkey>& accounts = history.accounts();
+  const std::vector<Pubkey>& accounts = FoldedHistory::Get().accounts();
   for (auto _ : state) {
-    auto rows = (*store)->History(accounts[rng() % accounts.size()]);
+    auto rows = store->History(accounts[rng() % accounts.size()]);
     if (!rows.ok() || rows->empty()) state.SkipWithError("no history read");
     benchmark::DoNotOptimize(rows);
   }

@@ -358,6 +358,22 @@ void DowngradeToSchema3(const std::string& path) {
   ASSERT_TRUE(raw.db->Write(rocksdb::WriteOptions(), &wb).ok());
 }
 
+// A store of schema 3 holding SlotOrderEvents(), in one commit.
+void MakeSchemaThreeStore(const std::string& path) {
+  {
+    auto store = RocksDbStateStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    FoldInto(**store, SlotOrderEvents());
+  }
+  DowngradeToSchema3(path);
+}
+
+// Deletes every history_by_slot row, as a move to schema 4 does first.
+void ClearSlotRows(RawStore& raw) {
+  const std::string all_end(17, '\xff');  // every slot key is 16 bytes
+  ASSERT_TRUE(raw.db->DeleteRange(rocksdb::WriteOptions(), raw.handles[5], "", all_end).ok());
+}
+
 // Each history row's value, by key.
 std::map<std::string, std::string> HistoryValues(const std::string& path) {
   RawStore raw(path);
@@ -388,12 +404,7 @@ void ExpectNoSlotIndexOnASecondary(TempDir& dir, const Pubkey& account, size_t r
 
 TEST(RocksDbStateStoreTest, ASchemaOneStoreIsMovedToSchemaFourWhenOpenedAsPrimary) {
   TempDir dir;
-  {
-    auto store = RocksDbStateStore::Open(dir.Sub("state"));
-    ASSERT_TRUE(store.ok()) << store.status();
-    FoldInto(**store, SlotOrderEvents());
-  }
-  DowngradeToSchema3(dir.Sub("state"));
+  MakeSchemaThreeStore(dir.Sub("state"));
   {
     // Back to schema 1: no slot index, version 1.
     rocksdb::DBOptions options;
@@ -539,16 +550,10 @@ TEST(RocksDbStateStoreTest, ASchemaThreeStoreIsMovedToSchemaFourWhenOpenedAsPrim
 // first writes leave it) resumes at the next open and moves the rest.
 TEST(RocksDbStateStoreTest, AMoveToSchemaFourCutShortResumes) {
   TempDir dir;
-  {
-    auto store = RocksDbStateStore::Open(dir.Sub("state"));
-    ASSERT_TRUE(store.ok()) << store.status();
-    FoldInto(**store, SlotOrderEvents());
-  }
-  DowngradeToSchema3(dir.Sub("state"));
+  MakeSchemaThreeStore(dir.Sub("state"));
   {
     RawStore raw(dir.Sub("state"));
-    const std::string all_end(17, '\xff');
-    ASSERT_TRUE(raw.db->DeleteRange(rocksdb::WriteOptions(), raw.handles[5], "", all_end).ok());
+    ClearSlotRows(raw);
     ASSERT_TRUE(
         raw.db->Put(rocksdb::WriteOptions(), raw.handles[3], "migrating_to_schema_4", "").ok());
     std::unique_ptr<rocksdb::Iterator> it(
@@ -621,17 +626,11 @@ TEST(RocksDbStateStoreTest, AMissingOrTruncatedSlotRowIsDataLoss) {
 
 TEST(RocksDbStateStoreTest, ASchemaTwoStoreWithItsIndexOfOneRowPerEventIsMovedToSchemaFour) {
   TempDir dir;
-  {
-    auto store = RocksDbStateStore::Open(dir.Sub("state"));
-    ASSERT_TRUE(store.ok()) << store.status();
-    FoldInto(**store, SlotOrderEvents());
-  }
-  DowngradeToSchema3(dir.Sub("state"));
+  MakeSchemaThreeStore(dir.Sub("state"));
   {
     // Back to schema 2: history_by_slot holds slot | seq -> account | flags | record.
     RawStore raw(dir.Sub("state"));
-    const std::string all_end(17, '\xff');
-    ASSERT_TRUE(raw.db->DeleteRange(rocksdb::WriteOptions(), raw.handles[5], "", all_end).ok());
+    ClearSlotRows(raw);
     std::unique_ptr<rocksdb::Iterator> it(
         raw.db->NewIterator(rocksdb::ReadOptions(), raw.handles[2]));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
