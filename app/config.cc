@@ -321,7 +321,8 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   // Used as block_cache_mb << 20 bytes.
   RETURN_IF_ERROR(storage.ReadPositive("block_cache_mb", &block_cache_mb,
                                        std::numeric_limits<size_t>::max() >> 20));
-  RETURN_IF_ERROR(storage.ReadSize("ingest_min_rows", &config.ingest_min_rows, /*allow_zero=*/true));
+  RETURN_IF_ERROR(
+      storage.ReadSize("ingest_min_rows", &config.ingest_min_rows, /*allow_zero=*/true));
   RETURN_IF_ERROR(storage.CheckNoUnknownKeys());
   config.block_cache_mb = static_cast<size_t>(block_cache_mb);
 
