@@ -303,15 +303,14 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
     ASSIGN_OR_RETURN(
         database, storage_internal::Database::Open(path, "the state store", db_options, families));
   }
-  // The table files of large commits are built here; what a crash left is removed.
+  // The table files of large commits are built here, in a directory made by the first of them
+  // (a store that only reads, a snapshot's, gets none); what a crash left is removed.
   std::string ingest_dir = absl::StrCat(path, "/ingest");
   if (!options.secondary) {
     std::error_code ec;
-    std::filesystem::remove_all(ingest_dir, ec);
-    if (!ec) std::filesystem::create_directories(ingest_dir, ec);
-    if (ec) {
-      return absl::InternalError(
-          absl::StrCat("cannot make the directory ", ingest_dir, ": ", ec.message()));
+    for (const auto& entry : std::filesystem::directory_iterator(ingest_dir, ec)) {
+      std::error_code ignored;
+      std::filesystem::remove_all(entry.path(), ignored);
     }
   }
   std::unique_ptr<RocksDbStateStore> store(
@@ -458,9 +457,9 @@ absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
   // partition and offset, and in meta the position before the sealed digests.
   order_.clear();
   for (size_t i = 0; i < batch.quarantine.size(); ++i) order_.push_back({0, i});
-  std::sort(order_.begin(), order_.end(), [&](const KeyOrder& a, const KeyOrder& b) {
-    const QuarantineEntry& x = batch.quarantine[a.index];
-    const QuarantineEntry& y = batch.quarantine[b.index];
+  SortByKey(order_, [&](size_t a, size_t b) {
+    const QuarantineEntry& x = batch.quarantine[a];
+    const QuarantineEntry& y = batch.quarantine[b];
     return std::tie(x.partition, x.offset) < std::tie(y.partition, y.offset);
   });
   for (const KeyOrder& o : order_) {
@@ -482,8 +481,12 @@ absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
         FromRocksDb(wb.Put(meta_cf_, SealedKey(slot), EncodeDigest(digest)), "batch put"));
   }
   if (ingest_min_rows_ > 0 && batch.history.size() >= ingest_min_rows_) {
-    absl::Status ingested = database_->IngestAsTableFiles(
-        wb, ingest_dir_, "committing a fold batch to the state store");
+    std::error_code ec;
+    std::filesystem::create_directories(ingest_dir_, ec);
+    absl::Status ingested = ec ? absl::InternalError(absl::StrCat("cannot make the directory ",
+                                                                  ingest_dir_, ": ", ec.message()))
+                               : database_->IngestAsTableFiles(
+                                     wb, ingest_dir_, "committing a fold batch to the state store");
     if (ingested.ok()) {
       ingested_commits_.fetch_add(1);
       return ingested;

@@ -5,6 +5,7 @@
 #include <rocksdb/write_batch.h>
 
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -757,8 +758,8 @@ TEST(RocksDbStateStoreTest, LargeCommitsIngestedAsTableFilesReadAsWrittenOnes) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.Sub("ingested") + "/ingest"));
 }
 
-// When the table files cannot be made (here their directory is gone), the commit is written
-// through the write-ahead log instead, whole.
+// When the table files cannot be made (here a file stands where their directory goes), the
+// commit is written through the write-ahead log instead, whole.
 TEST(RocksDbStateStoreTest, ACommitThatCannotBeIngestedIsWrittenInstead) {
   TempDir dir;
   RocksDbStateStoreOptions options;
@@ -768,6 +769,7 @@ TEST(RocksDbStateStoreTest, ACommitThatCannotBeIngestedIsWrittenInstead) {
   FoldInto(**store, SlotOrderEvents());
   EXPECT_EQ((*store)->ingested_commits(), 1u);
   std::filesystem::remove_all(dir.Sub("state") + "/ingest");
+  std::ofstream(dir.Sub("state") + "/ingest") << "not a directory";
   auto loaded = (*store)->Load();
   ASSERT_TRUE(loaded.ok());
   Fold fold(FoldOptions(), std::move(*loaded), 1);
