@@ -63,6 +63,33 @@ TEST(JsonRpcCodecTest, InvalidJsonIsAParseError) {
   }
 }
 
+// Strings and keys without an escape are not unescaped to be checked: what makes them invalid
+// (a control character, bad UTF-8) must still be found, at any depth, and a bad escape too.
+TEST(JsonRpcCodecTest, InvalidStringsAndKeysAnywhereAreAParseError) {
+  const std::string head = R"({"jsonrpc":"2.0","id":1,"method":"getAccountInfo","params":)";
+  for (const std::string& params : std::vector<std::string>{
+           "[\"a\tb\"]", "[\"a\x01\"]", "[\"k\",{\"encoding\":\"base\n64\"}]",
+           "[\"k\",{\"enc\x1foding\":\"base64\"}]", "{\"a\x02\":1}", "[[[\"\xc3\x28\"]]]",
+           "[{\"\xe0\x80\x80\":1}]", R"(["k",{"encoding":"\x"}])", R"([{"\u12":1}])",
+           R"(["\ud800x"])"}) {
+    absl::StatusOr<RpcBody> parsed = ParseRpcBody(head + params + "}", Options());
+    ASSERT_FALSE(parsed.ok()) << params;
+    EXPECT_EQ(CodeOf(parsed.status()), -32700) << params;
+  }
+  for (const std::string& id : std::vector<std::string>{"\"a\tb\"", R"("\q")"}) {
+    absl::StatusOr<RpcBody> parsed =
+        ParseRpcBody(R"({"jsonrpc":"2.0","method":"getSlot","id":)" + id + "}", Options());
+    ASSERT_FALSE(parsed.ok()) << id;
+    EXPECT_EQ(CodeOf(parsed.status()), -32700) << id;
+  }
+  // The same shapes, valid: escapes and multi-byte characters anywhere.
+  absl::StatusOr<RpcBody> parsed = ParseRpcBody(
+      head + R"(["k\u0041",{"enc\u006fding":"base64","\u00e9\t":["\ud83d\ude00","é"]}]})",
+      Options());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->calls[0].error.ok());
+}
+
 TEST(JsonRpcCodecTest, ValidJsonThatIsNotARequestIsInvalidRequest) {
   for (const std::string& body : std::vector<std::string>{"5", R"("x")", "null", "[]"}) {
     absl::StatusOr<RpcBody> parsed = ParseRpcBody(body, Options());
