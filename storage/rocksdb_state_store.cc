@@ -26,201 +26,35 @@
 #include "spdlog/spdlog.h"
 #include "storage/internal/rocksdb_database.h"
 #include "storage/internal/rocksdb_status.h"
+#include "storage/internal/state_rows.h"
 
 namespace switchyard {
 namespace {
 
+using storage_internal::AppendSlotRow;
+using storage_internal::AsSlice;
+using storage_internal::BySlotKey;
+using storage_internal::DecodeDigest;
+using storage_internal::DecodePosition;
 using storage_internal::FromRocksDb;
-
-constexpr char kStateCf[] = "state";
-constexpr char kHistoryCf[] = "history";
-constexpr char kMetaCf[] = "meta";
-constexpr char kQuarantineCf[] = "quarantine";
-constexpr char kBySlotCf[] = "history_by_slot";
-constexpr char kSchemaKey[] = "schema_version";
-constexpr char kPositionKey[] = "position";
-constexpr char kSealedPrefix[] = "sealed/";
-// Present while a store of an older schema is being moved to schema 4 (MigrateToSchema4).
-constexpr char kMigrationKey[] = "migrating_to_schema_4";
-constexpr uint8_t kHistoryIgnored = 1;
-// A history value of schema 4: the record is in the history_by_slot row it names. Without this
-// flag (schema 3 and older, or a row a migration has not reached yet) the record follows the
-// flags.
-constexpr uint8_t kHistoryInSlotRow = 2;
-// At most this many records share a history_by_slot key, so that reading one account's row
-// reads a few kilobytes, not a whole slot.
-constexpr size_t kRowsPerSlotKey = 16;
-
-rocksdb::Slice AsSlice(const Pubkey& key) {
-  return rocksdb::Slice(reinterpret_cast<const char*>(key.data()), Pubkey::kSize);
-}
-
-std::string HistoryKey(const Pubkey& account, Slot slot, uint64_t seq) {
-  std::string key(reinterpret_cast<const char*>(account.data()), Pubkey::kSize);
-  AppendU64BE(&key, slot);
-  AppendU64BE(&key, seq);
-  return key;
-}
-
-std::string BySlotKey(Slot slot, uint64_t seq) {
-  std::string key;
-  AppendU64BE(&key, slot);
-  AppendU64BE(&key, seq);
-  return key;
-}
-
-std::string SealedKey(Slot slot) {
-  std::string key = kSealedPrefix;
-  AppendU64BE(&key, slot);
-  return key;
-}
-
-std::string EncodeDigest(const StateDigest& d) {
-  std::string out;
-  AppendU64LE(&out, d.high());
-  AppendU64LE(&out, d.low());
-  return out;
-}
-
-std::optional<StateDigest> DecodeDigest(std::string_view v) {
-  if (v.size() != 16) return std::nullopt;
-  return StateDigest::FromParts(LoadU64LE(AsBytes(v.data())), LoadU64LE(AsBytes(v.data() + 8)));
-}
-
-std::string EncodePosition(const FoldPosition& p) {
-  std::string out;
-  AppendU64LE(&out, p.applied_slot);
-  out += EncodeDigest(p.digest);
-  AppendU64LE(&out, p.next_seq);
-  for (uint64_t c : {p.counters.applied, p.counters.ignored_stale, p.counters.quarantined,
-                     p.counters.seals, p.counters.stream_gaps, p.counters.resyncs}) {
-    AppendU64LE(&out, c);
-  }
-  AppendU32LE(&out, static_cast<uint32_t>(p.partitions.size()));
-  for (const auto& c : p.partitions) {
-    AppendU64LE(&out, static_cast<uint64_t>(c.next_offset));
-    AppendU64LE(&out, c.sealed_slot);
-    out.push_back(c.limbo_since ? 1 : 0);
-    AppendU64LE(&out, c.limbo_since.value_or(0));
-  }
-  return out;
-}
-
-absl::StatusOr<FoldPosition> DecodePosition(std::string_view v) {
-  constexpr size_t kFixed = 8 + 16 + 8 + 6 * 8 + 4;
-  constexpr size_t kPerPartition = 8 + 8 + 1 + 8;
-  auto corrupt = [&] {
-    return absl::DataLossError(
-        absl::StrCat("stored fold position is malformed (", v.size(), " bytes)"));
-  };
-  if (v.size() < kFixed) return corrupt();
-  const uint8_t* p = AsBytes(v.data());
-  FoldPosition pos;
-  pos.applied_slot = LoadU64LE(p);
-  pos.digest = *DecodeDigest(v.substr(8, 16));
-  pos.next_seq = LoadU64LE(p + 24);
-  uint64_t* counters[] = {&pos.counters.applied,     &pos.counters.ignored_stale,
-                          &pos.counters.quarantined, &pos.counters.seals,
-                          &pos.counters.stream_gaps, &pos.counters.resyncs};
-  for (int i = 0; i < 6; ++i) *counters[i] = LoadU64LE(p + 32 + 8 * i);
-  const uint32_t partitions = LoadU32LE(p + 80);
-  if (v.size() != kFixed + partitions * kPerPartition) return corrupt();
-  for (uint32_t i = 0; i < partitions; ++i) {
-    const uint8_t* q = p + kFixed + i * kPerPartition;
-    PartitionCursor c;
-    c.next_offset = static_cast<int64_t>(LoadU64LE(q));
-    c.sealed_slot = LoadU64LE(q + 8);
-    if (q[16] == 1) c.limbo_since = LoadU64LE(q + 17);
-    pos.partitions.push_back(c);
-  }
-  return pos;
-}
-
-// A history key: account | slot | seq.
-struct HistoryKeyParts {
-  Slot slot = 0;
-  uint64_t seq = 0;
-};
-
-absl::StatusOr<HistoryKeyParts> ParseHistoryKey(rocksdb::Slice key) {
-  if (key.size() != 48) return absl::DataLossError("malformed history row");
-  return HistoryKeyParts{LoadU64BE(AsBytes(key.data() + 32)), LoadU64BE(AsBytes(key.data() + 40))};
-}
-
-absl::StatusOr<HistoryEntry> MakeEntry(Slot slot, uint64_t seq, uint8_t flags,
-                                       std::string_view record) {
-  HistoryEntry entry;
-  entry.slot = slot;
-  entry.seq = seq;
-  entry.ignored = (flags & kHistoryIgnored) != 0;
-  ASSIGN_OR_RETURN(entry.event, DecodeEvent(record));
-  return entry;
-}
-
-// A history_by_slot row (schema 4) holds the records of up to kRowsPerSlotKey rows of one
-// slot that one commit wrote, in seq order: key slot | seq of its first row -> per row
-// account | flags | seq (BE) | record size (LE32) | the record. Every event's record is stored
-// once, here; the history row of the account names this key.
-constexpr size_t kSlotRowHeader = Pubkey::kSize + 1 + 8 + 4;
-
-void AppendSlotRow(const Pubkey& account, bool ignored, uint64_t seq, std::string_view record,
-                   std::string* out) {
-  out->append(reinterpret_cast<const char*>(account.data()), Pubkey::kSize);
-  out->push_back(static_cast<char>(ignored ? kHistoryIgnored : 0));
-  AppendU64BE(out, seq);
-  AppendU32LE(out, static_cast<uint32_t>(record.size()));
-  out->append(record);
-}
-
-// One record of a history_by_slot row.
-struct SlotRow {
-  Pubkey account;
-  uint8_t flags = 0;
-  uint64_t seq = 0;
-  std::string_view record;
-};
-
-// Reads the records of a history_by_slot row in order.
-class SlotRowReader {
- public:
-  explicit SlotRowReader(rocksdb::Slice value) : rest_(value.data(), value.size()) {}
-
-  // The next record, nullopt after the last; DataLoss if the row is malformed or empty.
-  absl::StatusOr<std::optional<SlotRow>> Next() {
-    if (rest_.empty()) {
-      if (!any_) return absl::DataLossError("empty history_by_slot row");
-      return std::nullopt;
-    }
-    if (rest_.size() < kSlotRowHeader) return absl::DataLossError("malformed history_by_slot row");
-    const uint8_t* p = AsBytes(rest_.data());
-    const uint32_t size = LoadU32LE(p + Pubkey::kSize + 9);
-    if (rest_.size() - kSlotRowHeader < size) {
-      return absl::DataLossError("malformed history_by_slot row");
-    }
-    SlotRow row{Pubkey::FromBytes(p), p[Pubkey::kSize], LoadU64BE(p + Pubkey::kSize + 1),
-                rest_.substr(kSlotRowHeader, size)};
-    rest_.remove_prefix(kSlotRowHeader + size);
-    any_ = true;
-    return row;
-  }
-
- private:
-  std::string_view rest_;
-  bool any_ = false;
-};
-
-// The first eight bytes of a key, as an integer in the keys' byte order.
-uint64_t KeyPrefix(const Pubkey& account) { return LoadU64BE(account.data()); }
-
-// Sorts `order` by its prefixes, and rows of equal prefix by `less` on their indexes.
-template <typename Order, typename Less>
-void SortByKey(std::vector<Order>& order, Less less) {
-  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-    if (a.prefix != b.prefix) return a.prefix < b.prefix;
-    return less(a.index, b.index);
-  });
-}
-
+using storage_internal::HistoryKey;
+using storage_internal::HistoryKeyParts;
+using storage_internal::kBySlotCf;
+using storage_internal::kHistoryCf;
+using storage_internal::kHistoryIgnored;
+using storage_internal::kHistoryInSlotRow;
+using storage_internal::kMetaCf;
+using storage_internal::kMigrationKey;
+using storage_internal::kPositionKey;
+using storage_internal::kQuarantineCf;
+using storage_internal::kSchemaKey;
+using storage_internal::kSealedPrefix;
+using storage_internal::kStateCf;
+using storage_internal::MakeEntry;
+using storage_internal::ParseHistoryKey;
+using storage_internal::SealedKey;
+using storage_internal::SlotRow;
+using storage_internal::SlotRowReader;
 }  // namespace
 
 RocksDbStateStore::RocksDbStateStore(std::unique_ptr<storage_internal::Database> database,
@@ -404,129 +238,6 @@ absl::Status RocksDbStateStore::MigrateToSchema4() {
   RETURN_IF_ERROR(FromRocksDb(wb.Put(meta_cf_, kSchemaKey, encoded), "batch put"));
   RETURN_IF_ERROR(FromRocksDb(wb.Delete(meta_cf_, kMigrationKey), "batch delete"));
   return FromRocksDb(db_->Write(write, &wb), "moving history to schema 4");
-}
-
-absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
-  absl::MutexLock lock(&commit_mu_);
-  // One batch reused across commits: its buffer keeps its pages.
-  rocksdb::WriteBatch& wb = *commit_batch_;
-  wb.Clear();
-  std::string& value = commit_value_;
-  // Only the last write of each account in the batch matters. Abseil's clear() frees a table
-  // of more than 127 slots: sized once here, it is not grown again through every power of two
-  // on each commit.
-  written_.clear();
-  written_.reserve(batch.accounts.size());
-  order_.clear();
-  for (size_t i = batch.accounts.size(); i-- > 0;) {
-    const Pubkey& account = batch.accounts[i].account;
-    if (written_.insert(account).second) order_.push_back({KeyPrefix(account), i});
-  }
-  // The rows go into the batch in key order, sorted here in one small array: each vector
-  // memtable then holds one run of ordered keys per commit, so the flush's sort and its walk
-  // read the arena in a few sequential streams instead of at random. bench/README.md,
-  // "Commits in key order": a long fold gains, a short burst loses a little.
-  SortByKey(order_, [&](size_t a, size_t b) {
-    return batch.accounts[a].account < batch.accounts[b].account;
-  });
-  for (const KeyOrder& o : order_) {
-    const FoldBatch::AccountWrite& write = batch.accounts[o.index];
-    value.clear();
-    EncodeAccountState(write.state, &value);
-    RETURN_IF_ERROR(FromRocksDb(wb.Put(state_cf_, AsSlice(write.account), value), "batch put"));
-  }
-  RETURN_IF_ERROR(PutSlotRows(batch.history, wb));
-  order_.clear();
-  for (size_t i = 0; i < batch.history.size(); ++i) {
-    order_.push_back({KeyPrefix(batch.history[i].account), i});
-  }
-  SortByKey(order_, [&](size_t a, size_t b) {
-    const FoldBatch::HistoryRow& x = batch.history[a];
-    const FoldBatch::HistoryRow& y = batch.history[b];
-    return std::tie(x.account, x.slot, x.seq) < std::tie(y.account, y.slot, y.seq);
-  });
-  for (const KeyOrder& o : order_) {
-    const FoldBatch::HistoryRow& row = batch.history[o.index];
-    value.clear();
-    value.push_back(static_cast<char>((row.ignored ? kHistoryIgnored : 0) | kHistoryInSlotRow));
-    AppendU64BE(&value, slot_key_of_[o.index]);
-    RETURN_IF_ERROR(FromRocksDb(
-        wb.Put(history_cf_, HistoryKey(row.account, row.slot, row.seq), value), "batch put"));
-  }
-  // Each family's rows go in key order, as table files need them: the quarantine's by
-  // partition and offset, and in meta the position before the sealed digests.
-  order_.clear();
-  for (size_t i = 0; i < batch.quarantine.size(); ++i) order_.push_back({0, i});
-  SortByKey(order_, [&](size_t a, size_t b) {
-    const QuarantineEntry& x = batch.quarantine[a];
-    const QuarantineEntry& y = batch.quarantine[b];
-    return std::tie(x.partition, x.offset) < std::tie(y.partition, y.offset);
-  });
-  for (const KeyOrder& o : order_) {
-    const QuarantineEntry& q = batch.quarantine[o.index];
-    std::string key;
-    AppendU64BE(&key, static_cast<uint32_t>(q.partition));
-    AppendU64BE(&key, static_cast<uint64_t>(q.offset));
-    value.clear();
-    AppendU32LE(&value, static_cast<uint32_t>(q.reason.size()));
-    value += q.reason;
-    value += q.record;
-    RETURN_IF_ERROR(FromRocksDb(wb.Put(quarantine_cf_, key, value), "batch put"));
-  }
-  static_assert(std::string_view(kPositionKey) < std::string_view(kSealedPrefix));
-  RETURN_IF_ERROR(
-      FromRocksDb(wb.Put(meta_cf_, kPositionKey, EncodePosition(batch.position)), "batch put"));
-  for (const auto& [slot, digest] : batch.sealed_digests) {
-    RETURN_IF_ERROR(
-        FromRocksDb(wb.Put(meta_cf_, SealedKey(slot), EncodeDigest(digest)), "batch put"));
-  }
-  if (ingest_min_rows_ > 0 && batch.history.size() >= ingest_min_rows_) {
-    std::error_code ec;
-    std::filesystem::create_directories(ingest_dir_, ec);
-    absl::Status ingested = ec ? absl::InternalError(absl::StrCat("cannot make the directory ",
-                                                                  ingest_dir_, ": ", ec.message()))
-                               : database_->IngestAsTableFiles(
-                                     wb, ingest_dir_, "committing a fold batch to the state store");
-    if (ingested.ok()) {
-      ingested_commits_.fetch_add(1);
-      return ingested;
-    }
-    // Nothing of the batch was applied: it is written as a small commit is.
-    spdlog::warn("{}; writing it through the write-ahead log instead", ingested.ToString());
-  }
-  rocksdb::WriteOptions write;
-  write.sync = sync_commits_;
-  return database_->Write(write, &wb, "committing a fold batch to the state store");
-}
-
-absl::Status RocksDbStateStore::PutSlotRows(const std::vector<FoldBatch::HistoryRow>& rows,
-                                            rocksdb::WriteBatch& wb) {
-  // A batch holds the rows of few slots, nearly always in slot order: consecutive rows of a
-  // slot are packed together, and a slot met again later in the batch (a late record) is
-  // gathered by a second pass.
-  std::string& packed = commit_packed_;
-  slot_rows_.clear();
-  for (size_t i = 0; i < rows.size(); ++i) slot_rows_.emplace_back(rows[i].slot, i);
-  auto by_slot = [](const auto& a, const auto& b) { return a.first < b.first; };
-  if (!std::is_sorted(slot_rows_.begin(), slot_rows_.end(), by_slot)) {
-    std::stable_sort(slot_rows_.begin(), slot_rows_.end(), by_slot);
-  }
-  slot_key_of_.resize(rows.size());
-  for (size_t i = 0; i < slot_rows_.size();) {
-    const Slot slot = slot_rows_[i].first;
-    const uint64_t first_seq = rows[slot_rows_[i].second].seq;
-    packed.clear();
-    for (size_t n = 0; i < slot_rows_.size() && slot_rows_[i].first == slot && n < kRowsPerSlotKey;
-         ++i, ++n) {
-      const size_t index = slot_rows_[i].second;
-      const FoldBatch::HistoryRow& row = rows[index];
-      AppendSlotRow(row.account, row.ignored, row.seq, row.record, &packed);
-      slot_key_of_[index] = first_seq;
-    }
-    RETURN_IF_ERROR(
-        FromRocksDb(wb.Put(by_slot_cf_, BySlotKey(slot, first_seq), packed), "batch put"));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<FoldPosition> RocksDbStateStore::Position() {

@@ -18,6 +18,7 @@ class ColumnFamilyHandle;
 class WriteBatch;
 struct ReadOptions;
 class Slice;
+class Status;
 }  // namespace rocksdb
 
 namespace switchyard {
@@ -135,10 +136,20 @@ class RocksDbStateStore final : public StateStore {
   // Reads the record of each of `refs` into out[ref.index], with `read`.
   absl::Status ReadRecords(const rocksdb::ReadOptions& read, const std::vector<RecordRef>& refs,
                            std::vector<HistoryEntry>& out);
-  // Adds the history_by_slot rows of `rows` (a commit's history) to `wb`, and sets
-  // slot_key_of_[i] to the key seq of the one holding rows[i].
-  absl::Status PutSlotRows(const std::vector<FoldBatch::HistoryRow>& rows, rocksdb::WriteBatch& wb)
+  // A commit's rows of one column family go through a PutRow, in key order: into the write
+  // batch, or into the family's table file (rocksdb_state_commit.cc).
+  using PutRow = absl::FunctionRef<rocksdb::Status(const rocksdb::Slice&, const rocksdb::Slice&)>;
+  // Puts the rows straight into one table file per family and ingests them together. On
+  // failure nothing is applied.
+  absl::Status CommitAsTableFiles(const FoldBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // The state rows: each account's last write in the batch.
+  absl::Status PutStateRows(const FoldBatch& batch, PutRow put)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // The history_by_slot rows that hold the records, then the history rows that index them.
+  absl::Status PutHistoryRows(const FoldBatch& batch, PutRow by_slot, PutRow history)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // The quarantined records; in meta the position and the sealed digests.
+  absl::Status PutMetaRows(const FoldBatch& batch, PutRow quarantine, PutRow meta);
 
   std::unique_ptr<storage_internal::Database> database_;
   rocksdb::DB* db_;  // owned by database_

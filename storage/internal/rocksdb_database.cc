@@ -137,106 +137,56 @@ absl::Status Database::Write(const rocksdb::WriteOptions& options, rocksdb::Writ
   return FromRocksDb(s, context);
 }
 
-namespace {
-
-// Routes the puts of a WriteBatch to one table file per column family.
-class TableFileRouter final : public rocksdb::WriteBatch::Handler {
- public:
-  TableFileRouter(rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& handles,
-                  std::string prefix)
-      : db_(db), handles_(handles), prefix_(std::move(prefix)) {}
-
-  rocksdb::Status PutCF(uint32_t family, const rocksdb::Slice& key,
-                        const rocksdb::Slice& value) override {
-    File* file = FileOf(family);
-    if (file == nullptr) return rocksdb::Status::InvalidArgument("a column family not opened");
-    if (!file->status.ok()) return file->status;
-    return file->writer->Put(key, value);
-  }
-  rocksdb::Status DeleteCF(uint32_t, const rocksdb::Slice&) override { return NotAPut(); }
-  rocksdb::Status SingleDeleteCF(uint32_t, const rocksdb::Slice&) override { return NotAPut(); }
-  rocksdb::Status DeleteRangeCF(uint32_t, const rocksdb::Slice&, const rocksdb::Slice&) override {
-    return NotAPut();
-  }
-  rocksdb::Status MergeCF(uint32_t, const rocksdb::Slice&, const rocksdb::Slice&) override {
-    return NotAPut();
-  }
-
-  // Finishes every file (each is fsynced) and returns the ingestion's arguments.
-  rocksdb::Status Finish(std::vector<rocksdb::IngestExternalFileArg>* args) {
-    for (File& file : files_) {
-      rocksdb::Status s = file.writer->Finish();
-      if (!s.ok()) return s;
-      rocksdb::IngestExternalFileArg arg;
-      arg.column_family = file.family;
-      arg.external_files = {file.path};
-      arg.options.move_files = true;           // a hard link, same file system
-      arg.options.write_global_seqno = false;  // the sequence goes to the MANIFEST only
-      args->push_back(std::move(arg));
-    }
-    return rocksdb::Status::OK();
-  }
-
-  // Removes the files left (all of them after a failure; none after an ingestion that moved
-  // them).
-  void RemoveFiles() {
-    files_.clear();  // closes the writers
-    for (const std::string& path : paths_) {
-      std::error_code ec;
-      std::filesystem::remove(path, ec);
+rocksdb::Status TableFiles::File::Put(const rocksdb::Slice& key, const rocksdb::Slice& value) {
+  if (!writer_) {
+    writer_ = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(),
+                                                       db_->GetOptions(family_), family_);
+    rocksdb::Status s = writer_->Open(path_);
+    if (!s.ok()) {
+      writer_.reset();
+      return s;
     }
   }
+  return writer_->Put(key, value);
+}
 
- private:
-  struct File {
-    rocksdb::ColumnFamilyHandle* family = nullptr;
-    std::unique_ptr<rocksdb::SstFileWriter> writer;
-    std::string path;
-    rocksdb::Status status;
-  };
+TableFiles::TableFiles(Database& database, const std::string& dir)
+    : database_(database), prefix_(absl::StrCat(dir, "/", database.ingested_files_.fetch_add(1))) {}
 
-  static rocksdb::Status NotAPut() {
-    return rocksdb::Status::NotSupported("only puts are written as table files");
+TableFiles::~TableFiles() {
+  for (File& file : files_) {
+    file.writer_.reset();  // closes the file
+    std::error_code ec;
+    std::filesystem::remove(file.path_, ec);  // gone already when it was ingested
   }
+}
 
-  File* FileOf(uint32_t family) {
-    for (File& f : files_) {
-      if (f.family->GetID() == family) return &f;
-    }
-    auto handle = std::find_if(handles_.begin(), handles_.end(),
-                               [&](auto* h) { return h != nullptr && h->GetID() == family; });
-    if (handle == handles_.end()) return nullptr;
-    File& file = files_.emplace_back();
-    file.family = *handle;
-    // The family's own table format, comparator and compression.
-    const rocksdb::Options options = db_->GetOptions(file.family);
-    file.writer =
-        std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), options, file.family);
-    file.path = absl::StrCat(prefix_, "-", family, ".sst");
-    paths_.push_back(file.path);
-    file.status = file.writer->Open(file.path);
-    return &file;
+TableFiles::File& TableFiles::For(rocksdb::ColumnFamilyHandle* family) {
+  for (File& file : files_) {
+    if (file.family_ == family) return file;
   }
+  File& file = files_.emplace_back();
+  file.db_ = database_.db();
+  file.family_ = family;
+  file.path_ = absl::StrCat(prefix_, "-", family->GetID(), ".sst");
+  return file;
+}
 
-  rocksdb::DB* db_;
-  const std::vector<rocksdb::ColumnFamilyHandle*>& handles_;
-  std::string prefix_;
-  std::deque<File> files_;
-  std::vector<std::string> paths_;
-};
-
-}  // namespace
-
-absl::Status Database::IngestAsTableFiles(const rocksdb::WriteBatch& batch, const std::string& dir,
-                                          std::string_view what) {
-  const std::string context = absl::StrCat(std::string(what), " at ", path_);
-  TableFileRouter router(db_.get(), handles_, absl::StrCat(dir, "/", ingested_files_.fetch_add(1)));
+absl::Status TableFiles::Ingest(std::string_view what) {
+  const std::string context =
+      absl::StrCat(std::string(what), " at ", database_.path(), " (as table files)");
   std::vector<rocksdb::IngestExternalFileArg> args;
-  rocksdb::Status s = batch.Iterate(&router);
-  if (s.ok()) s = router.Finish(&args);
-  if (s.ok()) s = db_->IngestExternalFiles(args);
-  router.RemoveFiles();
-  return FromRocksDb(s, absl::StrCat(context, " (as table files)"));
+  for (File& file : files_) {
+    if (!file.writer_) continue;
+    RETURN_IF_ERROR(FromRocksDb(file.writer_->Finish(), context));
+    rocksdb::IngestExternalFileArg& arg = args.emplace_back();
+    arg.column_family = file.family_;
+    arg.external_files = {file.path_};
+    arg.options.move_files = true;           // a hard link, same file system
+    arg.options.write_global_seqno = false;  // the sequence goes to the MANIFEST only
+  }
+  if (args.empty()) return absl::OkStatus();
+  return FromRocksDb(database_.db()->IngestExternalFiles(args), context);
 }
 
 Database::~Database() {

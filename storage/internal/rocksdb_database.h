@@ -5,12 +5,17 @@
 #include <rocksdb/write_batch.h>
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+
+namespace rocksdb {
+class SstFileWriter;
+}  // namespace rocksdb
 
 namespace switchyard::storage_internal {
 
@@ -46,14 +51,6 @@ class Database {
   // resume (DB::Resume), so that writing starts again by itself once the cause is gone.
   absl::Status Write(const rocksdb::WriteOptions& options, rocksdb::WriteBatch* batch,
                      std::string_view what);
-  // Writes `batch` as table files instead: one per column family it names, built in `dir`
-  // (which must exist, on the database's file system) and ingested together in one atomic,
-  // durable step (DB::IngestExternalFiles: the files and the MANIFEST are fsynced), past the
-  // write-ahead log and the memtables. The batch may hold only puts, and each family's keys
-  // must come in strictly ascending order. On failure nothing of the batch is applied and the
-  // files are removed; the caller may Write it instead.
-  absl::Status IngestAsTableFiles(const rocksdb::WriteBatch& batch, const std::string& dir,
-                                  std::string_view what);
   // The handle of the i-th family given to Open.
   rocksdb::ColumnFamilyHandle* family(size_t i) const { return handles_[i]; }
 
@@ -70,7 +67,47 @@ class Database {
   bool secondary_ = false;
   std::string path_;
   std::atomic<bool> write_failed_{false};    // the last Write failed: resume before the next
-  std::atomic<uint64_t> ingested_files_{0};  // names the next batch's table files
+  std::atomic<uint64_t> ingested_files_{0};  // names the next set of table files
+
+  friend class TableFiles;
+};
+
+// Rows written straight into table files, one per column family, then ingested together in one
+// atomic, durable step (DB::IngestExternalFiles: the files and the MANIFEST are fsynced), past
+// the write-ahead log and the memtables. Each family's keys must come in strictly ascending
+// order. Nothing is applied before Ingest; the files left are removed by the destructor.
+class TableFiles {
+ public:
+  // One family's file, opened at its first row, each with the family's own table format,
+  // comparator and compression.
+  class File {
+   public:
+    rocksdb::Status Put(const rocksdb::Slice& key, const rocksdb::Slice& value);
+
+   private:
+    friend class TableFiles;
+    rocksdb::DB* db_ = nullptr;
+    rocksdb::ColumnFamilyHandle* family_ = nullptr;
+    std::string path_;
+    std::unique_ptr<rocksdb::SstFileWriter> writer_;
+  };
+
+  // The files are built in `dir`, which must exist, on the database's file system.
+  TableFiles(Database& database, const std::string& dir);
+  ~TableFiles();
+  TableFiles(const TableFiles&) = delete;
+  TableFiles& operator=(const TableFiles&) = delete;
+
+  // The file of `family`, made at the first call for it.
+  File& For(rocksdb::ColumnFamilyHandle* family);
+  // Finishes every file that got rows (each is fsynced) and ingests them; `what` names the
+  // write in errors. On failure nothing is applied.
+  absl::Status Ingest(std::string_view what);
+
+ private:
+  Database& database_;
+  std::string prefix_;
+  std::deque<File> files_;  // stable addresses
 };
 
 }  // namespace switchyard::storage_internal
