@@ -138,16 +138,14 @@ absl::Status Database::Write(const rocksdb::WriteOptions& options, rocksdb::Writ
 }
 
 rocksdb::Status TableFiles::File::Put(const rocksdb::Slice& key, const rocksdb::Slice& value) {
+  if (!status_.ok()) return status_;
   if (!writer_) {
     writer_ = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(),
                                                        db_->GetOptions(family_), family_);
-    rocksdb::Status s = writer_->Open(path_);
-    if (!s.ok()) {
-      writer_.reset();
-      return s;
-    }
+    status_ = writer_->Open(path_);
   }
-  return writer_->Put(key, value);
+  if (status_.ok()) status_ = writer_->Put(key, value);
+  return status_;
 }
 
 TableFiles::TableFiles(Database& database, const std::string& dir)
@@ -177,6 +175,7 @@ absl::Status TableFiles::Ingest(std::string_view what) {
       absl::StrCat(std::string(what), " at ", database_.path(), " (as table files)");
   std::vector<rocksdb::IngestExternalFileArg> args;
   for (File& file : files_) {
+    RETURN_IF_ERROR(FromRocksDb(file.status_, context));
     if (!file.writer_) continue;
     RETURN_IF_ERROR(FromRocksDb(file.writer_->Finish(), context));
     rocksdb::IngestExternalFileArg& arg = args.emplace_back();

@@ -90,6 +90,7 @@ class TableFiles {
     rocksdb::ColumnFamilyHandle* family_ = nullptr;
     std::string path_;
     std::unique_ptr<rocksdb::SstFileWriter> writer_;
+    rocksdb::Status status_;  // the first failure, returned by every later Put and by Ingest
   };
 
   // The files are built in `dir`, which must exist, on the database's file system.
@@ -101,7 +102,7 @@ class TableFiles {
   // The file of `family`, made at the first call for it.
   File& For(rocksdb::ColumnFamilyHandle* family);
   // Finishes every file that got rows (each is fsynced) and ingests them; `what` names the
-  // write in errors. On failure nothing is applied.
+  // write in errors. Fails, applying nothing, if a Put failed or if anything here fails.
   absl::Status Ingest(std::string_view what);
 
  private:
