@@ -59,6 +59,27 @@ Task<std::pair<absl::StatusOr<UpstreamResponse>, HealthClock::duration>> TimedRe
 // UpstreamMonitor, so that its header needs no coroutine types.
 struct UpstreamMonitor::Admission {
   static Task<void> Run(UpstreamMonitor* self, Probe* probe, TargetHealth* health);
+
+  // What the endpoint is compared with: an admitted endpoint when there is one; otherwise
+  // every other endpoint that answers its probes, and the endpoint must not be outvoted.
+  struct References {
+    std::vector<const Probe*> probes;
+    bool admitted = false;  // probes is the one admitted endpoint
+    Slot best = 0;          // the most advanced slot the monitor saw on the target
+  };
+  static References FindReferences(const Probe* probe, TargetHealth* health);
+  // The fixed reads, each asked of the endpoint and of its references at once: how many could
+  // be compared, or why the endpoint fails (FailedPrecondition with the reason).
+  static Task<absl::StatusOr<size_t>> CompareFixedReads(UpstreamMonitor* self, Probe* probe,
+                                                        const References& references,
+                                                        const std::vector<std::string>& reads);
+  // admission_latency_requests reads at once: their p95 and how many failed.
+  struct Latency {
+    double p95_ms = 0;
+    size_t reads = 0;
+    size_t failed = 0;
+  };
+  static Task<Latency> MeasureLatency(UpstreamMonitor* self, Probe* probe, uint32_t requests);
 };
 
 void UpstreamMonitor::MaybeAdmit(Probe* probe) {
@@ -87,22 +108,8 @@ Task<void> UpstreamMonitor::Admission::Run(UpstreamMonitor* self, Probe* probe,
   }
   // Synced: within admission_max_lag of the most advanced endpoint the monitor saw.
   const Slot slot = *probe->last_slot;
-  Slot best = slot;
-  // The references for the fixed reads: an admitted endpoint when there is one; otherwise
-  // every other endpoint that answers its probes, and the endpoint must not be outvoted.
-  std::vector<const Probe*> references;
-  bool admitted_reference = false;
-  for (const auto& other : probe->target->probes) {
-    if (other.get() == probe || !other->last_ok || !other->last_slot) continue;
-    best = std::max(best, *other->last_slot);
-    const bool admitted = health->endpoint(other->index).admission() == AdmissionState::kPassed;
-    if (admitted && !admitted_reference) {
-      references = {other.get()};
-      admitted_reference = true;
-    } else if (!admitted_reference) {
-      references.push_back(other.get());
-    }
-  }
+  const References references = FindReferences(probe, health);
+  const Slot best = references.best;
   if (best - slot > integrity.admission_max_lag) {
     finish(false, fmt::format("not synced: slot {} is {} behind the target's best {} (at most {})",
                               slot, best - slot, best, integrity.admission_max_lag));
@@ -113,45 +120,12 @@ Task<void> UpstreamMonitor::Admission::Run(UpstreamMonitor* self, Probe* probe,
   for (const std::string& account : integrity.admission_accounts) {
     reads.push_back(BalanceRead(account));
   }
-  size_t compared = 0;
-  for (const std::string& read : reads) {
-    if (references.empty()) break;
-    std::vector<Task<absl::StatusOr<UpstreamResponse>>> asks;
-    asks.push_back(SendAsync(*self->upstreams_, probe->pool, read, RetryPolicy::kNever));
-    for (const Probe* reference : references) {
-      asks.push_back(SendAsync(*self->upstreams_, reference->pool, read, RetryPolicy::kNever));
-    }
-    std::vector<absl::StatusOr<UpstreamResponse>> answers = co_await AwaitEach(std::move(asks));
-    if (self->stopping_) co_return;
-    absl::StatusOr<std::string> own = ValueOf(answers[0]);
-    if (!own.ok()) {
-      finish(false, fmt::format("unreachable: {}: {}", MethodOfRequest(read),
-                                std::string(own.status().message())));
-      co_return;
-    }
-    // A reference that could not answer has nothing to compare.
-    size_t agree = 0;
-    size_t differ = 0;
-    const Probe* differing = nullptr;
-    std::string differing_value;
-    for (size_t i = 0; i < references.size(); ++i) {
-      absl::StatusOr<std::string> other = ValueOf(answers[i + 1]);
-      if (!other.ok()) continue;
-      if (*other == *own) {
-        ++agree;
-      } else if (++differ == 1) {
-        differing = references[i];
-        differing_value = *std::move(other);
-      }
-    }
-    if (differ > 0 && (admitted_reference || differ > agree)) {
-      finish(false, fmt::format("answers differ: {} answered {} where {} answered {} ({} of {} "
-                                "other endpoints answered otherwise)",
-                                MethodOfRequest(read), Bounded(*own, 128), differing->url,
-                                Bounded(differing_value, 128), differ, agree + differ));
-      co_return;
-    }
-    if (agree + differ > 0) ++compared;
+  const absl::StatusOr<size_t> compared =
+      co_await CompareFixedReads(self, probe, references, reads);
+  if (self->stopping_) co_return;
+  if (!compared.ok()) {
+    finish(false, std::string(compared.status().message()));
+    co_return;
   }
   // Nothing compared: while another endpoint of the target has not had its first probe, it
   // waits for it (or the first probed would be admitted on its own word, whatever it answers).
@@ -160,40 +134,112 @@ Task<void> UpstreamMonitor::Admission::Run(UpstreamMonitor* self, Probe* probe,
   const bool others_unprobed = std::ranges::any_of(
       probe->target->probes,
       [&](const std::unique_ptr<Probe>& other) { return other.get() != probe && !other->probed; });
-  if (compared == 0 && others_unprobed) {
+  if (*compared == 0 && others_unprobed) {
     finish(false,
            "waiting for the first probe of another endpoint to compare the fixed reads with");
     co_return;
   }
-  // The latency test: admission_latency_requests reads at once; their p95 within the bound.
-  std::vector<Task<std::pair<absl::StatusOr<UpstreamResponse>, HealthClock::duration>>> timed;
-  for (uint32_t i = 0; i < integrity.admission_latency_requests; ++i) {
-    timed.push_back(TimedRead(*self->upstreams_, probe->pool));
-  }
-  auto results = co_await AwaitEach(std::move(timed));
+  // The latency test: the p95 of reads at once within the bound.
+  const Latency latency =
+      co_await MeasureLatency(self, probe, integrity.admission_latency_requests);
   if (self->stopping_) co_return;
-  std::vector<double> millis;
-  size_t failed = 0;
-  for (const auto& [response, took] : results) {
-    if (!response.ok() || response->status != 200) ++failed;
-    millis.push_back(std::chrono::duration<double, std::milli>(took).count());
-  }
-  std::sort(millis.begin(), millis.end());
-  const double p95 = millis[std::min(millis.size() - 1, (millis.size() * 95 + 99) / 100 - 1)];
   const double bound = absl::ToDoubleMilliseconds(integrity.admission_latency_p95);
-  if (failed > 0 || p95 > bound) {
+  if (latency.failed > 0 || latency.p95_ms > bound) {
     finish(false, fmt::format("slow: p95 {:.1f} ms of {} reads at once (at most {:.0f} ms), "
                               "{} failed",
-                              p95, millis.size(), bound, failed));
+                              latency.p95_ms, latency.reads, bound, latency.failed));
     co_return;
   }
+  const std::vector<const Probe*>& others = references.probes;
   finish(true, fmt::format("passed: slot {} (best {}), {} of {} fixed reads equal to {}, p95 "
                            "{:.1f} ms of {} reads at once",
-                           slot, best, compared, reads.size(),
-                           references.empty()   ? std::string("no other endpoint")
-                           : admitted_reference ? references[0]->url
-                                                : fmt::format("{} others", references.size()),
-                           p95, millis.size()));
+                           slot, best, *compared, reads.size(),
+                           others.empty()        ? std::string("no other endpoint")
+                           : references.admitted ? others[0]->url
+                                                 : fmt::format("{} others", others.size()),
+                           latency.p95_ms, latency.reads));
+}
+
+UpstreamMonitor::Admission::References UpstreamMonitor::Admission::FindReferences(
+    const Probe* probe, TargetHealth* health) {
+  References references;
+  references.best = *probe->last_slot;
+  for (const auto& other : probe->target->probes) {
+    if (other.get() == probe || !other->last_ok || !other->last_slot) continue;
+    references.best = std::max(references.best, *other->last_slot);
+    const bool admitted = health->endpoint(other->index).admission() == AdmissionState::kPassed;
+    if (admitted && !references.admitted) {
+      references.probes = {other.get()};
+      references.admitted = true;
+    } else if (!references.admitted) {
+      references.probes.push_back(other.get());
+    }
+  }
+  return references;
+}
+
+Task<absl::StatusOr<size_t>> UpstreamMonitor::Admission::CompareFixedReads(
+    UpstreamMonitor* self, Probe* probe, const References& references,
+    const std::vector<std::string>& reads) {
+  size_t compared = 0;
+  for (const std::string& read : reads) {
+    if (references.probes.empty()) break;
+    std::vector<Task<absl::StatusOr<UpstreamResponse>>> asks;
+    asks.push_back(SendAsync(*self->upstreams_, probe->pool, read, RetryPolicy::kNever));
+    for (const Probe* reference : references.probes) {
+      asks.push_back(SendAsync(*self->upstreams_, reference->pool, read, RetryPolicy::kNever));
+    }
+    std::vector<absl::StatusOr<UpstreamResponse>> answers = co_await AwaitEach(std::move(asks));
+    if (self->stopping_) co_return compared;
+    absl::StatusOr<std::string> own = ValueOf(answers[0]);
+    if (!own.ok()) {
+      co_return absl::FailedPreconditionError(fmt::format(
+          "unreachable: {}: {}", MethodOfRequest(read), std::string(own.status().message())));
+    }
+    // A reference that could not answer has nothing to compare.
+    size_t agree = 0;
+    size_t differ = 0;
+    const Probe* differing = nullptr;
+    std::string differing_value;
+    for (size_t i = 0; i < references.probes.size(); ++i) {
+      absl::StatusOr<std::string> other = ValueOf(answers[i + 1]);
+      if (!other.ok()) continue;
+      if (*other == *own) {
+        ++agree;
+      } else if (++differ == 1) {
+        differing = references.probes[i];
+        differing_value = *std::move(other);
+      }
+    }
+    if (differ > 0 && (references.admitted || differ > agree)) {
+      co_return absl::FailedPreconditionError(
+          fmt::format("answers differ: {} answered {} where {} answered {} ({} of {} other "
+                      "endpoints answered otherwise)",
+                      MethodOfRequest(read), Bounded(*own, 128), differing->url,
+                      Bounded(differing_value, 128), differ, agree + differ));
+    }
+    if (agree + differ > 0) ++compared;
+  }
+  co_return compared;
+}
+
+Task<UpstreamMonitor::Admission::Latency> UpstreamMonitor::Admission::MeasureLatency(
+    UpstreamMonitor* self, Probe* probe, uint32_t requests) {
+  std::vector<Task<std::pair<absl::StatusOr<UpstreamResponse>, HealthClock::duration>>> timed;
+  for (uint32_t i = 0; i < requests; ++i)
+    timed.push_back(TimedRead(*self->upstreams_, probe->pool));
+  auto results = co_await AwaitEach(std::move(timed));
+  Latency latency;
+  std::vector<double> millis;
+  for (const auto& [response, took] : results) {
+    if (!response.ok() || response->status != 200) ++latency.failed;
+    millis.push_back(std::chrono::duration<double, std::milli>(took).count());
+  }
+  latency.reads = millis.size();
+  if (millis.empty()) co_return latency;
+  std::sort(millis.begin(), millis.end());
+  latency.p95_ms = millis[std::min(millis.size() - 1, (millis.size() * 95 + 99) / 100 - 1)];
+  co_return latency;
 }
 
 }  // namespace switchyard

@@ -174,20 +174,12 @@ ErDirectory::PerErMetrics& ErDirectory::MetricsOf(const Pubkey& identity) {
   return metrics;
 }
 
-void ErDirectory::Publish() {
-  auto table = std::make_shared<ErTable>();
-  table->generation = ++generation_;
-  table->routing = configured_routing_;
-  RoutingTable& routing = table->routing;
-  routing.er_by_identity.clear();
-  routing.er_targets.clear();
-  routing.offline_ers.clear();
-  routing.misaddressed_ers.clear();
-
+std::vector<ErEntry> ErDirectory::Entries() const {
+  std::vector<ErEntry> ers;
   auto add = [&](ErEntry entry) {
     auto latency = latency_.find(entry.route.identity);
     if (latency != latency_.end()) entry.latency = latency->second;
-    table->ers.push_back(std::move(entry));
+    ers.push_back(std::move(entry));
   };
   for (const ErRoute& route : configured_) {
     ErEntry entry;
@@ -226,17 +218,25 @@ void ErDirectory::Publish() {
     entry.features = record->features;
     add(std::move(entry));
   }
+  return ers;
+}
 
-  int64_t active = 0, draining = 0, offline = 0;
+ErDirectory::StatusCounts ErDirectory::FillRouting(ErTable& table) {
+  RoutingTable& routing = table.routing;
+  routing.er_by_identity.clear();
+  routing.er_targets.clear();
+  routing.offline_ers.clear();
+  routing.misaddressed_ers.clear();
+  StatusCounts counts;
   double best = std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < table->ers.size(); ++i) {
-    const ErEntry& er = table->ers[i];
+  for (size_t i = 0; i < table.ers.size(); ++i) {
+    const ErEntry& er = table.ers[i];
     if (er.status == ErStatus::kOffline) {
-      ++offline;
+      ++counts.offline;
       routing.offline_ers[er.route.identity] = er.route.target;
       continue;
     }
-    er.status == ErStatus::kActive ? ++active : ++draining;
+    er.status == ErStatus::kActive ? ++counts.active : ++counts.draining;
     if (er.latency.answered_as) {
       routing.misaddressed_ers[er.route.identity] = *er.latency.answered_as;
       continue;
@@ -249,11 +249,20 @@ void ErDirectory::Publish() {
     if (er.status != ErStatus::kActive || !er.latency.reachable) continue;
     const double distance =
         er.latency.measured ? er.latency.ewma_ms : std::numeric_limits<double>::max();
-    if (table->closest < 0 || distance < best) {
-      table->closest = static_cast<int>(i);
+    if (table.closest < 0 || distance < best) {
+      table.closest = static_cast<int>(i);
       best = distance;
     }
   }
+  return counts;
+}
+
+void ErDirectory::Publish() {
+  auto table = std::make_shared<ErTable>();
+  table->generation = ++generation_;
+  table->routing = configured_routing_;
+  table->ers = Entries();
+  const StatusCounts counts = FillRouting(*table);
   if (!configured_routing_.default_er.empty()) {
     for (size_t i = 0; i < table->ers.size(); ++i) {
       if (table->ers[i].route.target == configured_routing_.default_er) {
@@ -263,13 +272,13 @@ void ErDirectory::Publish() {
     }
   } else {
     table->chosen = table->closest;
-    routing.default_er =
+    table->routing.default_er =
         table->closest < 0 ? std::string() : table->ers[table->closest].route.target;
   }
   if (ers_active_ != nullptr) {
-    ers_active_->Set(active);
-    ers_draining_->Set(draining);
-    ers_offline_->Set(offline);
+    ers_active_->Set(counts.active);
+    ers_draining_->Set(counts.draining);
+    ers_offline_->Set(counts.offline);
     publications_->Increment();
   }
   current_.store(std::move(table), std::memory_order_release);

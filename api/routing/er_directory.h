@@ -133,7 +133,17 @@ class ErDirectory {
     Counter* probes_failed = nullptr;
     Counter* probes_wrong_identity = nullptr;
   };
+  struct StatusCounts {
+    int64_t active = 0;
+    int64_t draining = 0;
+    int64_t offline = 0;
+  };
   void Publish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every ER's entry: the configured ones in config order, then the discovered by identity.
+  std::vector<ErEntry> Entries() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // table.routing's ERs (by identity, targets, offline, misaddressed) and table.closest from
+  // table.ers; the ERs counted by status.
+  static StatusCounts FillRouting(ErTable& table);
   PerErMetrics& MetricsOf(const Pubkey& identity) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RoutingTable configured_routing_;

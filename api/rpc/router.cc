@@ -167,42 +167,15 @@ void Router::Handle(HttpRequest request, Done done) {
     return;
   }
   Slot min_slot = 0;
-  if (std::optional<std::string_view> header = request.Header("X-Min-Slot")) {
-    if (!absl::SimpleAtoi(std::string(*header), &min_slot)) {
-      const absl::Duration latency = context_->clock()->Monotonic() - start;
-      for (const RpcCall& call : body->calls) {
-        metrics_->rpc_errors.Increment();
-        calls_->Record(calls_->MethodId(call.method), AtRouter(RpcOutcome::kRouterError), latency);
-      }
-      done(JsonResponse(400,
-                        RpcErrorResponse("null", MakeRpcStatus(RpcErrorKind::kInvalidRequest,
-                                                               "X-Min-Slot is not a slot")),
-                        applied));
-      return;
-    }
-  }
   std::optional<ConsensusRule> consensus;
-  if (options_.integrity.consensus_header) {
-    if (std::optional<std::string_view> header = request.Header("X-Switchyard-Consensus")) {
-      absl::StatusOr<ConsensusRule> rule = ParseConsensusRule(*header);
-      if (!rule.ok()) {
-        const absl::Duration latency = context_->clock()->Monotonic() - start;
-        for (const RpcCall& call : body->calls) {
-          metrics_->rpc_errors.Increment();
-          calls_->Record(calls_->MethodId(call.method), AtRouter(RpcOutcome::kRouterError),
-                         latency);
-        }
-        done(JsonResponse(
-            400,
-            RpcErrorResponse("null",
-                             MakeRpcStatus(RpcErrorKind::kInvalidRequest,
-                                           fmt::format("X-Switchyard-Consensus: {}",
-                                                       std::string(rule.status().message())))),
-            applied));
-        return;
-      }
-      consensus = *rule;
+  if (absl::Status headers = ReadHeaders(request, &min_slot, &consensus); !headers.ok()) {
+    const absl::Duration latency = context_->clock()->Monotonic() - start;
+    for (const RpcCall& call : body->calls) {
+      metrics_->rpc_errors.Increment();
+      calls_->Record(calls_->MethodId(call.method), AtRouter(RpcOutcome::kRouterError), latency);
     }
+    done(JsonResponse(400, RpcErrorResponse("null", headers), applied));
+    return;
   }
   const Slot header_min_slot = min_slot;
   for (const RpcCall& call : body->calls) {
@@ -224,35 +197,58 @@ void Router::Handle(HttpRequest request, Done done) {
   }
   metrics_->gate_waits.Increment();
   const absl::Duration now = context_->clock()->Monotonic();
-  gate_->Wait(applied, min_slot, now, now + options_.max_gate_wait, [this, exchange](bool reached) {
-    if (reached) {
-      Dispatch(exchange);
-      return;
-    }
-    metrics_->gate_rejections.Increment();
-    std::shared_ptr<const Snapshot> now = context_->snapshots()->Current();
-    const Slot slot = now ? now->applied_slot() : 0;
-    if (exchange->header_min_slot <= slot) {
-      // Only Solana's minContextSlot is unmet: answered as a Solana node does, HTTP 200 with
-      // -32016 for each call asking for more, and the other calls of a batch go on.
-      exchange->gate_gave_up_at = slot;
-      Dispatch(exchange);
-      return;
-    }
-    // X-Min-Slot, the request's precondition on the delegation state, is unmet: 412.
-    const absl::Duration latency = context_->clock()->Monotonic() - exchange->start;
-    std::vector<std::string> answers;
-    for (const RpcCall& call : exchange->body.calls) {
-      calls_->Record(calls_->MethodId(call.method), AtRouter(RpcOutcome::kRejected), latency);
-      if (call.is_notification()) continue;
-      answers.push_back(RpcErrorResponse(call.id_or_null(), MinContextSlotStatus(slot)));
-    }
-    std::string body = exchange->body.batch ? JoinBatch(answers)
-                       : answers.empty()    ? std::string()
-                                            : answers[0];
-    exchange->done(JsonResponse(412, std::move(body), slot));
-  });
+  gate_->Wait(applied, min_slot, now, now + options_.max_gate_wait,
+              [this, exchange](bool reached) { OnGate(exchange, reached); });
   ArmGateTimer();
+}
+
+void Router::OnGate(const std::shared_ptr<Exchange>& exchange, bool reached) {
+  if (reached) {
+    Dispatch(exchange);
+    return;
+  }
+  metrics_->gate_rejections.Increment();
+  std::shared_ptr<const Snapshot> now = context_->snapshots()->Current();
+  const Slot slot = now ? now->applied_slot() : 0;
+  if (exchange->header_min_slot <= slot) {
+    // Only Solana's minContextSlot is unmet: answered as a Solana node does, HTTP 200 with
+    // -32016 for each call asking for more, and the other calls of a batch go on.
+    exchange->gate_gave_up_at = slot;
+    Dispatch(exchange);
+    return;
+  }
+  // X-Min-Slot, the request's precondition on the delegation state, is unmet: 412.
+  const absl::Duration latency = context_->clock()->Monotonic() - exchange->start;
+  std::vector<std::string> answers;
+  for (const RpcCall& call : exchange->body.calls) {
+    calls_->Record(calls_->MethodId(call.method), AtRouter(RpcOutcome::kRejected), latency);
+    if (call.is_notification()) continue;
+    answers.push_back(RpcErrorResponse(call.id_or_null(), MinContextSlotStatus(slot)));
+  }
+  std::string body = exchange->body.batch ? JoinBatch(answers)
+                     : answers.empty()    ? std::string()
+                                          : answers[0];
+  exchange->done(JsonResponse(412, std::move(body), slot));
+}
+
+absl::Status Router::ReadHeaders(const HttpRequest& request, Slot* min_slot,
+                                 std::optional<ConsensusRule>* consensus) const {
+  if (std::optional<std::string_view> header = request.Header("X-Min-Slot")) {
+    if (!absl::SimpleAtoi(std::string(*header), min_slot)) {
+      return MakeRpcStatus(RpcErrorKind::kInvalidRequest, "X-Min-Slot is not a slot");
+    }
+  }
+  if (!options_.integrity.consensus_header) return absl::OkStatus();
+  if (std::optional<std::string_view> header = request.Header("X-Switchyard-Consensus")) {
+    absl::StatusOr<ConsensusRule> rule = ParseConsensusRule(*header);
+    if (!rule.ok()) {
+      return MakeRpcStatus(
+          RpcErrorKind::kInvalidRequest,
+          fmt::format("X-Switchyard-Consensus: {}", std::string(rule.status().message())));
+    }
+    *consensus = *rule;
+  }
+  return absl::OkStatus();
 }
 
 void Router::ArmGateTimer() {

@@ -435,72 +435,78 @@ void UpstreamPool::ExchangeOn(std::shared_ptr<Connection> connection,
       request.options.accept_gzip,
       [this, attempt, weak = std::weak_ptr<Connection>(connection)](
           error_code ec, UpstreamResponse response, Connection::End end) mutable {
-        const size_t index = attempt->index;
-        Request& request = *attempt->request;
-        // The connection is this attempt's no more.
-        for (auto& slot : request.live) {
-          if (!slot.connection.owner_before(weak) && !weak.owner_before(slot.connection)) {
-            slot = Request::Live();
-          }
-        }
-        if (ec) {
-          if (end.pipeline_broken) {
-            metrics_->upstream_pipeline_breaks.Increment();
-            Endpoint& endpoint = *endpoints_[index];
-            // Asked again before more requests are queued behind others on it (configured on
-            // too: the endpoint showed it does not pipeline).
-            if (endpoint.pipeline == PipelineState::kOn) {
-              SetPipelineState(index, PipelineState::kUnknown);
-            }
-          }
-          // Cut because of another request on its connection: it goes again at once, when
-          // nothing of it left or it is a read; it is no failure of the endpoint.
-          const bool cut = end.behind || end.pipeline_broken;
-          if (cut && !request.finished && !shut_down_ && request.moves < 4 &&
-              (end.unsent || request.options.policy == RetryPolicy::kSafe)) {
-            ++request.moves;
-            metrics_->upstream_pipeline_moves.Increment();
-            if (attempt->began) health_->endpoint(index).Abandon();
-            attempt->began = false;
-            StartOn(std::move(attempt));
-            return;
-          }
-          // A read that met a connection closed while idle goes again at once on a new
-          // connection to the same endpoint, once; it is no failure of the endpoint. A write
-          // (sendTransaction, requestAirdrop) is never sent twice.
-          if (end.stale && request.options.policy == RetryPolicy::kSafe && !request.stale_retried &&
-              !request.finished && !shut_down_) {
-            request.stale_retried = true;
-            metrics_->upstream_stale_retries.Increment();
-            if (attempt->began) health_->endpoint(index).Abandon();
-            attempt->began = false;
-            StartOn(std::move(attempt));
-            return;
-          }
-          const bool timed_out = ec == beast::error::timeout;
-          std::string why = ec.message();
-          if (cut) why = "the connection ended while the request was queued behind another";
-          OnAttemptEnd(
-              std::move(attempt),
-              timed_out ? absl::DeadlineExceededError(fmt::format("upstream {} timed out", name_))
-                        : absl::UnavailableError(fmt::format("upstream {}: {}", name_, why)),
-              timed_out ? ExchangeOutcome::kTimeout : ExchangeOutcome::kIoError, end.unsent);
-          return;
-        }
-        if (response.gzip) {
-          metrics_->upstream_gzip_answers.Increment();
-          if (absl::Status decoded = Decode(request.options, response); !decoded.ok()) {
-            target_metrics_.errors->Increment();
-            OnAttemptEnd(std::move(attempt), std::move(decoded), ExchangeOutcome::kIoError, false);
-            return;
-          }
-        }
-        if (response.status < 200 || response.status > 299) target_metrics_.errors->Increment();
-        const ExchangeOutcome outcome = OutcomeOf(response);
-        OnAttemptEnd(std::move(attempt), std::move(response), outcome, false);
+        OnExchanged(std::move(attempt), weak, ec, std::move(response), end);
       },
       attempt, tag, request.options.large_answer);
   if (live != nullptr) *live = Request::Live{connection, ticket};
+}
+
+void UpstreamPool::OnExchanged(std::shared_ptr<Attempt> attempt,
+                               const std::weak_ptr<Connection>& weak, error_code ec,
+                               UpstreamResponse response, upstream_internal::ExchangeEnd end) {
+  const size_t index = attempt->index;
+  Request& request = *attempt->request;
+  // The connection is this attempt's no more.
+  for (auto& slot : request.live) {
+    if (!slot.connection.owner_before(weak) && !weak.owner_before(slot.connection)) {
+      slot = Request::Live();
+    }
+  }
+  if (ec) {
+    if (end.pipeline_broken) {
+      metrics_->upstream_pipeline_breaks.Increment();
+      Endpoint& endpoint = *endpoints_[index];
+      // Asked again before more requests are queued behind others on it (configured on
+      // too: the endpoint showed it does not pipeline).
+      if (endpoint.pipeline == PipelineState::kOn) {
+        SetPipelineState(index, PipelineState::kUnknown);
+      }
+    }
+    // Cut because of another request on its connection: it goes again at once, when
+    // nothing of it left or it is a read; it is no failure of the endpoint.
+    const bool cut = end.behind || end.pipeline_broken;
+    if (cut && !request.finished && !shut_down_ && request.moves < 4 &&
+        (end.unsent || request.options.policy == RetryPolicy::kSafe)) {
+      ++request.moves;
+      metrics_->upstream_pipeline_moves.Increment();
+      if (attempt->began) health_->endpoint(index).Abandon();
+      attempt->began = false;
+      StartOn(std::move(attempt));
+      return;
+    }
+    // A read that met a connection closed while idle goes again at once on a new
+    // connection to the same endpoint, once; it is no failure of the endpoint. A write
+    // (sendTransaction, requestAirdrop) is never sent twice.
+    if (end.stale && request.options.policy == RetryPolicy::kSafe && !request.stale_retried &&
+        !request.finished && !shut_down_) {
+      request.stale_retried = true;
+      metrics_->upstream_stale_retries.Increment();
+      if (attempt->began) health_->endpoint(index).Abandon();
+      attempt->began = false;
+      StartOn(std::move(attempt));
+      return;
+    }
+    const bool timed_out = ec == beast::error::timeout;
+    std::string why = ec.message();
+    if (cut) why = "the connection ended while the request was queued behind another";
+    OnAttemptEnd(std::move(attempt),
+                 timed_out
+                     ? absl::DeadlineExceededError(fmt::format("upstream {} timed out", name_))
+                     : absl::UnavailableError(fmt::format("upstream {}: {}", name_, why)),
+                 timed_out ? ExchangeOutcome::kTimeout : ExchangeOutcome::kIoError, end.unsent);
+    return;
+  }
+  if (response.gzip) {
+    metrics_->upstream_gzip_answers.Increment();
+    if (absl::Status decoded = Decode(request.options, response); !decoded.ok()) {
+      target_metrics_.errors->Increment();
+      OnAttemptEnd(std::move(attempt), std::move(decoded), ExchangeOutcome::kIoError, false);
+      return;
+    }
+  }
+  if (response.status < 200 || response.status > 299) target_metrics_.errors->Increment();
+  const ExchangeOutcome outcome = OutcomeOf(response);
+  OnAttemptEnd(std::move(attempt), std::move(response), outcome, false);
 }
 
 absl::Status UpstreamPool::Decode(const SendOptions& options, UpstreamResponse& response) {

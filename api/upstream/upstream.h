@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "api/metrics/api_metrics.h"
+#include "api/upstream/internal/exchange_end.h"
 #include "api/upstream/upstream_client.h"
 #include "api/upstream/upstream_health.h"
 #include "common/url.h"
@@ -117,6 +118,11 @@ class UpstreamPool {
   // endpoint's wait queue.
   void StartOn(std::shared_ptr<Attempt> attempt);
   void ExchangeOn(std::shared_ptr<Connection> connection, std::shared_ptr<Attempt> attempt);
+  // The end of an attempt's exchange on `connection`: an answer, or an error after which the
+  // attempt may go again at once (cut by another exchange, or a kept connection found closed).
+  void OnExchanged(std::shared_ptr<Attempt> attempt, const std::weak_ptr<Connection>& connection,
+                   boost::system::error_code ec, UpstreamResponse response,
+                   upstream_internal::ExchangeEnd end);
   using SteadyClock = std::chrono::steady_clock;
   // A connection of endpoint `index` can take another exchange (`connection`) or was closed
   // (null): the first waiter still within its time gets it, or a new connection in its place;

@@ -197,6 +197,13 @@ class Router : public RequestHandler {
                             const std::vector<absl::StatusOr<ListAnswer>>& answers) const;
   // Keeps gate_timer_ set for the gate's earliest deadline.
   void ArmGateTimer();
+  // The gate's verdict on an exchange that waited for a slot: dispatched when the slot was
+  // reached or only minContextSlot is unmet, else answered 412.
+  void OnGate(const std::shared_ptr<Exchange>& exchange, bool reached);
+  // X-Min-Slot into `min_slot` and, when the consensus header is on, X-Switchyard-Consensus into
+  // `consensus`; an Invalid Request status naming the header that is malformed.
+  absl::Status ReadHeaders(const HttpRequest& request, Slot* min_slot,
+                           std::optional<ConsensusRule>* consensus) const;
   // Reads the lookup tables from base into the cache, then decides call `index` again.
   Task<void> FetchLookupTablesThenExecute(std::shared_ptr<Exchange> exchange, size_t index);
   // getAccountInfo with owner verification: base showing the delegation program as owner → the

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/upstream/internal/exchange_end.h"
 #include "api/upstream/upstream_client.h"
 #include "common/metrics.h"
 #include "common/url.h"
@@ -74,21 +75,7 @@ class ResponseReader final : public boost::beast::http::basic_parser<false> {
 class UpstreamConnection : public std::enable_shared_from_this<UpstreamConnection> {
  public:
   using error_code = boost::system::error_code;
-  // How an exchange ended besides its error and answer.
-  struct End {
-    // The exchange failed in transport (not by its timeout) on a connection that had served
-    // an earlier one, before a byte of the answer arrived: the peer had closed it idle.
-    bool stale = false;
-    // No byte of the request was written (connect, lookup or handshake failed, or it was
-    // still queued behind others when the connection ended).
-    bool unsent = false;
-    // Cut because of another exchange on the connection: one ahead of it failed or timed out,
-    // or the peer closed the connection after answering one ahead of it.
-    bool behind = false;
-    // The peer ended the connection after answering one request while others were written
-    // behind it: it may not take pipelined requests.
-    bool pipeline_broken = false;
-  };
+  using End = ExchangeEnd;
   using Callback = std::function<void(error_code, UpstreamResponse, End)>;
   using Listener = std::function<void(const std::shared_ptr<UpstreamConnection>&, bool closed)>;
 
