@@ -498,6 +498,51 @@ Readiness AdminContext::CheckReady() const {
   return r;
 }
 
+namespace {
+
+// The upstreams of /status: a JSON array, each with its endpoints' health when it has some.
+std::string UpstreamsJson(const std::vector<UpstreamProbeState>& states) {
+  std::string out = "[";
+  for (size_t i = 0; i < states.size(); ++i) {
+    const UpstreamProbeState& s = states[i];
+    out += fmt::format(
+        "{}{{\"name\":{},\"healthy\":{},\"slot\":{},\"probes\":{},\"failures\":{},"
+        "\"last_error\":{}",
+        i == 0 ? "" : ",", JsonQuote(s.name), s.healthy ? "true" : "false", OptionalSlot(s.slot),
+        s.probes, s.failures, s.last_error.empty() ? "null" : JsonQuote(s.last_error));
+    if (s.health) {
+      out += fmt::format(",\"degraded\":{},\"endpoints\":[", s.health->degraded);
+      for (size_t j = 0; j < s.health->endpoints.size(); ++j) {
+        const EndpointStatus& e = s.health->endpoints[j];
+        out += fmt::format(
+            "{}{{\"url\":{},\"state\":\"{}\",\"circuit\":\"{}\",\"slot\":{},\"lag\":{},"
+            "\"latency_ewma_ms\":{:.3f},\"hedge_delay_ms\":{:.3f},\"in_flight\":{},"
+            "\"requests\":{},\"failures\":{},\"state_changes\":{},\"retries\":{},"
+            "\"hedges\":{},\"hedge_wins\":{},\"budget_exhausted\":{},\"last_error\":{},"
+            "\"ejected_reason\":{},\"pipelining\":\"{}\",\"pipeline_fallbacks\":{},"
+            "\"integrity\":{{\"checks\":{},\"skipped\":{},\"disagreements\":{},"
+            "\"minority\":{},\"consensus_dissents\":{}}},\"admission\":{{\"state\":\"{}\","
+            "\"checks\":{},\"failures\":{},\"result\":{}}}}}",
+            j == 0 ? "" : ",", JsonQuote(e.url), EndpointStateName(e.state),
+            CircuitStateName(e.circuit), OptionalSlot(e.slot), e.lag, e.latency_ewma_ms, e.p95_ms,
+            e.in_flight, e.requests, e.failures, e.state_changes, e.retries, e.hedges, e.hedge_wins,
+            e.budget_exhausted, e.last_error.empty() ? "null" : JsonQuote(e.last_error),
+            e.ejected_reason.empty() ? "null" : JsonQuote(e.ejected_reason),
+            PipelineStatusName(e.pipeline), e.pipeline_fallbacks, e.integrity_checks,
+            e.integrity_skipped, e.disagreements, e.minority_answers, e.consensus_dissents,
+            AdmissionStateName(e.admission), e.admission_checks, e.admission_failures,
+            e.admission_result.empty() ? "null" : JsonQuote(e.admission_result));
+      }
+      out += "]";
+    }
+    out += "}";
+  }
+  out += "]";
+  return out;
+}
+
+}  // namespace
+
 std::string AdminContext::StatusJson() const {
   std::shared_ptr<const Snapshot> snapshot = snapshots_->Current();
   const Readiness readiness = CheckReady();
@@ -534,43 +579,7 @@ std::string AdminContext::StatusJson() const {
     if (!partitions_error_.empty()) out += ",\"error\":" + JsonQuote(partitions_error_);
     out += "},";
   }
-  out += "\"upstreams\":[";
-  const std::vector<UpstreamProbeState> states = upstreams_->States();
-  for (size_t i = 0; i < states.size(); ++i) {
-    const UpstreamProbeState& s = states[i];
-    out += fmt::format(
-        "{}{{\"name\":{},\"healthy\":{},\"slot\":{},\"probes\":{},\"failures\":{},"
-        "\"last_error\":{}",
-        i == 0 ? "" : ",", JsonQuote(s.name), s.healthy ? "true" : "false", OptionalSlot(s.slot),
-        s.probes, s.failures, s.last_error.empty() ? "null" : JsonQuote(s.last_error));
-    if (s.health) {
-      out += fmt::format(",\"degraded\":{},\"endpoints\":[", s.health->degraded);
-      for (size_t j = 0; j < s.health->endpoints.size(); ++j) {
-        const EndpointStatus& e = s.health->endpoints[j];
-        out += fmt::format(
-            "{}{{\"url\":{},\"state\":\"{}\",\"circuit\":\"{}\",\"slot\":{},\"lag\":{},"
-            "\"latency_ewma_ms\":{:.3f},\"hedge_delay_ms\":{:.3f},\"in_flight\":{},"
-            "\"requests\":{},\"failures\":{},\"state_changes\":{},\"retries\":{},"
-            "\"hedges\":{},\"hedge_wins\":{},\"budget_exhausted\":{},\"last_error\":{},"
-            "\"ejected_reason\":{},\"pipelining\":\"{}\",\"pipeline_fallbacks\":{},"
-            "\"integrity\":{{\"checks\":{},\"skipped\":{},\"disagreements\":{},"
-            "\"minority\":{},\"consensus_dissents\":{}}},\"admission\":{{\"state\":\"{}\","
-            "\"checks\":{},\"failures\":{},\"result\":{}}}}}",
-            j == 0 ? "" : ",", JsonQuote(e.url), EndpointStateName(e.state),
-            CircuitStateName(e.circuit), OptionalSlot(e.slot), e.lag, e.latency_ewma_ms, e.p95_ms,
-            e.in_flight, e.requests, e.failures, e.state_changes, e.retries, e.hedges, e.hedge_wins,
-            e.budget_exhausted, e.last_error.empty() ? "null" : JsonQuote(e.last_error),
-            e.ejected_reason.empty() ? "null" : JsonQuote(e.ejected_reason),
-            PipelineStatusName(e.pipeline), e.pipeline_fallbacks, e.integrity_checks,
-            e.integrity_skipped, e.disagreements, e.minority_answers, e.consensus_dissents,
-            AdmissionStateName(e.admission), e.admission_checks, e.admission_failures,
-            e.admission_result.empty() ? "null" : JsonQuote(e.admission_result));
-      }
-      out += "]";
-    }
-    out += "}";
-  }
-  out += "]";
+  out += "\"upstreams\":" + UpstreamsJson(upstreams_->States());
   if (cache_ != nullptr) {
     const ResponseCache::Stats c = cache_->stats();
     const uint64_t lookups = c.hits + c.misses;

@@ -5,6 +5,7 @@
 
 #include "api/rpc/internal/router.h"
 #include "api/rpc/router.h"
+#include "common/status.h"
 #include "fmt/format.h"
 #include "solana/rpc_methods.h"
 
@@ -107,28 +108,12 @@ void RouterContext::AttachHistory(HistoryReader* history) {
   }
 }
 
-absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptions options,
-                                                                     SnapshotHolder* snapshots,
-                                                                     const Clock* clock,
-                                                                     ApiMetrics* metrics) {
-  if (absl::Status health = ValidateHealthOptions(options.health); !health.ok()) return health;
-  RoutingTable& routing = options.routing;
-  routing.verify = {options.verify_owner, options.verify_owner_multiple};
-  for (const ErRoute& er : options.ers) {
-    routing.er_by_identity[er.identity] = er.target;
-    if (std::find(routing.er_targets.begin(), routing.er_targets.end(), er.target) ==
-        routing.er_targets.end()) {
-      routing.er_targets.push_back(er.target);
-    }
-  }
+namespace {
+
+// The upstreams' names and endpoints; whether any endpoint is reached over TLS.
+absl::StatusOr<bool> CheckUpstreams(const std::vector<UpstreamTarget>& upstreams) {
   bool needs_tls = false;
-  auto has_upstream = [&](const std::string& name) {
-    for (const UpstreamTarget& target : options.upstreams) {
-      if (target.name == name) return true;
-    }
-    return false;
-  };
-  for (const UpstreamTarget& target : options.upstreams) {
+  for (const UpstreamTarget& target : upstreams) {
     if (target.name == "router" || target.name == "split" || target.name == "fanout") {
       return absl::InvalidArgumentError(fmt::format(
           "upstreams.{}: the name is reserved: the metrics label calls with it", target.name));
@@ -145,6 +130,12 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
       return absl::InvalidArgumentError(fmt::format("upstreams.{}: no endpoints", target.name));
     }
   }
+  return needs_tls;
+}
+
+// Every upstream the routing table names is configured.
+absl::Status CheckUpstreamNames(const RoutingTable& routing,
+                                const std::vector<UpstreamTarget>& upstreams) {
   std::vector<std::pair<std::string, std::string>> named = {{"routing.base", routing.base}};
   if (!routing.default_er.empty()) named.emplace_back("routing.default_er", routing.default_er);
   for (const std::string& er : routing.er_targets) named.emplace_back("ers.target", er);
@@ -152,11 +143,34 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
     named.emplace_back(fmt::format("routing.methods.{}", rule.pattern), rule.target);
   }
   for (const auto& [key, name] : named) {
-    if (!has_upstream(name)) {
+    const bool configured = std::any_of(upstreams.begin(), upstreams.end(),
+                                        [&](const UpstreamTarget& t) { return t.name == name; });
+    if (!configured) {
       return absl::InvalidArgumentError(
           fmt::format("{}: no upstream named \"{}\" is configured", key, name));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptions options,
+                                                                     SnapshotHolder* snapshots,
+                                                                     const Clock* clock,
+                                                                     ApiMetrics* metrics) {
+  if (absl::Status health = ValidateHealthOptions(options.health); !health.ok()) return health;
+  RoutingTable& routing = options.routing;
+  routing.verify = {options.verify_owner, options.verify_owner_multiple};
+  for (const ErRoute& er : options.ers) {
+    routing.er_by_identity[er.identity] = er.target;
+    if (std::find(routing.er_targets.begin(), routing.er_targets.end(), er.target) ==
+        routing.er_targets.end()) {
+      routing.er_targets.push_back(er.target);
+    }
+  }
+  ASSIGN_OR_RETURN(const bool needs_tls, CheckUpstreams(options.upstreams));
+  RETURN_IF_ERROR(CheckUpstreamNames(routing, options.upstreams));
   std::unique_ptr<RouterContext> context(
       new RouterContext(std::move(options), snapshots, clock, metrics));
   context->call_metrics_ = MakeCallMetrics(context->options_, &metrics->registry);

@@ -160,6 +160,25 @@ size_t UpstreamPool::RoundRobin(size_t exclude) {
   return best_index;
 }
 
+void UpstreamPool::FillCandidates(const Request& request) {
+  candidates_.clear();
+  bool any_at_slot = false;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    if (i < 64 && (request.tried & (uint64_t{1} << i)) != 0) continue;
+    candidates_.push_back(i);
+    if (request.options.min_slot != 0 && health_->endpoint(i).slot() >= request.options.min_slot) {
+      any_at_slot = true;
+    }
+  }
+  if (any_at_slot) {
+    // Skip endpoints known to be behind the slot the request needs (an unknown slot is kept).
+    std::erase_if(candidates_, [&](size_t i) {
+      const Slot slot = health_->endpoint(i).slot();
+      return slot != 0 && slot < request.options.min_slot;
+    });
+  }
+}
+
 UpstreamPool::Choice UpstreamPool::Choose(Request& request) {
   const size_t n = endpoints_.size();
   const bool first = request.attempts == 0;
@@ -187,22 +206,7 @@ UpstreamPool::Choice UpstreamPool::Choose(Request& request) {
     if (admission == EndpointHealth::Admission::kNo) return {};
     return {0, admission == EndpointHealth::Admission::kTrial};
   }
-  candidates_.clear();
-  bool any_at_slot = false;
-  for (size_t i = 0; i < n; ++i) {
-    if (i < 64 && (request.tried & (uint64_t{1} << i)) != 0) continue;
-    candidates_.push_back(i);
-    if (request.options.min_slot != 0 && health_->endpoint(i).slot() >= request.options.min_slot) {
-      any_at_slot = true;
-    }
-  }
-  if (any_at_slot) {
-    // Skip endpoints known to be behind the slot the request needs (an unknown slot is kept).
-    std::erase_if(candidates_, [&](size_t i) {
-      const Slot slot = health_->endpoint(i).slot();
-      return slot != 0 && slot < request.options.min_slot;
-    });
-  }
+  FillCandidates(request);
   auto score = [&](size_t i) {
     const EndpointHealth& e = health_->endpoint(i);
     return (e.latency_us() + 50.0) * (e.in_flight() + 1) / e.weight();

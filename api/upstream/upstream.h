@@ -110,6 +110,9 @@ class UpstreamPool {
   // rotation the request has not tried, by latency EWMA × (in flight + 1) / weight; a
   // recovering endpoint beyond its ramp's share only when no other endpoint can take it.
   Choice Choose(Request& request);
+  // candidates_: the endpoints `request` has not tried, less those known to be behind its
+  // min_slot when any is at it.
+  void FillCandidates(const Request& request);
   size_t RoundRobin(size_t exclude);
   // Starts one more attempt of `request` on the endpoint Choose picks; false when none can
   // take it.
@@ -180,6 +183,9 @@ class UpstreamPool {
   void SendConsensus(std::string body, SendOptions options, UpstreamCallback done);
   void OnConsensusLeg(const std::shared_ptr<Consensus>& consensus, size_t leg,
                       absl::StatusOr<UpstreamResponse> result);
+  // Every leg answered and no value had enough endpoints behind it: a Consensus Failed error
+  // with how the answers split.
+  void FailConsensus(const std::shared_ptr<Consensus>& consensus);
   // The endpoints in rotation now but `exclude`, best score first (latency × load / weight).
   std::vector<size_t> InRotation(size_t exclude) const;
   uint64_t NextRandom();

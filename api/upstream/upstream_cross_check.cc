@@ -274,7 +274,12 @@ void UpstreamPool::OnConsensusLeg(const std::shared_ptr<Consensus>& consensus, s
     }
   }
   if (consensus->answered < legs) return;
+  FailConsensus(consensus);
+}
+
+void UpstreamPool::FailConsensus(const std::shared_ptr<Consensus>& consensus) {
   // Every leg answered and no value has enough endpoints behind it.
+  const size_t legs = consensus->endpoints.size();
   consensus->finished = true;
   health_->CountConsensus(false);
   std::vector<uint32_t> groups;
