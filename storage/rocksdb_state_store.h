@@ -53,8 +53,8 @@ struct RocksDbStateStoreOptions {
 //   meta             schema version, applied slot, digest, fold position, counters, and
 //                    "sealed/" | slot (BE) -> the digest when the applied slot reached that slot
 //   quarantine       partition (BE) | offset (BE) -> reason and the undecodable record
-// Each Commit is one WriteBatch, written, or for a large one ingested as table files. The files
-// are built under `ingest/` in the store's directory. Thread-safe.
+// Each Commit is one WriteBatch, or for a large one, one table file per family, built under
+// `ingest/` in the store's directory and ingested together. Thread-safe.
 class RocksDbStateStore final : public StateStore {
  public:
   // 2: history_by_slot, one row per event. 3: history_by_slot packed per slot and commit,

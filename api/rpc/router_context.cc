@@ -142,7 +142,8 @@ absl::Status CheckUpstreamNames(const RoutingTable& routing,
   for (const MethodRule& rule : routing.method_rules) {
     named.emplace_back(fmt::format("routing.methods.{}", rule.pattern), rule.target);
   }
-  for (const auto& [key, name] : named) {
+  for (const auto& [key, value] : named) {
+    const std::string& name = value;  // a lambda cannot capture a structured binding (clang 14)
     const bool configured = std::any_of(upstreams.begin(), upstreams.end(),
                                         [&](const UpstreamTarget& t) { return t.name == name; });
     if (!configured) {
