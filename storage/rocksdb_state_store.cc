@@ -13,17 +13,14 @@
 #include <filesystem>
 #include <limits>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/endian.h"
 #include "common/status.h"
 #include "engine/event_codec.h"
-#include "spdlog/spdlog.h"
 #include "storage/internal/rocksdb_database.h"
 #include "storage/internal/rocksdb_status.h"
 #include "storage/internal/state_rows.h"
