@@ -22,18 +22,19 @@ namespace switchyard {
 namespace {
 
 using storage_internal::AppendSlotRow;
+using storage_internal::AssignHistoryKey;
 using storage_internal::AsSlice;
 using storage_internal::BySlotKey;
 using storage_internal::EncodeDigest;
 using storage_internal::EncodePosition;
 using storage_internal::FromRocksDb;
-using storage_internal::HistoryKey;
 using storage_internal::KeyPrefix;
 using storage_internal::kHistoryIgnored;
 using storage_internal::kHistoryInSlotRow;
 using storage_internal::kPositionKey;
 using storage_internal::kRowsPerSlotKey;
 using storage_internal::kSealedPrefix;
+using storage_internal::PutInKeyOrder;
 using storage_internal::SealedKey;
 using storage_internal::SortByKey;
 
@@ -106,13 +107,12 @@ absl::Status RocksDbStateStore::PutStateRows(const FoldBatch& batch, PutRow put)
   SortByKey(order_, [&](size_t a, size_t b) {
     return batch.accounts[a].account < batch.accounts[b].account;
   });
-  for (const KeyOrder& o : order_) {
-    const FoldBatch::AccountWrite& write = batch.accounts[o.index];
-    value.clear();
-    EncodeAccountState(write.state, &value);
-    RETURN_IF_ERROR(FromRocksDb(put(AsSlice(write.account), value), "batch put"));
-  }
-  return absl::OkStatus();
+  return PutInKeyOrder(order_, batch.accounts,
+                       [&](size_t, const FoldBatch::AccountWrite& write) {
+                         value.clear();
+                         EncodeAccountState(write.state, &value);
+                         return FromRocksDb(put(AsSlice(write.account), value), "batch put");
+                       });
 }
 
 absl::Status RocksDbStateStore::PutHistoryRows(const FoldBatch& batch, PutRow by_slot,
@@ -153,15 +153,14 @@ absl::Status RocksDbStateStore::PutHistoryRows(const FoldBatch& batch, PutRow by
            std::tie(rows[b].account, rows[b].slot, rows[b].seq);
   });
   std::string& value = commit_value_;
-  for (const KeyOrder& o : order_) {
-    const FoldBatch::HistoryRow& row = rows[o.index];
+  std::string& key = commit_key_;
+  return PutInKeyOrder(order_, rows, [&](size_t index, const FoldBatch::HistoryRow& row) {
+    AssignHistoryKey(row.account, row.slot, row.seq, &key);
     value.clear();
     value.push_back(static_cast<char>((row.ignored ? kHistoryIgnored : 0) | kHistoryInSlotRow));
-    AppendU64BE(&value, slot_key_of_[o.index]);
-    RETURN_IF_ERROR(
-        FromRocksDb(history(HistoryKey(row.account, row.slot, row.seq), value), "batch put"));
-  }
-  return absl::OkStatus();
+    AppendU64BE(&value, slot_key_of_[index]);
+    return FromRocksDb(history(key, value), "batch put");
+  });
 }
 
 absl::Status RocksDbStateStore::PutMetaRows(const FoldBatch& batch, PutRow quarantine,

@@ -167,6 +167,7 @@ class RocksDbStateStore final : public StateStore {
   // Commit's buffers, kept across commits so that their memory is reused.
   absl::Mutex commit_mu_;
   std::unique_ptr<rocksdb::WriteBatch> commit_batch_ ABSL_GUARDED_BY(commit_mu_);
+  std::string commit_key_ ABSL_GUARDED_BY(commit_mu_);
   std::string commit_value_ ABSL_GUARDED_BY(commit_mu_);
   std::string commit_packed_ ABSL_GUARDED_BY(commit_mu_);
   absl::flat_hash_set<Pubkey> written_ ABSL_GUARDED_BY(commit_mu_);

@@ -6,10 +6,15 @@
 
 namespace switchyard::storage_internal {
 
+void AssignHistoryKey(const Pubkey& account, Slot slot, uint64_t seq, std::string* key) {
+  key->assign(reinterpret_cast<const char*>(account.data()), Pubkey::kSize);
+  AppendU64BE(key, slot);
+  AppendU64BE(key, seq);
+}
+
 std::string HistoryKey(const Pubkey& account, Slot slot, uint64_t seq) {
-  std::string key(reinterpret_cast<const char*>(account.data()), Pubkey::kSize);
-  AppendU64BE(&key, slot);
-  AppendU64BE(&key, seq);
+  std::string key;
+  AssignHistoryKey(account, slot, seq, &key);
   return key;
 }
 
