@@ -107,12 +107,11 @@ absl::Status RocksDbStateStore::PutStateRows(const FoldBatch& batch, PutRow put)
   SortByKey(order_, [&](size_t a, size_t b) {
     return batch.accounts[a].account < batch.accounts[b].account;
   });
-  return PutInKeyOrder(order_, batch.accounts,
-                       [&](size_t, const FoldBatch::AccountWrite& write) {
-                         value.clear();
-                         EncodeAccountState(write.state, &value);
-                         return FromRocksDb(put(AsSlice(write.account), value), "batch put");
-                       });
+  return PutInKeyOrder(order_, batch.accounts, [&](size_t, const FoldBatch::AccountWrite& write) {
+    value.clear();
+    EncodeAccountState(write.state, &value);
+    return FromRocksDb(put(AsSlice(write.account), value), "batch put");
+  });
 }
 
 absl::Status RocksDbStateStore::PutHistoryRows(const FoldBatch& batch, PutRow by_slot,

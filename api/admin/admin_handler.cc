@@ -139,36 +139,22 @@ absl::Status UpstreamMonitor::Start() {
       pools.push_back(UpstreamTarget{fmt::format("{}#{}", t.name, i), {t.endpoints[i]}});
     }
   }
-  absl::StatusOr<std::unique_ptr<UpstreamSet>> upstreams =
-      UpstreamSet::Create(io_context_, pools, options_.upstream, tls_.get(), &probe_metrics_);
+  absl::StatusOr<std::unique_ptr<UpstreamSet>> upstreams = UpstreamSet::Create(
+      loop_.io_context(), pools, options_.upstream, tls_.get(), &probe_metrics_);
   if (!upstreams.ok()) return upstreams.status();
-  upstreams_ = *std::move(upstreams);
-  guard_.emplace(io_context_.get_executor());
-  asio::post(io_context_, [this] { ProbeAll(); });
-  thread_ = std::thread([this] { io_context_.run(); });
+  loop_.Start(*std::move(upstreams), options_.interval, [this] { ProbeAll(); });
   return absl::OkStatus();
 }
 
-void UpstreamMonitor::Stop() {
-  if (!thread_.joinable()) return;
-  asio::post(io_context_, [this] {
-    stopping_ = true;
-    timer_.cancel();
-    upstreams_->Shutdown();
-    guard_.reset();
-  });
-  thread_.join();
-  upstreams_.reset();
-}
+void UpstreamMonitor::Stop() { loop_.Stop(); }
 
 void UpstreamMonitor::ProbeAll() {
-  if (stopping_) return;
   // The previous round's answers are in: lag, p95s and ramps move on.
   if (options_.health != nullptr) options_.health->Tick(HealthClock::now());
   for (auto& target : targets_) {
     for (auto& probe : target->probes) {
       if (probe->in_flight) continue;
-      UpstreamPool* pool = upstreams_->Find(probe->pool);
+      UpstreamPool* pool = loop_.upstreams().Find(probe->pool);
       if (pool == nullptr) continue;
       probe->in_flight = true;
       probe->pending = 2;
@@ -188,20 +174,11 @@ void UpstreamMonitor::ProbeAll() {
                  });
     }
   }
-  ScheduleNext();
-}
-
-void UpstreamMonitor::ScheduleNext() {
-  timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      absl::ToChronoNanoseconds(options_.interval)));
-  timer_.async_wait([this](boost::system::error_code ec) {
-    if (!ec) ProbeAll();
-  });
 }
 
 void UpstreamMonitor::OnProbed(Probe* probe) {
   probe->in_flight = false;
-  if (stopping_) return;
+  if (loop_.stopping()) return;
   Target* target = probe->target;
   const bool ok = probe->slot.ok() && probe->node_healthy;
   if (options_.health != nullptr) {

@@ -1,9 +1,7 @@
 #pragma once
 
 #include <atomic>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <functional>
@@ -21,6 +19,7 @@
 #include "api/admin/snapshot_export.h"
 #include "api/cache/response_cache.h"
 #include "api/net/http_server.h"
+#include "api/upstream/probe_loop.h"
 #include "api/upstream/upstream.h"
 #include "common/clock.h"
 #include "common/metrics.h"
@@ -99,7 +98,7 @@ class UpstreamMonitor {
   struct Probe {
     Target* target = nullptr;
     size_t index = 0;
-    std::string pool;  // its pool in upstreams_: one per endpoint
+    std::string pool;  // its pool in the loop's upstreams: one per endpoint
     std::string url;
     bool in_flight = false;
     bool probed = false;  // a round has ended
@@ -118,7 +117,6 @@ class UpstreamMonitor {
     Counter* failures = nullptr;
   };
   void ProbeAll();
-  void ScheduleNext();
   void OnProbed(Probe* probe);
   // Admission (upstream_admission.cc, docs/architecture.md §22): after a probe of an endpoint
   // that waits for admission, its checks run on this thread and their outcome goes to its
@@ -131,15 +129,10 @@ class UpstreamMonitor {
   MetricsRegistry probe_registry_;
   ApiMetrics probe_metrics_;
   std::vector<std::unique_ptr<Target>> targets_;  // fixed after construction
-  boost::asio::io_context io_context_;
   std::unique_ptr<boost::asio::ssl::context> tls_;
-  std::unique_ptr<UpstreamSet> upstreams_;
-  boost::asio::steady_timer timer_{io_context_};
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guard_;
-  bool stopping_ = false;  // io thread only
-  std::thread thread_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, UpstreamProbeState> states_ ABSL_GUARDED_BY(mu_);
+  ProbeLoop loop_;  // last: stopped first, while what its pools and callbacks use is there
 };
 
 // Where the fold stands in one partition of the log, for /status.

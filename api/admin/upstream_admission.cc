@@ -83,14 +83,14 @@ struct UpstreamMonitor::Admission {
 };
 
 void UpstreamMonitor::MaybeAdmit(Probe* probe) {
-  if (options_.health == nullptr || probe->admitting || stopping_) return;
+  if (options_.health == nullptr || probe->admitting || loop_.stopping()) return;
   TargetHealth* health = options_.health->Find(probe->target->name);
   if (health == nullptr || probe->index >= health->size() ||
       health->endpoint(probe->index).admission() != AdmissionState::kPending) {
     return;
   }
   probe->admitting = true;
-  asio::co_spawn(io_context_, Admission::Run(this, probe, health), asio::detached);
+  asio::co_spawn(loop_.io_context(), Admission::Run(this, probe, health), asio::detached);
 }
 
 Task<void> UpstreamMonitor::Admission::Run(UpstreamMonitor* self, Probe* probe,
@@ -99,7 +99,7 @@ Task<void> UpstreamMonitor::Admission::Run(UpstreamMonitor* self, Probe* probe,
   EndpointHealth& endpoint = health->endpoint(probe->index);
   auto finish = [&](bool passed, std::string result) {
     probe->admitting = false;
-    if (!self->stopping_) endpoint.OnAdmissionCheck(passed, std::move(result));
+    if (!self->loop_.stopping()) endpoint.OnAdmissionCheck(passed, std::move(result));
   };
   // Reachable: the probe that led here succeeded.
   if (!probe->last_ok || !probe->last_slot) {
@@ -122,7 +122,7 @@ Task<void> UpstreamMonitor::Admission::Run(UpstreamMonitor* self, Probe* probe,
   }
   const absl::StatusOr<size_t> compared =
       co_await CompareFixedReads(self, probe, references, reads);
-  if (self->stopping_) co_return;
+  if (self->loop_.stopping()) co_return;
   if (!compared.ok()) {
     finish(false, std::string(compared.status().message()));
     co_return;
@@ -142,7 +142,7 @@ Task<void> UpstreamMonitor::Admission::Run(UpstreamMonitor* self, Probe* probe,
   // The latency test: the p95 of reads at once within the bound.
   const Latency latency =
       co_await MeasureLatency(self, probe, integrity.admission_latency_requests);
-  if (self->stopping_) co_return;
+  if (self->loop_.stopping()) co_return;
   const double bound = absl::ToDoubleMilliseconds(integrity.admission_latency_p95);
   if (latency.failed > 0 || latency.p95_ms > bound) {
     finish(false, fmt::format("slow: p95 {:.1f} ms of {} reads at once (at most {:.0f} ms), "
@@ -185,12 +185,13 @@ Task<absl::StatusOr<size_t>> UpstreamMonitor::Admission::CompareFixedReads(
   for (const std::string& read : reads) {
     if (references.probes.empty()) break;
     std::vector<Task<absl::StatusOr<UpstreamResponse>>> asks;
-    asks.push_back(SendAsync(*self->upstreams_, probe->pool, read, RetryPolicy::kNever));
+    asks.push_back(SendAsync(self->loop_.upstreams(), probe->pool, read, RetryPolicy::kNever));
     for (const Probe* reference : references.probes) {
-      asks.push_back(SendAsync(*self->upstreams_, reference->pool, read, RetryPolicy::kNever));
+      asks.push_back(
+          SendAsync(self->loop_.upstreams(), reference->pool, read, RetryPolicy::kNever));
     }
     std::vector<absl::StatusOr<UpstreamResponse>> answers = co_await AwaitEach(std::move(asks));
-    if (self->stopping_) co_return compared;
+    if (self->loop_.stopping()) co_return compared;
     absl::StatusOr<std::string> own = ValueOf(answers[0]);
     if (!own.ok()) {
       co_return absl::FailedPreconditionError(fmt::format(
@@ -227,7 +228,7 @@ Task<UpstreamMonitor::Admission::Latency> UpstreamMonitor::Admission::MeasureLat
     UpstreamMonitor* self, Probe* probe, uint32_t requests) {
   std::vector<Task<std::pair<absl::StatusOr<UpstreamResponse>, HealthClock::duration>>> timed;
   for (uint32_t i = 0; i < requests; ++i)
-    timed.push_back(TimedRead(*self->upstreams_, probe->pool));
+    timed.push_back(TimedRead(self->loop_.upstreams(), probe->pool));
   auto results = co_await AwaitEach(std::move(timed));
   Latency latency;
   std::vector<double> millis;

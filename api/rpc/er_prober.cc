@@ -56,34 +56,21 @@ absl::Status ErProber::Start() {
       if (target.name == er.target) targets.push_back(target);
     }
   }
-  absl::StatusOr<std::unique_ptr<UpstreamSet>> upstreams =
-      UpstreamSet::Create(io_context_, targets, upstream_options_, router_->tls(), &probe_metrics_);
+  absl::StatusOr<std::unique_ptr<UpstreamSet>> upstreams = UpstreamSet::Create(
+      loop_.io_context(), targets, upstream_options_, router_->tls(), &probe_metrics_);
   if (!upstreams.ok()) return upstreams.status();
-  upstreams_ = *std::move(upstreams);
   ErDirectory* ers = router_->ers();
-  upstreams_->SetDynamicTargets(
-      DynamicTargets{[ers] { return ers->generation(); },
-                     [ers](std::string_view target) { return ers->DiscoveredUrl(target); }});
-  guard_.emplace(io_context_.get_executor());
-  asio::post(io_context_, [this] { Round(); });
-  thread_ = std::thread([this] { io_context_.run(); });
+  (*upstreams)
+      ->SetDynamicTargets(
+          DynamicTargets{[ers] { return ers->generation(); },
+                         [ers](std::string_view target) { return ers->DiscoveredUrl(target); }});
+  loop_.Start(*std::move(upstreams), options_.interval, [this] { Round(); });
   return absl::OkStatus();
 }
 
-void ErProber::Stop() {
-  if (!thread_.joinable()) return;
-  asio::post(io_context_, [this] {
-    stopping_ = true;
-    timer_.cancel();
-    upstreams_->Shutdown();
-    guard_.reset();
-  });
-  thread_.join();
-  upstreams_.reset();
-}
+void ErProber::Stop() { loop_.Stop(); }
 
 void ErProber::Round() {
-  if (stopping_) return;
   std::shared_ptr<const ErTable> table = router_->ers()->Current();
   for (const ErEntry& er : table->ers) {
     if (er.status == ErStatus::kOffline) continue;
@@ -93,35 +80,28 @@ void ErProber::Round() {
     request_bytes_.Increment(kProbeBody.size());
     SendOptions send(RetryPolicy::kNever);
     send.hedge = false;
-    upstreams_->Send(er.route.target, std::string(kProbeBody), send,
-                     [this, identity, sent](absl::StatusOr<UpstreamResponse> response) {
-                       in_flight_.erase(identity);
-                       if (stopping_) return;
-                       std::optional<absl::Duration> round_trip;
-                       if (response.ok()) {
-                         answer_bytes_.Increment(response->body.size());
-                         if (response->status == 200) {
-                           std::optional<Pubkey> answered = AnsweredIdentity(response->body);
-                           if (answered && *answered != identity) {
-                             router_->ers()->ReportWrongIdentity(identity, *answered);
-                             return;
-                           }
-                           if (answered) {
-                             round_trip = absl::FromChrono(std::chrono::steady_clock::now() - sent);
-                           }
-                         }
-                       }
-                       router_->ers()->ReportProbe(identity, round_trip);
-                     });
+    loop_.upstreams().Send(er.route.target, std::string(kProbeBody), send,
+                           [this, identity, sent](absl::StatusOr<UpstreamResponse> response) {
+                             in_flight_.erase(identity);
+                             if (loop_.stopping()) return;
+                             std::optional<absl::Duration> round_trip;
+                             if (response.ok()) {
+                               answer_bytes_.Increment(response->body.size());
+                               if (response->status == 200) {
+                                 std::optional<Pubkey> answered = AnsweredIdentity(response->body);
+                                 if (answered && *answered != identity) {
+                                   router_->ers()->ReportWrongIdentity(identity, *answered);
+                                   return;
+                                 }
+                                 if (answered) {
+                                   round_trip =
+                                       absl::FromChrono(std::chrono::steady_clock::now() - sent);
+                                 }
+                               }
+                             }
+                             router_->ers()->ReportProbe(identity, round_trip);
+                           });
   }
-  ScheduleNext();
-}
-
-void ErProber::ScheduleNext() {
-  timer_.expires_after(ToChrono(options_.interval));
-  timer_.async_wait([this](boost::system::error_code ec) {
-    if (!ec) Round();
-  });
 }
 
 }  // namespace switchyard

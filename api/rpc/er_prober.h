@@ -1,19 +1,15 @@
 #pragma once
 
 #include <atomic>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <cstdint>
 #include <memory>
-#include <optional>
-#include <thread>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "api/metrics/api_metrics.h"
 #include "api/rpc/router.h"
+#include "api/upstream/probe_loop.h"
 #include "api/upstream/upstream.h"
 #include "common/metrics.h"
 
@@ -46,7 +42,6 @@ class ErProber {
 
  private:
   void Round();
-  void ScheduleNext();
 
   const ErProbeOptions options_;
   RouterContext* const router_;
@@ -56,13 +51,8 @@ class ErProber {
   ApiMetrics probe_metrics_;
   Counter& request_bytes_;
   Counter& answer_bytes_;
-  boost::asio::io_context io_context_;
-  boost::asio::steady_timer timer_{io_context_};
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guard_;
-  std::unique_ptr<UpstreamSet> upstreams_;
-  absl::flat_hash_set<Pubkey> in_flight_;  // io thread only
-  bool stopping_ = false;                  // io thread only
-  std::thread thread_;
+  absl::flat_hash_set<Pubkey> in_flight_;  // loop thread only
+  ProbeLoop loop_;  // last: stopped first, while what its pools and callbacks use is there
 };
 
 }  // namespace switchyard
