@@ -15,8 +15,8 @@ namespace switchyard {
 
 // Rounds of probes on a thread and io_context of their own, sent through upstream pools of
 // their own (never the request path's): the upstream monitor's and the ER prober's
-// (docs/architecture.md, "Threads"). Start() and Stop() from one control thread; the round
-// and every callback of the pools run on the loop's thread.
+// (docs/architecture.md §4, the threads table). Start() and Stop() from one control thread; the
+// round and every callback of the pools run on the loop's thread.
 class ProbeLoop {
  public:
   ProbeLoop() = default;
@@ -28,7 +28,8 @@ class ProbeLoop {
   boost::asio::io_context& io_context() { return io_context_; }
   // The pools, from Start until Stop returns (loop thread only).
   UpstreamSet& upstreams() { return *upstreams_; }
-  // Whether Stop has begun: a callback that comes after it does nothing (loop thread only).
+  // Whether Stop has begun; a pool's callback that sees it should do nothing more (loop
+  // thread only).
   bool stopping() const { return stopping_; }
 
   // Takes `upstreams` (made on io_context()) and runs `round` on the loop's thread at once,
