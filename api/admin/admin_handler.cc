@@ -2,7 +2,6 @@
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
-#include <chrono>
 #include <limits>
 #include <string_view>
 #include <utility>

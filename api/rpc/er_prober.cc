@@ -1,6 +1,5 @@
 #include "api/rpc/er_prober.h"
 
-#include <boost/asio/post.hpp>
 #include <chrono>
 #include <utility>
 
@@ -60,10 +59,10 @@ absl::Status ErProber::Start() {
       loop_.io_context(), targets, upstream_options_, router_->tls(), &probe_metrics_);
   if (!upstreams.ok()) return upstreams.status();
   ErDirectory* ers = router_->ers();
-  (*upstreams)
-      ->SetDynamicTargets(
-          DynamicTargets{[ers] { return ers->generation(); },
-                         [ers](std::string_view target) { return ers->DiscoveredUrl(target); }});
+  UpstreamSet& pools = **upstreams;
+  pools.SetDynamicTargets(
+      DynamicTargets{[ers] { return ers->generation(); },
+                     [ers](std::string_view target) { return ers->DiscoveredUrl(target); }});
   loop_.Start(*std::move(upstreams), options_.interval, [this] { Round(); });
   return absl::OkStatus();
 }

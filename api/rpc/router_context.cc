@@ -3,6 +3,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "absl/container/flat_hash_set.h"
 #include "api/rpc/internal/router.h"
 #include "api/rpc/router.h"
 #include "common/status.h"
@@ -142,11 +143,10 @@ absl::Status CheckUpstreamNames(const RoutingTable& routing,
   for (const MethodRule& rule : routing.method_rules) {
     named.emplace_back(fmt::format("routing.methods.{}", rule.pattern), rule.target);
   }
-  for (const auto& [key, value] : named) {
-    const std::string& name = value;  // a lambda cannot capture a structured binding (clang 14)
-    const bool configured = std::any_of(upstreams.begin(), upstreams.end(),
-                                        [&](const UpstreamTarget& t) { return t.name == name; });
-    if (!configured) {
+  absl::flat_hash_set<std::string_view> configured;
+  for (const UpstreamTarget& target : upstreams) configured.insert(target.name);
+  for (const auto& [key, name] : named) {
+    if (!configured.contains(name)) {
       return absl::InvalidArgumentError(
           fmt::format("{}: no upstream named \"{}\" is configured", key, name));
     }
