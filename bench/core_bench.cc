@@ -205,9 +205,8 @@ BENCHMARK(BM_FoldIntoRocksDbLong)
 
 // The fold as `switchyard fold` and serve run it: a FoldRunner reads 1 M events over 100 k
 // accounts from the embedded log (written before timing starts) and commits them to RocksDB
-// with fsync, 50 k records per commit. Arg: pipelined commits (1: each batch is written on
-// the commit thread while the next is read and folded) or not (0). items_per_second is
-// events read, folded and durably committed per second.
+// with fsync. Pipelined commits write each batch on the commit thread while the next is read
+// and folded. items_per_second is events read, folded and durably committed per second.
 void BM_FoldRunnerFromEmbeddedLog(benchmark::State& state) {
   const size_t events = 1'000'000;
   const std::vector<std::string> log = MakeLog(events, 100'000, 1000);
@@ -239,9 +238,11 @@ void BM_FoldRunnerFromEmbeddedLog(benchmark::State& state) {
     std::unique_ptr<EventLogReader> reader = (*embedded)->NewReader();
     FoldRunnerOptions options;
     options.pipelined_commits = state.range(0) != 0;
+    options.max_batch_records = static_cast<size_t>(state.range(1));
     SystemClock clock;
-    auto runner =
-        std::make_unique<FoldRunner>(options, reader.get(), store->get(), nullptr, &clock);
+    SnapshotHolder snapshots;
+    auto runner = std::make_unique<FoldRunner>(options, reader.get(), store->get(),
+                                               state.range(2) != 0 ? &snapshots : nullptr, &clock);
     state.ResumeTiming();
     absl::Status s = runner->Init();
     if (s.ok()) s = runner->RunUntilCaughtUp();
@@ -263,9 +264,14 @@ void BM_FoldRunnerFromEmbeddedLog(benchmark::State& state) {
   std::filesystem::remove_all(dir);
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * events));
 }
+// Args: pipelined commits (1) or not (0); records per commit (100 k is the default); snapshots
+// published as serve publishes them (1) or none, as `switchyard fold` and replay run (0).
 BENCHMARK(BM_FoldRunnerFromEmbeddedLog)
-    ->Arg(1)
-    ->Arg(0)
+    ->Args({1, 100'000, 1})
+    ->Args({1, 100'000, 0})
+    ->Args({0, 100'000, 0})
+    ->Args({1, 50'000, 1})
+    ->Args({1, 50'000, 0})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2);

@@ -155,14 +155,17 @@ absl::Status FoldRunner::CommitAndPublish(bool caught_up) {
       position.applied_slot != published_slot_ || position.LimboSince() != published_limbo_;
   const absl::Duration now = clock_->Monotonic();
   CommitJob job;
-  if (changed && (caught_up || now - last_publish_ >= options_.publish_interval)) {
+  // Without a holder (`switchyard fold`, replay) nobody reads a snapshot, and making one would
+  // only make the next batch's writes copy the map's shards it shares.
+  if (snapshots_ != nullptr && changed &&
+      (caught_up || now - last_publish_ >= options_.publish_interval)) {
     job.snapshot = fold_->MakeSnapshot();
     published_slot_ = position.applied_slot;
     published_limbo_ = position.LimboSince();
     last_publish_ = now;
   }
   if (uncommitted_records_ == 0) {
-    if (job.snapshot != nullptr && snapshots_ != nullptr) snapshots_->Publish(job.snapshot);
+    if (job.snapshot != nullptr) snapshots_->Publish(job.snapshot);
     return absl::OkStatus();
   }
   job.batch = fold_->TakeBatch();
@@ -200,7 +203,7 @@ absl::Status FoldRunner::RunCommit(const CommitJob& job) {
     metrics_->applied_slot.Set(static_cast<int64_t>(batch.position.applied_slot));
     metrics_->in_limbo.Set(batch.position.LimboSince() ? 1 : 0);
   }
-  if (job.snapshot != nullptr && snapshots_ != nullptr) snapshots_->Publish(job.snapshot);
+  if (job.snapshot != nullptr) snapshots_->Publish(job.snapshot);
   return absl::OkStatus();
 }
 
