@@ -189,9 +189,15 @@ void Fold::FoldAccountEvent(const Event& event, std::string record) {
 
 FoldBatch Fold::TakeBatch() {
   FoldBatch out = std::move(batch_);
-  batch_ = FoldBatch();
+  batch_ = std::move(spare_);
+  spare_ = FoldBatch();
   out.position = position_;
   return out;
+}
+
+void Fold::Recycle(FoldBatch batch) {
+  batch.Clear();
+  spare_ = std::move(batch);
 }
 
 std::shared_ptr<const Snapshot> Fold::MakeSnapshot() {

@@ -56,8 +56,13 @@ class Fold {
   // Feeds the record at `offset` of `partition`; offsets of a partition must increase.
   void Add(int32_t partition, int64_t offset, std::string_view record);
 
-  // The changes since the previous call.
+  // The changes since the previous call. The batch folded next is filled into the vectors of
+  // the batch last given to Recycle, if any.
   FoldBatch TakeBatch();
+  // Gives a written batch back, its contents dropped, so that the batch begun at the next
+  // TakeBatch reuses its vectors' memory instead of growing new ones: a catch-up's batches are
+  // tens of megabytes, and fresh memory costs a copy at each doubling and a page fault per page.
+  void Recycle(FoldBatch batch);
   // An immutable snapshot of the state now, with the accounts written since the previous one
   // (Snapshot::changes). Cheap: shares the account map's shards.
   std::shared_ptr<const Snapshot> MakeSnapshot();
@@ -102,6 +107,7 @@ class Fold {
   std::vector<PartitionQueue> partitions_;
   size_t delegated_count_ = 0;
   FoldBatch batch_;
+  FoldBatch spare_;  // given back by Recycle, empty
   // The accounts written since the last MakeSnapshot, while there are at most
   // kMaxListedChanges of them.
   std::vector<Pubkey> changed_;

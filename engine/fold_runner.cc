@@ -150,6 +150,11 @@ absl::StatusOr<size_t> FoldRunner::StepOnce(absl::Duration timeout) {
 
 absl::Status FoldRunner::CommitAndPublish(bool caught_up) {
   RETURN_IF_ERROR(AwaitCommit());
+  // While catching up, the next batch reuses the memory of the one just written. Once caught
+  // up, the batches are small: a spent batch is dropped, so that its memory is given back.
+  if (std::optional<FoldBatch> spent = TakeSpentBatch(); spent && !caught_up) {
+    fold_->Recycle(*std::move(spent));
+  }
   const FoldPosition& position = fold_->position();
   const bool changed =
       position.applied_slot != published_slot_ || position.LimboSince() != published_limbo_;
@@ -179,6 +184,7 @@ absl::Status FoldRunner::CommitAndPublish(bool caught_up) {
   }
   RETURN_IF_ERROR(RunCommit(job));
   recovering_ = false;
+  if (!caught_up) fold_->Recycle(std::move(job.batch));
   return absl::OkStatus();
 }
 
@@ -207,6 +213,13 @@ absl::Status FoldRunner::RunCommit(const CommitJob& job) {
   return absl::OkStatus();
 }
 
+std::optional<FoldBatch> FoldRunner::TakeSpentBatch() {
+  absl::MutexLock lock(&commit_mu_);
+  std::optional<FoldBatch> spent = std::move(spent_batch_);
+  spent_batch_.reset();
+  return spent;
+}
+
 absl::Status FoldRunner::AwaitCommit() {
   absl::MutexLock lock(&commit_mu_);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) { return !commit_job_; };
@@ -221,7 +234,7 @@ void FoldRunner::CommitLoop() {
     return commit_job_.has_value() || commit_stop_;
   };
   for (;;) {
-    const CommitJob* job = nullptr;
+    CommitJob* job = nullptr;
     {
       absl::MutexLock lock(&commit_mu_);
       commit_mu_.Await(absl::Condition(&work));
@@ -231,8 +244,12 @@ void FoldRunner::CommitLoop() {
     // The fold thread waits for this job (AwaitCommit) before it touches the job, the
     // reported counters or the store again, so the job is used here without the lock.
     absl::Status status = RunCommit(*job);
+    // Emptied here, not on the fold thread: freeing a batch's records is a free() per event.
+    FoldBatch spent = std::move(job->batch);
+    spent.Clear();
     absl::MutexLock lock(&commit_mu_);
     commit_status_ = std::move(status);
+    spent_batch_ = std::move(spent);
     commit_job_.reset();
   }
 }

@@ -124,6 +124,8 @@ class FoldRunner {
   absl::Status RunCommit(const CommitJob& job);
   // Waits until no batch is in flight; the error of the last one, once.
   absl::Status AwaitCommit();
+  // The batch the commit thread last wrote, emptied, if not taken yet.
+  std::optional<FoldBatch> TakeSpentBatch();
   void CommitLoop();
   // Compares each partition's start offset with the fold's read offset.
   absl::Status CheckLogStart();
@@ -152,6 +154,8 @@ class FoldRunner {
 
   absl::Mutex commit_mu_;
   std::optional<CommitJob> commit_job_ ABSL_GUARDED_BY(commit_mu_);  // handed over, not done
+  // The last job's batch once written, emptied on the commit thread, for Fold::Recycle.
+  std::optional<FoldBatch> spent_batch_ ABSL_GUARDED_BY(commit_mu_);
   absl::Status commit_status_ ABSL_GUARDED_BY(commit_mu_);           // of the last job, until read
   bool commit_stop_ ABSL_GUARDED_BY(commit_mu_) = false;
   std::thread commit_thread_;

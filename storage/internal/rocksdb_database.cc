@@ -140,8 +140,11 @@ absl::Status Database::Write(const rocksdb::WriteOptions& options, rocksdb::Writ
 rocksdb::Status TableFiles::File::Put(const rocksdb::Slice& key, const rocksdb::Slice& value) {
   if (!status_.ok()) return status_;
   if (!writer_) {
-    writer_ = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(),
-                                                       db_->GetOptions(family_), family_);
+    // Uncompressed: the family's compression is applied when compaction, on another core,
+    // rewrites the file, not on the committing thread (bench/README.md, "Larger commits").
+    rocksdb::Options options = db_->GetOptions(family_);
+    options.compression = rocksdb::kNoCompression;
+    writer_ = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(), options, family_);
     status_ = writer_->Open(path_);
   }
   if (status_.ok()) status_ = writer_->Put(key, value);

@@ -78,8 +78,8 @@ class Database {
 // order. Nothing is applied before Ingest; the files left are removed by the destructor.
 class TableFiles {
  public:
-  // One family's file, opened at its first row, each with the family's own table format,
-  // comparator and compression.
+  // One family's file, opened at its first row, each with the family's own table format and
+  // comparator, uncompressed (compaction compresses it as the family says).
   class File {
    public:
     rocksdb::Status Put(const rocksdb::Slice& key, const rocksdb::Slice& value);

@@ -121,6 +121,41 @@ TEST(FoldTest, StaleEventIsIgnoredAndCounted) {
   EXPECT_EQ(batch.history[1].slot, 8u);
 }
 
+TEST(FoldTest, ARecycledBatchLendsItsMemoryToALaterOneAndKeepsNoRowOfIts) {
+  // As the runner does: batch 1 is taken and written while batch 2 is folded; batch 1 is
+  // given back before batch 2 is taken, and batch 3 is folded into its memory.
+  Feeder f(1);
+  for (uint8_t a = 1; a <= 40; ++a) f.Add(Delegated(a, 5));
+  f.Add(SlotSealedEvent{5});
+  FoldBatch first = f.fold().TakeBatch();
+  ASSERT_EQ(first.history.size(), 40u);
+  ASSERT_EQ(first.accounts.size(), 40u);
+  const FoldBatch::HistoryRow* history_memory = first.history.data();
+  const FoldBatch::AccountWrite* accounts_memory = first.accounts.data();
+
+  f.Add(Delegated(41, 6));
+  f.Add(SlotSealedEvent{6});
+  f.fold().Recycle(std::move(first));
+  const FoldBatch second = f.fold().TakeBatch();
+  ASSERT_EQ(second.history.size(), 1u);
+  EXPECT_EQ(second.history[0].account, Key(41));
+
+  f.Add(Delegated(42, 7));
+  f.Add(SlotSealedEvent{7});
+  const FoldBatch third = f.fold().TakeBatch();
+  EXPECT_EQ(third.history.data(), history_memory);
+  EXPECT_EQ(third.accounts.data(), accounts_memory);
+  ASSERT_EQ(third.history.size(), 1u);
+  EXPECT_EQ(third.history[0].account, Key(42));
+  EXPECT_EQ(third.history[0].slot, 7u);
+  ASSERT_EQ(third.accounts.size(), 1u);
+  EXPECT_EQ(third.accounts[0].account, Key(42));
+  ASSERT_EQ(third.sealed_digests.size(), 1u);
+  EXPECT_EQ(third.sealed_digests[0].first, 7u);
+  EXPECT_EQ(third.position.applied_slot, 7u);
+  EXPECT_EQ(third.position.counters.applied, 42u);
+}
+
 TEST(FoldTest, EventAtTheSameSlotAsTheLastIsApplied) {
   Feeder f(1);
   f.Add(Delegated(1, 10));
