@@ -156,7 +156,7 @@ class FoldRunner {
   std::optional<CommitJob> commit_job_ ABSL_GUARDED_BY(commit_mu_);  // handed over, not done
   // The last job's batch once written, emptied on the commit thread, for Fold::Recycle.
   std::optional<FoldBatch> spent_batch_ ABSL_GUARDED_BY(commit_mu_);
-  absl::Status commit_status_ ABSL_GUARDED_BY(commit_mu_);           // of the last job, until read
+  absl::Status commit_status_ ABSL_GUARDED_BY(commit_mu_);  // of the last job, until read
   bool commit_stop_ ABSL_GUARDED_BY(commit_mu_) = false;
   std::thread commit_thread_;
 };

@@ -104,9 +104,10 @@ absl::Status RocksDbStateStore::PutStateRows(const FoldBatch& batch, PutRow put)
   // one run of ordered keys per commit, so the flush's sort and its walk read the arena in a
   // few sequential streams instead of at random, and table files need them so.
   // bench/README.md, "Commits in key order".
-  SortByKey(order_, [&](size_t a, size_t b) {
-    return batch.accounts[a].account < batch.accounts[b].account;
-  });
+  SortByKey(
+      order_,
+      [&](size_t a, size_t b) { return batch.accounts[a].account < batch.accounts[b].account; },
+      sort_rows_, sort_bucket_ends_);
   return PutInKeyOrder(order_, batch.accounts, [&](size_t, const FoldBatch::AccountWrite& write) {
     value.clear();
     EncodeAccountState(write.state, &value);
@@ -147,10 +148,13 @@ absl::Status RocksDbStateStore::PutHistoryRows(const FoldBatch& batch, PutRow by
   for (size_t i = 0; i < rows.size(); ++i) {
     order_.push_back({KeyPrefix(rows[i].account), i});
   }
-  SortByKey(order_, [&](size_t a, size_t b) {
-    return std::tie(rows[a].account, rows[a].slot, rows[a].seq) <
-           std::tie(rows[b].account, rows[b].slot, rows[b].seq);
-  });
+  SortByKey(
+      order_,
+      [&](size_t a, size_t b) {
+        return std::tie(rows[a].account, rows[a].slot, rows[a].seq) <
+               std::tie(rows[b].account, rows[b].slot, rows[b].seq);
+      },
+      sort_rows_, sort_bucket_ends_);
   std::string& value = commit_value_;
   std::string& key = commit_key_;
   return PutInKeyOrder(order_, rows, [&](size_t index, const FoldBatch::HistoryRow& row) {

@@ -174,6 +174,8 @@ class RocksDbStateStore final : public StateStore {
   std::vector<std::pair<Slot, size_t>> slot_rows_ ABSL_GUARDED_BY(commit_mu_);
   std::vector<uint64_t> slot_key_of_ ABSL_GUARDED_BY(commit_mu_);
   std::vector<KeyOrder> order_ ABSL_GUARDED_BY(commit_mu_);
+  std::vector<KeyOrder> sort_rows_ ABSL_GUARDED_BY(commit_mu_);         // SortByKey's scratch
+  std::vector<uint32_t> sort_bucket_ends_ ABSL_GUARDED_BY(commit_mu_);  // likewise
 };
 
 }  // namespace switchyard

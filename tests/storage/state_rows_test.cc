@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -60,7 +61,10 @@ TEST(StateRowsTest, PutInKeyOrderVisitsEveryRowInKeyOrderWithItsIndex) {
   }
   std::vector<Order> order;
   for (size_t i = 0; i < items.size(); ++i) order.push_back({KeyPrefix(items[i].key), i});
-  SortByKey(order, [&](size_t a, size_t b) { return items[a].key < items[b].key; });
+  std::vector<Order> rows;
+  std::vector<uint32_t> ends;
+  SortByKey(
+      order, [&](size_t a, size_t b) { return items[a].key < items[b].key; }, rows, ends);
 
   std::vector<size_t> visited;
   absl::Status s = PutInKeyOrder(order, items, [&](size_t index, const Item& item) {
@@ -72,6 +76,37 @@ TEST(StateRowsTest, PutInKeyOrderVisitsEveryRowInKeyOrderWithItsIndex) {
   ASSERT_EQ(visited.size(), items.size());
   for (size_t k = 1; k < visited.size(); ++k) {
     EXPECT_TRUE(items[visited[k - 1]].key < items[visited[k]].key) << "row " << k;
+  }
+}
+
+TEST(StateRowsTest, SortByKeyInBucketsOrdersAsAComparisonSortDoes) {
+  // Enough rows for the buckets. Prefixes: spread at random, repeated (the tie-break decides),
+  // and a fifth of them crowded into one bucket (the same top 16 bits).
+  std::mt19937_64 random(7);
+  std::vector<uint64_t> prefixes;
+  for (size_t i = 0; i < 30'000; ++i) {
+    uint64_t prefix = random();
+    if (i % 5 == 1) prefix = (prefix >> 16) | (uint64_t{0xABCD} << 48);
+    if (i % 7 == 3 && i > 0) prefix = prefixes[i / 2];
+    prefixes.push_back(prefix);
+  }
+  // The tie-break puts equal prefixes in reverse index order, which no stable pass gives.
+  auto less = [](size_t a, size_t b) { return a > b; };
+  std::vector<Order> order;
+  for (size_t i = 0; i < prefixes.size(); ++i) order.push_back({prefixes[i], i});
+  std::vector<Order> expected = order;
+  std::sort(expected.begin(), expected.end(), [&](const Order& a, const Order& b) {
+    return a.prefix != b.prefix ? a.prefix < b.prefix : less(a.index, b.index);
+  });
+  std::vector<Order> rows;
+  std::vector<uint32_t> ends;
+  for (int round = 0; round < 2; ++round) {  // the scratch of one sort serves the next
+    std::vector<Order> sorted = order;
+    SortByKey(sorted, less, rows, ends);
+    ASSERT_EQ(sorted.size(), expected.size());
+    for (size_t k = 0; k < sorted.size(); ++k) {
+      ASSERT_EQ(sorted[k].index, expected[k].index) << "row " << k << ", round " << round;
+    }
   }
 }
 
