@@ -301,8 +301,10 @@ std::string ResponseCache::KeyOf(std::string_view target, std::string_view metho
   key.push_back('\0');
   key.append(method);
   key.push_back('\0');
-  // Compact params (what SDKs send) are the key as they are.
-  if (params.find_first_of(" \t\n\r") == std::string_view::npos) {
+  // Compact params (what SDKs send) are the key as they are. (One pass over the bytes:
+  // find_first_of with a set calls memchr for every byte.)
+  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  if (std::none_of(params.begin(), params.end(), is_space)) {
     key.append(params);
     return key;
   }
@@ -320,7 +322,7 @@ std::string ResponseCache::KeyOf(std::string_view target, std::string_view metho
       }
       continue;
     }
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+    if (is_space(c)) continue;
     if (c == '"') in_string = true;
     key.push_back(c);
   }

@@ -453,7 +453,17 @@ std::string JsonQuote(std::string_view text) {
 }
 
 std::string RpcResultResponse(std::string_view id_json, std::string_view result_json) {
-  return fmt::format(R"({{"jsonrpc":"2.0","result":{},"id":{}}})", result_json, id_json);
+  // Every answer passes here: one sized allocation, no format string to interpret.
+  constexpr std::string_view kHead = R"({"jsonrpc":"2.0","result":)";
+  constexpr std::string_view kId = R"(,"id":)";
+  std::string out;
+  out.reserve(kHead.size() + result_json.size() + kId.size() + id_json.size() + 1);
+  out += kHead;
+  out += result_json;
+  out += kId;
+  out += id_json;
+  out += '}';
+  return out;
 }
 
 std::string RpcErrorResponse(std::string_view id_json, const RpcError& error) {

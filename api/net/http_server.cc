@@ -441,7 +441,7 @@ class HttpServer::StreamSession final : public HttpServer::Session,
 
   // With gzip on: compresses the body of `answer` for a client that accepts gzip when it has at
   // least min_bytes and comes out smaller. Returns whether the answer's encoding depends on
-  // Accept-Encoding (every answer with a body), for Vary.
+  // Accept-Encoding (every answer with a body of at least min_bytes), for Vary.
   bool Encode(HttpResponse& answer, bool accepts_gzip) {
     if (IsBodiless(answer.status)) return false;
     if (answer.gzip) {
@@ -449,7 +449,9 @@ class HttpServer::StreamSession final : public HttpServer::Session,
       metrics_->http_gzip_passthrough_bytes.Increment(answer.body.size());
       return true;
     }
-    if (!accepts_gzip || answer.body.size() < options_.gzip.min_bytes) return true;
+    // Below the threshold no client gets it compressed: Accept-Encoding changes nothing.
+    if (answer.body.size() < options_.gzip.min_bytes) return false;
+    if (!accepts_gzip) return true;
     std::string compressed;
     GzipCompress(answer.body, options_.gzip.level, &compressed);
     if (compressed.size() >= answer.body.size()) return true;
@@ -461,12 +463,14 @@ class HttpServer::StreamSession final : public HttpServer::Session,
     return true;
   }
 
-  // The request's Origin when the answer's CORS headers depend on it and it is allowed; a
-  // refusal is counted when `count`.
+  // The origin to write the answer's CORS headers for (CorsPolicy::AppendAnswerHeaders): with
+  // an origin list, the request's Origin when it is allowed, a refusal counted when `count`;
+  // with any origin allowed, an empty string when the request has an Origin at all.
   std::optional<std::string> AllowedOrigin(bool count) const {
-    if (!cors_.needs_origin()) return std::nullopt;
+    if (!cors_.enabled()) return std::nullopt;
     const std::optional<std::string_view> origin = request_.Header("Origin");
     if (!origin) return std::nullopt;
+    if (!cors_.needs_origin()) return std::string();
     if (!(count ? cors_.AllowsOrigin(*origin) : cors_.Matches(*origin))) return std::nullopt;
     return std::string(*origin);
   }
@@ -512,8 +516,12 @@ class HttpServer::StreamSession final : public HttpServer::Session,
     answer.status = status;
     Pending& pending = queue_.emplace_back();
     pending.keep_alive = false;
-    WriteHead(answer, 11, false, cors_, AllowedOrigin(/*count=*/false), /*vary=*/false,
-              pending.head);
+    // The request's header may be unread here (malformed, too large): with any origin allowed,
+    // the error carries the CORS lines whatever the header held.
+    const std::optional<std::string> listed = AllowedOrigin(/*count=*/false);
+    std::optional<std::string_view> origin = cors_.UnreadOrigin();
+    if (cors_.needs_origin()) origin = listed;
+    WriteHead(answer, 11, false, cors_, origin, /*vary=*/false, pending.head);
     pending.body = std::move(answer.body);
     pending.ready = true;
     WriteNext();

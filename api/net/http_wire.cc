@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <boost/beast/http/status.hpp>
+#include <charconv>
+#include <cstdint>
 
 #include "absl/strings/ascii.h"
 
@@ -21,10 +23,20 @@ std::optional<std::string_view> HttpRequest::Header(std::string_view name) const
 namespace http_wire {
 namespace {
 
+// Every head is written into one buffer that this size usually holds, so it grows once.
+constexpr size_t kHeadReserve = 256;
+
+void AppendNumber(uint64_t value, std::string& head) {
+  char digits[20];
+  const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+  head.append(digits, end);
+}
+
 void WriteStatusLine(unsigned status, unsigned version, std::string& head) {
   head.clear();
+  head.reserve(kHeadReserve);
   head += version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
-  head += std::to_string(status);
+  AppendNumber(status, head);
   head += ' ';
   const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(status));
   head.append(reason.data(), reason.size());
@@ -82,7 +94,7 @@ void WriteHead(const HttpResponse& answer, unsigned version, bool keep_alive,
   cors.AppendAnswerHeaders(origin, &head);
   if (!IsBodiless(answer.status)) {
     head += "Content-Length: ";
-    head += std::to_string(answer.body.size());
+    AppendNumber(answer.body.size(), head);
     head += "\r\n";
   }
   WriteConnectionAndEnd(version, keep_alive, head);

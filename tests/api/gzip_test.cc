@@ -111,11 +111,14 @@ TEST_F(GzipTest, AnAnswerBelowTheThresholdIsNotCompressed) {
   ClientResponse small = client.Post(kGetProgramAccounts, kAcceptsGzip);
   ASSERT_EQ(small.status, 200u);
   EXPECT_EQ(small.headers.count("Content-Encoding"), 0u);
+  // No client would get it compressed, so it does not vary with Accept-Encoding.
+  EXPECT_EQ(small.headers.count("Vary"), 0u);
   EXPECT_EQ(small.body, answer);
   const std::string large = LargeAnswer(5000);
   AnswerWith(large, /*gzip=*/false);
   ClientResponse compressed = client.Post(kGetProgramAccounts, kAcceptsGzip);
   EXPECT_EQ(compressed.headers["Content-Encoding"], "gzip");
+  EXPECT_EQ(compressed.headers["Vary"], "Accept-Encoding");
   EXPECT_EQ(Inflate(compressed.body), large);
   EXPECT_EQ(metrics_.http_gzip_answers.value(), 1u);
 }

@@ -36,7 +36,9 @@ bool ListsToken(std::string_view value, std::string_view token);
 class RequestReader final : public http::basic_parser<true> {
  public:
   // `gzip`: the server takes gzip, so Accept-Encoding is read into request->accepts_gzip.
-  RequestReader(HttpRequest* request, bool gzip) : request_(request), gzip_(gzip) {}
+  RequestReader(HttpRequest* request, bool gzip) : request_(request), gzip_(gzip) {
+    request_->headers.reserve(kHeadersReserved);
+  }
   unsigned version() const { return version_; }
   bool expects_continue() const { return expects_continue_; }
   // The request's Content-Encoding, when it had one (empty otherwise).
@@ -78,6 +80,8 @@ class RequestReader final : public http::basic_parser<true> {
   }
   void on_finish_impl(error_code&) override {}
 
+  // Room for the header fields of most requests, so the vector grows once.
+  static constexpr size_t kHeadersReserved = 8;
   HttpRequest* request_;
   bool gzip_;
   unsigned version_ = 11;
