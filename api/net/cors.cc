@@ -121,8 +121,6 @@ void CorsPolicy::AppendAnswerHeaders(std::optional<std::string_view> origin,
     *head += "Access-Control-Allow-Origin: ";
     head->append(*origin);
     *head += "\r\n";
-  } else if (!origin) {
-    return;
   }
   *head += common_lines_;
 }

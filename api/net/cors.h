@@ -49,19 +49,10 @@ class CorsPolicy {
   // the origin is refused (the caller answers 403).
   std::string PreflightHeaders(std::string_view origin,
                                std::optional<std::string_view> request_headers) const;
-  // Appends the CORS header lines of an answer to a request with `origin` (nullopt: the
-  // request had no Origin header). A request without Origin is no browser's cross-origin call,
-  // so with any origin allowed its answer carries no CORS lines, as Solana's RPC server
-  // answers; with an origin list it carries Vary: Origin.
+  // Appends the header lines every answer to a request with `origin` (nullopt: none) carries.
   void AppendAnswerHeaders(std::optional<std::string_view> origin, std::string* head) const;
-  // What to pass as `origin` for an answer to a request whose header could not be read (a
-  // malformed or oversized request, plain HTTP on a TLS port): with any origin allowed the
-  // answer carries the CORS lines, so a page can read the error.
-  std::optional<std::string_view> UnreadOrigin() const {
-    return any_origin_ ? std::optional<std::string_view>("*") : std::nullopt;
-  }
-  // Whether AppendAnswerHeaders needs the request's Origin value (an origin list); with any
-  // origin allowed only its presence counts.
+  // Whether AppendAnswerHeaders needs the request's Origin (an origin list), or is the same
+  // for every request.
   bool needs_origin() const { return !any_origin_ && enabled(); }
 
  private:

@@ -463,14 +463,12 @@ class HttpServer::StreamSession final : public HttpServer::Session,
     return true;
   }
 
-  // The origin to write the answer's CORS headers for (CorsPolicy::AppendAnswerHeaders): with
-  // an origin list, the request's Origin when it is allowed, a refusal counted when `count`;
-  // with any origin allowed, an empty string when the request has an Origin at all.
+  // The request's Origin when the answer's CORS headers depend on it and it is allowed; a
+  // refusal is counted when `count`.
   std::optional<std::string> AllowedOrigin(bool count) const {
-    if (!cors_.enabled()) return std::nullopt;
+    if (!cors_.needs_origin()) return std::nullopt;
     const std::optional<std::string_view> origin = request_.Header("Origin");
     if (!origin) return std::nullopt;
-    if (!cors_.needs_origin()) return std::string();
     if (!(count ? cors_.AllowsOrigin(*origin) : cors_.Matches(*origin))) return std::nullopt;
     return std::string(*origin);
   }
@@ -516,12 +514,8 @@ class HttpServer::StreamSession final : public HttpServer::Session,
     answer.status = status;
     Pending& pending = queue_.emplace_back();
     pending.keep_alive = false;
-    // The request's header may be unread here (malformed, too large): with any origin allowed,
-    // the error carries the CORS lines whatever the header held.
-    const std::optional<std::string> listed = AllowedOrigin(/*count=*/false);
-    std::optional<std::string_view> origin = cors_.UnreadOrigin();
-    if (cors_.needs_origin()) origin = listed;
-    WriteHead(answer, 11, false, cors_, origin, /*vary=*/false, pending.head);
+    WriteHead(answer, 11, false, cors_, AllowedOrigin(/*count=*/false), /*vary=*/false,
+              pending.head);
     pending.body = std::move(answer.body);
     pending.ready = true;
     WriteNext();

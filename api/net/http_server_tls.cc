@@ -79,8 +79,7 @@ class HttpServer::TlsHandshake : public std::enable_shared_from_this<TlsHandshak
     HttpResponse answer = server_->workers_[worker_]->handler->LocalAnswer(
         400, "this port speaks TLS only: use https:// or wss://");
     answer.status = 400;
-    WriteHead(answer, 11, false, server_->cors_, server_->cors_.UnreadOrigin(), /*vary=*/false,
-              head_);
+    WriteHead(answer, 11, false, server_->cors_, std::nullopt, /*vary=*/false, head_);
     body_ = std::move(answer.body);
     const std::array<asio::const_buffer, 2> buffers = {asio::buffer(head_), asio::buffer(body_)};
     asio::async_write(stream_.next_layer(), buffers,
