@@ -1,15 +1,25 @@
 #include "engine/account_map.h"
 
-#include "absl/hash/hash.h"
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <random>
 
 namespace switchyard {
 namespace {
 
 constexpr size_t kMinCapacity = 8;
 
-size_t HashOf(const Pubkey& key) { return absl::Hash<Pubkey>()(key); }
+const uint64_t kHashSeed = [] {
+  std::random_device device;
+  return (uint64_t{device()} << 32) | device();
+}();
+
+size_t HashOf(const Pubkey& key) { return XXH3_64bits_withSeed(key.data(), key.size(), kHashSeed); }
 
 }  // namespace
+
+size_t AccountMap::KeyHash::operator()(const Pubkey& key) const { return HashOf(key); }
 
 AccountMap::AccountMap() : interner_(std::make_shared<Interner>()) {}
 
@@ -37,15 +47,18 @@ AccountState AccountMap::Expand(const Cell& cell) const {
   return s;
 }
 
-uint32_t AccountMap::Intern(const Pubkey& key) {
+uint32_t AccountMap::Intern(const Pubkey& key, InternMemo& memo) {
+  if (memo.valid && memo.key == key) return memo.id;
+  memo.key = key;
+  memo.valid = true;
   auto it = interner_->ids.find(key);
-  if (it != interner_->ids.end()) return it->second;
+  if (it != interner_->ids.end()) return memo.id = it->second;
   // Snapshots share the intern table; ids they hold stay valid because ids only grow.
   if (interner_.use_count() > 1) interner_ = std::make_shared<Interner>(*interner_);
   const auto id = static_cast<uint32_t>(interner_->keys.size());
   interner_->keys.push_back(key);
   interner_->ids.emplace(key, id);
-  return id;
+  return memo.id = id;
 }
 
 void AccountMap::InsertCell(Table& table, const Cell& cell, size_t hash) {
@@ -119,8 +132,8 @@ AccountMap::Table& AccountMap::MutableTable(size_t shard) {
 AccountMap::Cell AccountMap::MakeCell(const Pubkey& key, const AccountState& state) {
   Cell cell;
   cell.key = key;
-  cell.validator_id = Intern(state.validator);
-  cell.owner_id = Intern(state.owner_program);
+  cell.validator_id = Intern(state.validator, validator_memo_);
+  cell.owner_id = Intern(state.owner_program, owner_memo_);
   cell.delegation_slot = state.delegation_slot;
   cell.lamports = state.lamports;
   cell.commit_frequency_ms = state.commit_frequency_ms;

@@ -87,20 +87,34 @@ class AccountMap {
     return static_cast<size_t>((static_cast<uint64_t>(static_cast<uint32_t>(hash)) * capacity) >>
                                32);
   }
+  // The hash of every key in the map and the intern table: XXH3 with a seed drawn at
+  // start-up, so that keys chosen to collide in one process do not collide in another.
+  struct KeyHash {
+    size_t operator()(const Pubkey& key) const;
+  };
   struct Interner {
     std::vector<Pubkey> keys;
-    absl::flat_hash_map<Pubkey, uint32_t> ids;
+    absl::flat_hash_map<Pubkey, uint32_t, KeyHash> ids;
+  };
+  // The last key interned for one field of the cell and its id: consecutive events mostly
+  // name the same validator and owner program, and the comparison costs less than a lookup.
+  struct InternMemo {
+    Pubkey key;
+    uint32_t id = 0;
+    bool valid = false;
   };
 
   AccountState Expand(const Cell& cell) const;
   Cell MakeCell(const Pubkey& key, const AccountState& state);
-  uint32_t Intern(const Pubkey& key);
+  uint32_t Intern(const Pubkey& key, InternMemo& memo);
   Table& MutableTable(size_t shard);
   static void InsertCell(Table& table, const Cell& cell, size_t hash);
   void Rehash(size_t shard, size_t capacity);
 
   std::array<Root, size_t{1} << kShardBits> roots_;
   std::shared_ptr<Interner> interner_;
+  InternMemo validator_memo_;
+  InternMemo owner_memo_;
   size_t size_ = 0;
 };
 

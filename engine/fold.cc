@@ -54,7 +54,7 @@ bool Fold::Saturated(int32_t partition) const {
   // Only a partition that is ahead (it sealed more than the applied slot) waits for the
   // others; the partition that holds the applied slot back must keep reading towards its
   // next SlotSealed, however much it holds.
-  return partitions_[partition].pending.size() >= options_.max_pending_per_partition &&
+  return partitions_[partition].size() >= options_.max_pending_per_partition &&
          position_.partitions[partition].sealed_slot > position_.applied_slot;
 }
 
@@ -73,12 +73,45 @@ Slot Fold::ComputeAppliedSlot() const {
   return std::max(applied, position_.applied_slot);
 }
 
+Fold::PendingRecord& Fold::PartitionQueue::Push(int64_t offset) {
+  PendingRecord& record = pending.emplace_back();
+  record.offset = offset;
+  record.record_begin = records.size();
+  return record;
+}
+
+void Fold::PartitionQueue::PopFront() {
+  ++head;
+  if (head == pending.size()) {
+    // Drained: keep the memory for the next slot's records, unless a long wait (a partition
+    // far ahead of the others) grew it well past what one slot needs.
+    constexpr size_t kKeptRecords = 1 << 16;
+    if (pending.capacity() > kKeptRecords) {
+      std::vector<PendingRecord>().swap(pending);
+      std::string().swap(records);
+    }
+    pending.clear();
+    records.clear();
+    head = 0;
+    return;
+  }
+  // A queue that never drains (its partition's seals wait for the others') drops the records
+  // folded so far once they are most of it, so that it stays within twice what it holds.
+  if (head >= 4096 && head * 2 >= pending.size()) {
+    const size_t drop_bytes = pending[head].record_begin;
+    pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(head));
+    records.erase(0, drop_bytes);
+    for (PendingRecord& r : pending) r.record_begin -= drop_bytes;
+    head = 0;
+  }
+}
+
 void Fold::Add(int32_t partition, int64_t offset, std::string_view record) {
   PartitionQueue& queue = partitions_[partition];
   queue.read_offset = offset + 1;
-  PendingRecord pending;
-  pending.offset = offset;
+  PendingRecord& pending = queue.Push(offset);
   absl::StatusOr<Event> event = DecodeEvent(record);
+  bool keep_record = true;
   if (event.ok()) {
     if (const auto* seal = std::get_if<SlotSealedEvent>(&*event)) {
       auto& cursor = position_.partitions[partition];
@@ -94,13 +127,15 @@ void Fold::Add(int32_t partition, int64_t offset, std::string_view record) {
     } else {
       pending.fold_slot = std::max(SlotOf(*event), queue.last_seal + 1);
     }
-    if (AccountOf(*event) != nullptr) pending.record = std::string(record);
+    keep_record = AccountOf(*event) != nullptr;
     pending.event = *std::move(event);
   } else {
     pending.error = std::string(event.status().message());
-    pending.record = std::string(record);
   }
-  queue.pending.push_back(std::move(pending));
+  if (keep_record) {
+    queue.records.append(record);
+    pending.record_size = record.size();
+  }
 
   const Slot applied = ComputeAppliedSlot();
   if (applied == position_.applied_slot) {
@@ -119,23 +154,22 @@ void Fold::Drain(int32_t partition) {
   // large map: the cell of the record a few places ahead is asked for first, so that the
   // cache misses overlap instead of following one another.
   constexpr size_t kAhead = 8;
-  while (!queue.pending.empty() && FoldHead(partition)) {
-    queue.pending.pop_front();
-    if (queue.pending.size() > kAhead && queue.pending[kAhead].event) {
-      if (const Pubkey* account = AccountOf(*queue.pending[kAhead].event)) {
-        accounts_.Prefetch(*account);
-      }
+  while (!queue.empty() && FoldHead(partition)) {
+    queue.PopFront();
+    if (const PendingRecord* ahead = queue.Peek(kAhead); ahead != nullptr && ahead->event) {
+      if (const Pubkey* account = AccountOf(*ahead->event)) accounts_.Prefetch(*account);
     }
   }
-  cursor.next_offset = queue.pending.empty() ? queue.read_offset : queue.pending.front().offset;
+  cursor.next_offset = queue.empty() ? queue.read_offset : queue.front().offset;
 }
 
 bool Fold::FoldHead(int32_t partition) {
-  PendingRecord& head = partitions_[partition].pending.front();
+  PartitionQueue& queue = partitions_[partition];
+  PendingRecord& head = queue.front();
   auto& cursor = position_.partitions[partition];
   if (!head.event) {
     batch_.quarantine.push_back(
-        {partition, head.offset, std::move(head.error), std::move(head.record)});
+        {partition, head.offset, std::move(head.error), std::string(queue.RecordOf(head))});
     ++position_.counters.quarantined;
     return true;
   }
@@ -148,22 +182,21 @@ bool Fold::FoldHead(int32_t partition) {
   if (std::holds_alternative<StreamGapEvent>(event)) {
     ++position_.counters.stream_gaps;  // the limbo began when it was read (Add)
   } else if (std::holds_alternative<ResyncedEvent>(event)) {
-    if (head.offset > partitions_[partition].last_gap_offset) cursor.limbo_since.reset();
+    if (head.offset > queue.last_gap_offset) cursor.limbo_since.reset();
     ++position_.counters.resyncs;
   } else {
-    FoldAccountEvent(event, std::move(head.record));
+    FoldAccountEvent(event, queue.RecordOf(head));
   }
   return true;
 }
 
-void Fold::FoldAccountEvent(const Event& event, std::string record) {
+void Fold::FoldAccountEvent(const Event& event, std::string_view record) {
   const Pubkey& account = *AccountOf(event);
   const std::optional<AccountState> found = accounts_.Find(account);
   const AccountState* current = found ? &*found : nullptr;
   const ApplyResult result = ApplyAccountEvent(current, event);
   const bool ignored = result.outcome == ApplyOutcome::kIgnoredStale;
-  batch_.history.push_back(
-      {account, SlotOf(event), position_.next_seq++, ignored, std::move(record)});
+  batch_.AddHistory(account, SlotOf(event), position_.next_seq++, ignored, record);
   if (ignored) {
     ++position_.counters.ignored_stale;
     return;

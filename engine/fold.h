@@ -1,7 +1,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -80,9 +79,14 @@ class Fold {
     // (see above) the slot after the last SlotSealed before it in its partition.
     Slot fold_slot = 0;
     std::optional<Event> event;  // empty: failed to decode
-    std::string record;          // kept for history rows and quarantine
+    // The record, kept for history rows and quarantine (PartitionQueue::RecordOf).
+    size_t record_begin = 0;
+    size_t record_size = 0;
     std::string error;
   };
+  // A partition's records read and not yet folded, oldest first. They live in a vector from
+  // `head` on, their bytes in one string, and both are emptied, not freed, whenever the queue
+  // drains (at every seal, in order), so that a record queued costs no allocation.
   struct PartitionQueue {
     int64_t read_offset = 0;
     // The highest SlotSealed fed so far. A SlotSealed leaves the queue only once the applied
@@ -92,14 +96,29 @@ class Fold {
     // The offset of the last StreamGap read (-1: none since the fold started): a Resynced
     // before it does not end the limbo that gap began.
     int64_t last_gap_offset = -1;
-    std::deque<PendingRecord> pending;
+    std::vector<PendingRecord> pending;
+    size_t head = 0;
+    std::string records;
+
+    size_t size() const { return pending.size() - head; }
+    bool empty() const { return head == pending.size(); }
+    PendingRecord& front() { return pending[head]; }
+    // The record `ahead` places behind the front, or null past the end.
+    const PendingRecord* Peek(size_t ahead) const {
+      return head + ahead < pending.size() ? &pending[head + ahead] : nullptr;
+    }
+    std::string_view RecordOf(const PendingRecord& r) const {
+      return std::string_view(records).substr(r.record_begin, r.record_size);
+    }
+    PendingRecord& Push(int64_t offset);
+    void PopFront();
   };
 
   Slot ComputeAppliedSlot() const;
   void Drain(int32_t partition);
   // Folds the head record of the partition if it may be folded now; false when it must wait.
   bool FoldHead(int32_t partition);
-  void FoldAccountEvent(const Event& event, std::string record);
+  void FoldAccountEvent(const Event& event, std::string_view record);
 
   FoldOptions options_;
   AccountMap accounts_;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -74,10 +75,16 @@ struct FoldBatch {
     Slot slot = 0;
     uint64_t seq = 0;
     bool ignored = false;
-    std::string record;  // the event's log record, byte for byte
+    // The event's log record, byte for byte: `record_size` bytes of `history_records` from
+    // `record_begin` (RecordOf).
+    uint32_t record_size = 0;
+    size_t record_begin = 0;
   };
   std::vector<AccountWrite> accounts;  // in fold order; a later write to an account wins
   std::vector<HistoryRow> history;
+  // The records of `history`, one after the other: one buffer for a batch's records rather
+  // than one allocation for each.
+  std::string history_records;
   std::vector<QuarantineEntry> quarantine;
   std::vector<std::pair<Slot, StateDigest>> sealed_digests;  // digest at each applied slot reached
   FoldPosition position;                                     // after the batch
@@ -85,10 +92,20 @@ struct FoldBatch {
   bool HasChanges() const {
     return !accounts.empty() || !history.empty() || !quarantine.empty() || !sealed_digests.empty();
   }
+  void AddHistory(const Pubkey& account, Slot slot, uint64_t seq, bool ignored,
+                  std::string_view record) {
+    history.push_back({account, slot, seq, ignored, static_cast<uint32_t>(record.size()),
+                       history_records.size()});
+    history_records.append(record);
+  }
+  std::string_view RecordOf(const HistoryRow& row) const {
+    return std::string_view(history_records).substr(row.record_begin, row.record_size);
+  }
   // Drops the contents and keeps the vectors' memory, for the next batch (Fold::Recycle).
   void Clear() {
     accounts.clear();
     history.clear();
+    history_records.clear();
     quarantine.clear();
     sealed_digests.clear();
   }

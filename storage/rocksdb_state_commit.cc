@@ -138,7 +138,7 @@ absl::Status RocksDbStateStore::PutHistoryRows(const FoldBatch& batch, PutRow by
          ++i, ++n) {
       const size_t index = slot_rows_[i].second;
       const FoldBatch::HistoryRow& row = rows[index];
-      AppendSlotRow(row.account, row.ignored, row.seq, row.record, &packed);
+      AppendSlotRow(row.account, row.ignored, row.seq, batch.RecordOf(row), &packed);
       slot_key_of_[index] = first_seq;
     }
     RETURN_IF_ERROR(FromRocksDb(by_slot(BySlotKey(slot, first_seq), packed), "batch put"));

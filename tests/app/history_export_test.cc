@@ -46,7 +46,7 @@ void WriteHistory(const std::string& dir, uint64_t rows, size_t accounts) {
       Signature signature;
       std::memcpy(signature.data(), &seq, sizeof(seq));
       d.signature = signature;
-      batch.history.push_back({d.account, slot, seq, false, EncodeEvent(d)});
+      batch.AddHistory(d.account, slot, seq, false, EncodeEvent(d));
     }
     batch.position.next_seq = seq;
     if (!(*store)->Commit(batch).ok()) _exit(1);

@@ -282,6 +282,51 @@ TEST(FoldTest, CorruptRecordIsQuarantinedWithItsOffsetAndFoldingGoesOn) {
   EXPECT_EQ(batch.position.partitions[0].next_offset, 5);
 }
 
+// A partition a slot ahead of the other never drains its queue: each seal of the other folds
+// one slot of it and leaves the next. The queue drops what it folded as it goes; every record
+// must still reach its history row, and a corrupt one the quarantine, byte for byte.
+TEST(FoldTest, AQueueThatNeverDrainsKeepsEachRecordForItsRow) {
+  Feeder f(2);
+  constexpr Slot kSlots = 12;
+  constexpr int kPerSlot = 1000;
+  std::vector<std::string> expected;  // the records of the history rows, in fold order
+  std::string corrupt;
+  auto add_slot = [&](Slot slot) {
+    for (int i = 0; i < kPerSlot; ++i) {
+      std::string record =
+          EncodeEvent(Delegated(static_cast<uint8_t>(i), slot, static_cast<uint8_t>(slot * 7 + i)));
+      if (slot == 8 && i == 500) {
+        record[10] ^= 0x40;
+        corrupt = record;
+      } else {
+        expected.push_back(record);
+      }
+      f.AddRaw(record, 0);
+    }
+    f.Add(SlotSealedEvent{slot}, 0);
+  };
+  add_slot(1);
+  for (Slot slot = 2; slot <= kSlots; ++slot) {
+    add_slot(slot);
+    f.Add(SlotSealedEvent{slot - 1}, 1);
+    ASSERT_EQ(f.fold().position().applied_slot, slot - 1);
+    // Slot `slot`'s records and seal wait in partition 0.
+    EXPECT_EQ(f.fold().position().partitions[0].next_offset,
+              static_cast<int64_t>((slot - 1) * (kPerSlot + 1)));
+  }
+  f.Add(SlotSealedEvent{kSlots}, 1);
+  const FoldBatch batch = f.fold().TakeBatch();
+  ASSERT_EQ(batch.history.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(batch.RecordOf(batch.history[i]), expected[i]) << "row " << i;
+  }
+  ASSERT_EQ(batch.quarantine.size(), 1u);
+  EXPECT_EQ(batch.quarantine[0].record, corrupt);
+  EXPECT_EQ(batch.quarantine[0].offset, static_cast<int64_t>(7 * (kPerSlot + 1) + 500));
+  EXPECT_EQ(batch.position.partitions[0].next_offset,
+            static_cast<int64_t>(kSlots * (kPerSlot + 1)));
+}
+
 TEST(FoldTest, SnapshotDoesNotSeeLaterWrites) {
   Feeder f(1);
   f.Add(Delegated(1, 1));
