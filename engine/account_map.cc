@@ -1,25 +1,13 @@
 #include "engine/account_map.h"
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
-#include <random>
-
 namespace switchyard {
 namespace {
 
 constexpr size_t kMinCapacity = 8;
 
-const uint64_t kHashSeed = [] {
-  std::random_device device;
-  return (uint64_t{device()} << 32) | device();
-}();
-
-size_t HashOf(const Pubkey& key) { return XXH3_64bits_withSeed(key.data(), key.size(), kHashSeed); }
+size_t HashOf(const Pubkey& key) { return PubkeyHash()(key); }
 
 }  // namespace
-
-size_t AccountMap::KeyHash::operator()(const Pubkey& key) const { return HashOf(key); }
 
 AccountMap::AccountMap() : interner_(std::make_shared<Interner>()) {}
 

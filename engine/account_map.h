@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "common/pubkey.h"
+#include "common/pubkey_hash.h"
 #include "engine/account_state.h"
 
 namespace switchyard {
@@ -87,14 +88,9 @@ class AccountMap {
     return static_cast<size_t>((static_cast<uint64_t>(static_cast<uint32_t>(hash)) * capacity) >>
                                32);
   }
-  // The hash of every key in the map and the intern table: XXH3 with a seed drawn at
-  // start-up, so that keys chosen to collide in one process do not collide in another.
-  struct KeyHash {
-    size_t operator()(const Pubkey& key) const;
-  };
   struct Interner {
     std::vector<Pubkey> keys;
-    absl::flat_hash_map<Pubkey, uint32_t, KeyHash> ids;
+    absl::flat_hash_map<Pubkey, uint32_t, PubkeyHash> ids;
   };
   // The last key interned for one field of the cell and its id: consecutive events mostly
   // name the same validator and owner program, and the comparison costs less than a lookup.

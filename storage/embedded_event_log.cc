@@ -109,6 +109,15 @@ absl::StatusOr<std::unique_ptr<EmbeddedEventLog>> EmbeddedEventLog::Open(
     const std::string& path, const EmbeddedEventLogOptions& options) {
   rocksdb::ColumnFamilyOptions cf_options;
   cf_options.compression = rocksdb::kLZ4Compression;
+  // The records of the last hundreds of megabytes sit in the upper levels (level 0 and 1), and
+  // they are the ones read at once: a replica that restarts or lags folds them. Those levels
+  // are not compressed, so that neither the flush of appends nor the fold's reading pays for
+  // LZ4 (about a quarter of reading a record, bench/ANALYSIS.md "The fold runner in
+  // instructions"); the levels below, the bulk of a long log, are.
+  cf_options.compression_per_level.assign(static_cast<size_t>(cf_options.num_levels),
+                                          rocksdb::kLZ4Compression);
+  cf_options.compression_per_level[0] = rocksdb::kNoCompression;
+  cf_options.compression_per_level[1] = rocksdb::kNoCompression;
   cf_options.write_buffer_size = 64 << 20;
   // Small memtable blocks, as for the state store (storage/rocksdb_state_store.cc), so that
   // switchyard_log_memtable_bytes follows what is resident.

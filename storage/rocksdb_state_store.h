@@ -10,6 +10,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/pubkey_hash.h"
 #include "engine/state_store.h"
 
 namespace rocksdb {
@@ -170,7 +171,7 @@ class RocksDbStateStore final : public StateStore {
   std::string commit_key_ ABSL_GUARDED_BY(commit_mu_);
   std::string commit_value_ ABSL_GUARDED_BY(commit_mu_);
   std::string commit_packed_ ABSL_GUARDED_BY(commit_mu_);
-  absl::flat_hash_set<Pubkey> written_ ABSL_GUARDED_BY(commit_mu_);
+  absl::flat_hash_set<Pubkey, PubkeyHash> written_ ABSL_GUARDED_BY(commit_mu_);
   std::vector<std::pair<Slot, size_t>> slot_rows_ ABSL_GUARDED_BY(commit_mu_);
   std::vector<uint64_t> slot_key_of_ ABSL_GUARDED_BY(commit_mu_);
   std::vector<KeyOrder> order_ ABSL_GUARDED_BY(commit_mu_);
