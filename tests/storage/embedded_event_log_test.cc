@@ -1,6 +1,8 @@
 #include "storage/embedded_event_log.h"
 
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/table_properties.h>
 
 #include <thread>
 
@@ -24,6 +26,34 @@ std::vector<std::pair<int64_t, std::string>> PollAll(EventLogReader& reader, siz
   });
   EXPECT_TRUE(n.ok());
   return out;
+}
+
+// The records just appended, those a replica catching up reads first, are flushed to level 0
+// without compression (the lower levels are LZ4): read back from the closed log's table files.
+TEST(EmbeddedEventLogTest, RecentRecordsAreStoredUncompressed) {
+  TempDir dir;
+  {
+    auto log = EmbeddedEventLog::Open(dir.Sub("log"));
+    ASSERT_TRUE(log.ok()) << log.status();
+    ASSERT_TRUE((*log)->Append(Records(0, 2000)).ok());
+  }  // closing flushes the memtable to a table file at level 0
+  rocksdb::DB* raw = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {"log", rocksdb::ColumnFamilyOptions()}};
+  ASSERT_TRUE(
+      rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), dir.Sub("log"), families, &handles, &raw)
+          .ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  rocksdb::TablePropertiesCollection tables;
+  ASSERT_TRUE(db->GetPropertiesOfAllTables(handles[1], &tables).ok());
+  ASSERT_FALSE(tables.empty());
+  for (const auto& [file, properties] : tables) {
+    EXPECT_EQ(properties->compression_name, "NoCompression") << file;
+    EXPECT_GT(properties->num_entries, 0u) << file;
+  }
+  for (auto* handle : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(handle).ok());
 }
 
 TEST(EmbeddedEventLogTest, AppendsAreReadBackInOrderFromAnyOffset) {
