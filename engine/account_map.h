@@ -92,8 +92,9 @@ class AccountMap {
     std::vector<Pubkey> keys;
     absl::flat_hash_map<Pubkey, uint32_t, PubkeyHash> ids;
   };
-  // The last key interned for one field of the cell and its id: consecutive events mostly
-  // name the same validator and owner program, and the comparison costs less than a lookup.
+  // The last key interned for one field of the cell and its id: events often come in runs for
+  // one validator and owner program (a program delegating many accounts to one ER), and the
+  // comparison costs less than a lookup.
   struct InternMemo {
     Pubkey key;
     uint32_t id = 0;

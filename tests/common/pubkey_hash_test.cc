@@ -44,8 +44,8 @@ TEST(PubkeyHashTest, EveryByteOfTheKeyCounts) {
   EXPECT_GE(shard_moved, 28u);
 }
 
-// Keys that differ only in their last bytes, as program-derived addresses of one program
-// often look to a careless hash, spread over the 4096 shards of the account map.
+// Keys alike in all but three bytes, which a hash that read only part of the key would put in
+// one shard, spread over the 4096 shards of the account map.
 TEST(PubkeyHashTest, KeysAlikeButForOneWordSpreadOverTheShards) {
   Pubkey key;
   std::unordered_set<size_t> shards;
