@@ -403,10 +403,40 @@ size_t Utf8SequenceLength(std::string_view text) {
 
 }  // namespace
 
+namespace {
+
+// Whether any byte of `text` is escaped or checked by JsonQuote: a quote, a backslash, a
+// control character or a byte of a multi-byte sequence. No early exit, so that it vectorizes.
+bool NeedsQuoting(std::string_view text) {
+  unsigned char special = 0;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    special |= static_cast<unsigned char>((u < 0x20) | (u >= 0x80) | (u == '"') | (u == '\\'));
+  }
+  return special != 0;
+}
+
+}  // namespace
+
+void AppendJsonQuoted(std::string& out, std::string_view text) {
+  if (NeedsQuoting(text)) {
+    out += JsonQuote(text);
+    return;
+  }
+  out.push_back('"');
+  out += text;
+  out.push_back('"');
+}
+
 std::string JsonQuote(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
   out.push_back('"');
+  if (!NeedsQuoting(text)) {
+    out += text;
+    out.push_back('"');
+    return out;
+  }
   size_t i = 0;
   while (i < text.size()) {
     const char c = text[i];

@@ -62,5 +62,8 @@ std::string JoinBatch(const std::vector<std::string>& answers);
 // byte that does not start a well-formed UTF-8 sequence comes out as \ufffd, so the literal is
 // always valid JSON.
 std::string JsonQuote(std::string_view text);
+// JsonQuote(text) appended to `out`; text that needs no escape (a method name, base58) is
+// copied as it is.
+void AppendJsonQuoted(std::string& out, std::string_view text);
 
 }  // namespace switchyard

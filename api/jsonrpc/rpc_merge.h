@@ -58,9 +58,14 @@ std::string SubRequest(std::string_view method, std::string_view params_json);
 std::string PartParams(const std::vector<std::string>& items, const std::vector<size_t>& indexes,
                        std::string_view params_after_list);
 
+namespace api_internal {
+struct ListAnswerReader;
+}  // namespace api_internal
+
 // An upstream's answer to a list read (getMultipleAccounts, getSignatureStatuses) taken apart
 // without copying: `context` and each of `values` view the raw JSON text of the answer, which
-// this object owns. Move-only; a move keeps the views valid.
+// this object owns, or shares with the other elements of the batch answer it came in.
+// Move-only; a move keeps the views valid.
 class ListAnswer {
  public:
   // Fails with Internal (-32603) when `body` is not a JSON-RPC answer object. A result that
@@ -77,9 +82,10 @@ class ListAnswer {
   const std::vector<std::string_view>& values() const { return values_; }  // raw, in order
 
  private:
+  friend struct api_internal::ListAnswerReader;
   ListAnswer() = default;
 
-  std::unique_ptr<char[]> text_;  // the body, with simdjson's padding after it
+  std::shared_ptr<const char[]> text_;  // the text the views point into, padded for simdjson
   std::string_view error_;
   std::string_view context_;
   std::vector<std::string_view> values_;
@@ -109,6 +115,17 @@ std::string UpstreamBatchBody(
 // object, or something that is not JSON-RPC at all.
 absl::StatusOr<std::vector<std::optional<UpstreamAnswer>>> ParseUpstreamBatchAnswer(
     std::string_view body, size_t count);
+
+// An element of an upstream batch answer read by the overload below: `answer` holds its id and
+// its error, and its result unless the element was read as a list; then `list` holds it.
+struct UpstreamBatchElement {
+  UpstreamAnswer answer;
+  std::optional<ListAnswer> list;
+};
+// The same, with each element k for which `lists[k]` is true read as a ListAnswer in the same
+// pass (its views share one copy of `body`): a list read that rides in a batch is parsed once.
+absl::StatusOr<std::vector<std::optional<UpstreamBatchElement>>> ParseUpstreamBatchAnswer(
+    std::string_view body, size_t count, const std::vector<bool>& lists);
 
 // `{"context":...,"value":[...]}` results as copies: their context (raw) and value elements
 // (raw). For callers that keep the parts; the request pipeline uses ListAnswer.

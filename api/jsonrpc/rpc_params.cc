@@ -121,6 +121,62 @@ absl::StatusOr<std::vector<std::string>> RpcParams::StringList(size_t i, size_t 
   return out;
 }
 
+absl::StatusOr<ListParams> ParseListParams(std::string_view params_json, size_t max) {
+  if (params_json.empty()) return InvalidParams("missing parameter 0");
+  const api_internal::PaddedCopy padded(params_json);
+  od::parser& parser = ThreadParser();
+  od::document doc;
+  od::array array;
+  if (parser.iterate(padded.view()).get(doc) || doc.get_array().get(array)) {
+    return InvalidParams("expected an array");
+  }
+  const auto not_a_list = [] { return InvalidParams("parameter 0 must be an array of strings"); };
+  ListParams params;
+  bool first = true;
+  // Element 0's errors wait until the array is known to be well formed, as ParseRpcParams
+  // reads it whole before StringList looks at element 0.
+  absl::Status list_error;
+  for (auto element : array) {
+    od::value value;
+    if (element.get(value)) return InvalidParams("malformed params");
+    if (!first) {
+      std::string_view raw;
+      if (api_internal::RawJsonView(value, &raw)) return InvalidParams("malformed params");
+      params.rest.push_back(',');
+      params.rest += raw;
+      continue;
+    }
+    first = false;
+    od::json_type type;
+    if (value.type().get(type)) return InvalidParams("malformed params");
+    od::array list;
+    if (type != od::json_type::array || value.get_array().get(list)) {
+      list_error = not_a_list();
+      continue;  // the iteration skips it
+    }
+    for (auto item : list) {
+      od::value item_value;
+      if (item.get(item_value) || item_value.type().get(type)) {
+        return InvalidParams("malformed params");
+      }
+      std::string_view text;
+      if (!list_error.ok()) continue;
+      if (type != od::json_type::string || item_value.get_string().get(text)) {
+        list_error = not_a_list();
+        continue;
+      }
+      if (params.items.size() == max) {
+        list_error = InvalidParams(fmt::format("Too many inputs provided; max {}", max));
+        continue;
+      }
+      params.items.emplace_back(text);
+    }
+  }
+  if (first) return InvalidParams("missing parameter 0");
+  if (!list_error.ok()) return list_error;
+  return params;
+}
+
 std::optional<std::string> RpcParams::ConfigString(size_t i, std::string_view key) const {
   if (i >= elements.size()) return std::nullopt;
   simdjson::padded_string padded(elements[i]);

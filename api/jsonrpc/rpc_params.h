@@ -26,6 +26,15 @@ struct RpcParams {
 // (-32602) when params is not an array.
 absl::StatusOr<RpcParams> ParseRpcParams(std::string_view params_json);
 
+// A params array whose element 0 is a list of strings (getMultipleAccounts, getSignatureStatuses),
+// read in one pass: the list, and the params after it as the client wrote them, each with a
+// leading comma. The same answers and errors as ParseRpcParams followed by StringList(0, max).
+struct ListParams {
+  std::vector<std::string> items;
+  std::string rest;
+};
+absl::StatusOr<ListParams> ParseListParams(std::string_view params_json, size_t max);
+
 // Element 0 of a params array as a string, read in one pass without splitting the params:
 // the same answers as ParseRpcParams followed by String(0).
 absl::StatusOr<std::string> FirstStringParam(std::string_view params_json);

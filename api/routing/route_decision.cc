@@ -95,6 +95,7 @@ std::vector<RoutePart> GroupByTarget(const std::vector<std::string>& targets) {
     if (it == parts.end()) {
       parts.push_back(RoutePart{targets[i], {}});
       it = parts.end() - 1;
+      it->indexes.reserve(targets.size() - i);  // at most the rest: no growth one by one
     }
     it->indexes.push_back(i);
   }
@@ -111,15 +112,16 @@ std::string ParamsAfterList(const RpcParams& params) {
   return out;
 }
 
-RouteDecision DecideAccountList(const RpcParams& params, const Snapshot& snapshot,
+RouteDecision DecideAccountList(const RpcCall& call, const Snapshot& snapshot,
                                 const RoutingTable& table) {
-  absl::StatusOr<std::vector<std::string>> keys = params.StringList(0, table.max_accounts);
-  if (!keys.ok()) return Error(keys.status());
+  absl::StatusOr<ListParams> params = ParseListParams(call.params, table.max_accounts);
+  if (!params.ok()) return Error(params.status());
+  const std::vector<std::string>& keys = params->items;
   std::vector<std::string> targets;
   std::vector<Pubkey> accounts;
-  targets.reserve(keys->size());
-  accounts.reserve(keys->size());
-  for (const std::string& text : *keys) {
+  targets.reserve(keys.size());
+  accounts.reserve(keys.size());
+  for (const std::string& text : keys) {
     absl::StatusOr<Pubkey> key = ParsePubkey(text);
     if (!key.ok()) return Error(key.status());
     absl::StatusOr<std::string> target = TargetForAccount(*key, snapshot, table);
@@ -143,13 +145,13 @@ RouteDecision DecideAccountList(const RpcParams& params, const Snapshot& snapsho
     if (verify) decision.verification = Verification::kAccountList;
   }
   decision.parts = std::move(parts);
-  decision.keys = *std::move(keys);
+  decision.keys = std::move(params->items);
   decision.accounts = std::move(accounts);
-  decision.params_after_list = ParamsAfterList(params);
+  decision.params_after_list = std::move(params->rest);
   if (decision.params_after_list.find("minContextSlot") != std::string::npos) {
-    absl::StatusOr<RpcParams> stripped =
-        ParseRpcParams(ParamsWithoutMinContextSlot(JoinParams(params.elements)));
-    if (stripped.ok()) decision.params_after_list_er = ParamsAfterList(*stripped);
+    absl::StatusOr<ListParams> stripped =
+        ParseListParams(ParamsWithoutMinContextSlot(call.params), table.max_accounts);
+    if (stripped.ok()) decision.params_after_list_er = std::move(stripped->rest);
   }
   return decision;
 }
@@ -467,11 +469,10 @@ RouteDecision DecideCall(const RpcCall& call, const Snapshot& snapshot, const Ro
   }
   if (routing == RoutingClass::kRouter) return DecideRouterMethod(call, snapshot, table);
   if (routing == RoutingClass::kOneAccount) return DecideOneAccount(call, snapshot, table);
+  if (routing == RoutingClass::kAccountList) return DecideAccountList(call, snapshot, table);
   absl::StatusOr<RpcParams> params = ParseRpcParams(call.params);
   if (!params.ok()) return Error(params.status());
   switch (routing) {
-    case RoutingClass::kAccountList:
-      return DecideAccountList(*params, snapshot, table);
     case RoutingClass::kTransaction:
       return DecideTransaction(*params, snapshot, table, lookup_tables);
     case RoutingClass::kSignature:

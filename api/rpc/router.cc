@@ -83,13 +83,13 @@ RetryPolicy PolicyOf(Resend resend) {
   return RetryPolicy::kSafe;
 }
 
+}  // namespace
+
 absl::Status UpstreamFailure(const std::string& target, const absl::Status& status) {
   if (IsConsensusError(status)) return status;  // it says what the endpoints answered
   return MakeRpcStatus(RpcErrorKind::kInternal, fmt::format("upstream {} failed: {}", target,
                                                             std::string(status.message())));
 }
-
-}  // namespace
 
 Router::Router(asio::io_context& io_context, RouterContext* context,
                std::unique_ptr<UpstreamClient> upstreams)
@@ -744,12 +744,25 @@ Task<std::vector<absl::StatusOr<UpstreamAnswer>>> Router::Gather(Requests reques
       responses, [](std::string_view body) { return ParseUpstreamAnswer(body); });
 }
 
-Task<std::vector<absl::StatusOr<ListAnswer>>> Router::GatherLists(Requests requests,
-                                                                  RetryPolicy policy) {
-  std::vector<absl::StatusOr<UpstreamResponse>> responses =
-      co_await SendAll(std::move(requests), policy);
-  co_return ParseEach<ListAnswer>(responses,
-                                  [](std::string_view body) { return ListAnswer::Parse(body); });
+Task<absl::StatusOr<ListAnswer>> Router::SendList(SubCall sub) {
+  if (!upstreams_->Has(sub.target)) {
+    co_return MakeRpcStatus(RpcErrorKind::kInternal,
+                            fmt::format("no upstream named {}", sub.target));
+  }
+  co_return co_await AwaitCallback<absl::StatusOr<ListAnswer>>(
+      [this, &sub](ListCallback done) { SendListSubCall(std::move(sub), std::move(done)); });
+}
+
+Task<std::vector<absl::StatusOr<ListAnswer>>> Router::GatherLists(Requests requests) {
+  if (requests.size() == 1) {  // no join needed
+    std::vector<absl::StatusOr<ListAnswer>> answers;
+    answers.push_back(co_await SendList(std::move(requests[0])));
+    co_return answers;
+  }
+  std::vector<Task<absl::StatusOr<ListAnswer>>> sends;
+  sends.reserve(requests.size());
+  for (SubCall& sub : requests) sends.push_back(SendList(std::move(sub)));
+  co_return co_await AwaitEach(std::move(sends));
 }
 
 }  // namespace switchyard

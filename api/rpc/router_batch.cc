@@ -30,7 +30,7 @@ bool Router::JoinCoalesced(const std::string& target, const TargetLoad& load,
       !MayCoalesce(target, load, call.method)) {
     return false;
   }
-  Coalesce(target, send.min_slot, Coalesced{exchange, index, std::move(done), {}, {}, {}});
+  Coalesce(target, send.min_slot, Coalesced{exchange, index, std::move(done), {}, {}, {}, {}});
   return true;
 }
 
@@ -72,10 +72,33 @@ void Router::SendSubCall(SubCall sub, RetryPolicy policy, UpstreamCallback done)
   if (policy == RetryPolicy::kSafe && MayCoalesce(sub.target, load, sub.method)) {
     Coalesce(sub.target, /*min_slot=*/0,
              Coalesced{nullptr, 0, nullptr, std::move(sub.method), std::move(sub.params),
-                       std::move(done)});
+                       std::move(done), nullptr});
     return;
   }
   SendSubCallAlone(sub.target, sub.method, sub.params, policy, std::move(done));
+}
+
+void Router::SendListSubCall(SubCall sub, ListCallback done) {
+  TargetLoad& load = loads_[sub.target];
+  if (MayCoalesce(sub.target, load, sub.method)) {
+    Coalesce(sub.target, /*min_slot=*/0,
+             Coalesced{nullptr, 0, nullptr, std::move(sub.method), std::move(sub.params), nullptr,
+                       std::move(done)});
+    return;
+  }
+  SendSubCallAlone(sub.target, sub.method, sub.params, RetryPolicy::kSafe,
+                   ParsedAsList(sub.target, std::move(done)));
+}
+
+UpstreamCallback Router::ParsedAsList(std::string target, ListCallback done) {
+  return [target = std::move(target),
+          done = std::move(done)](absl::StatusOr<UpstreamResponse> response) {
+    if (!response.ok()) {
+      done(UpstreamFailure(target, response.status()));
+      return;
+    }
+    done(ListAnswer::Parse(response->body));
+  };
 }
 
 void Router::SendSubCallAlone(const std::string& target, std::string_view method,
@@ -112,7 +135,8 @@ void Router::SendCoalesced(const std::string& target, Slot min_slot, std::vector
     Coalesced& call = calls[0];
     if (!call.exchange) {
       SendSubCallAlone(target, call.method, call.params, RetryPolicy::kSafe,
-                       std::move(call.sub_done));
+                       call.list_done ? ParsedAsList(target, std::move(call.list_done))
+                                      : std::move(call.sub_done));
       return;
     }
     Forward(target, call.index, std::move(call.exchange), std::move(call.done),
@@ -145,6 +169,10 @@ void Router::OnCoalescedAnswer(const std::string& target, std::vector<Coalesced>
   // call gets what it would have got alone.
   if (!response.ok() || response->status == 429 || response->status >= 500) {
     for (Coalesced& call : calls) {
+      if (call.list_done) {
+        ParsedAsList(target, std::move(call.list_done))(response);
+        continue;
+      }
       if (!call.exchange) {
         call.sub_done(response);
         continue;
@@ -155,15 +183,23 @@ void Router::OnCoalescedAnswer(const std::string& target, std::vector<Coalesced>
     }
     return;
   }
-  absl::StatusOr<std::vector<std::optional<UpstreamAnswer>>> answers =
-      response->status == 200 ? ParseUpstreamBatchAnswer(response->body, calls.size())
+  // The list reads' elements are taken apart in the same pass that splits the batch.
+  std::vector<bool> lists(calls.size());
+  bool any_list = false;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    lists[k] = static_cast<bool>(calls[k].list_done);
+    any_list = any_list || lists[k];
+  }
+  if (!any_list) lists.clear();
+  absl::StatusOr<std::vector<std::optional<UpstreamBatchElement>>> answers =
+      response->status == 200 ? ParseUpstreamBatchAnswer(response->body, calls.size(), lists)
                               : absl::UnavailableError(fmt::format("HTTP {}", response->status));
   const int target_id = calls_->TargetId(target);
   // An element a node could not answer now (-32005 unhealthy, -32016 behind its minimum slot)
   // goes again alone: sent alone it would have been tried on another endpoint.
   auto again = [&](size_t k) {
     if (!answers.ok() || !(*answers)[k]) return true;
-    const UpstreamAnswer& element = *(*answers)[k];
+    const UpstreamAnswer& element = (*answers)[k]->answer;
     return element.is_error() && (element.error.find("-32005") != std::string::npos ||
                                   element.error.find("-32016") != std::string::npos);
   };
@@ -174,14 +210,18 @@ void Router::OnCoalescedAnswer(const std::string& target, std::vector<Coalesced>
       ++alone;
       continue;
     }
+    if (call.list_done) {
+      call.list_done(std::move(*(*answers)[k]->list));
+      continue;
+    }
     if (!call.exchange) {
       // The element made a whole answer again, which the sub-call's reader parses.
       call.sub_done(UpstreamResponse{
-          .status = 200, .body = AnswerFromElement(target_id, "1", *(*answers)[k]).answer});
+          .status = 200, .body = AnswerFromElement(target_id, "1", (*answers)[k]->answer).answer});
       continue;
     }
     CallAnswer answer = AnswerFromElement(
-        target_id, call.exchange->body.calls[call.index].id_or_null(), *(*answers)[k]);
+        target_id, call.exchange->body.calls[call.index].id_or_null(), (*answers)[k]->answer);
     call.done(std::move(answer.answer), answer.outcome);
   }
   if (alone == 0) return;
@@ -205,8 +245,10 @@ void Router::OnCoalescedAnswer(const std::string& target, std::vector<Coalesced>
 
 void Router::CoalescedAlone(const std::string& target, Coalesced call) {
   if (!call.exchange) {
-    SendSubCallAlone(target, call.method, call.params, RetryPolicy::kSafe, std::move(call.sub_done),
-                     /*may_learn=*/true);
+    SendSubCallAlone(
+        target, call.method, call.params, RetryPolicy::kSafe,
+        call.list_done ? ParsedAsList(target, std::move(call.list_done)) : std::move(call.sub_done),
+        /*may_learn=*/true);
     return;
   }
   const std::string& method = call.exchange->body.calls[call.index].method;

@@ -222,7 +222,7 @@ Task<std::vector<absl::StatusOr<ListAnswer>>> Router::GatherAccountParts(
       exchange->snapshot->limbo_since() ||
       cache->ClassOf(call.method) != CacheClass::kSlotBounded ||
       decision.accounts.size() != decision.keys.size()) {
-    co_return co_await GatherLists(std::move(requests), RetryPolicy::kSafe);
+    co_return co_await GatherLists(std::move(requests));
   }
   const size_t n = requests.size();
   std::vector<std::optional<absl::StatusOr<ListAnswer>>> found(n);
@@ -253,7 +253,7 @@ Task<std::vector<absl::StatusOr<ListAnswer>>> Router::GatherAccountParts(
   }
   if (!misses.empty()) {
     std::vector<absl::StatusOr<ListAnswer>> fetched =
-        co_await GatherLists(std::move(misses), RetryPolicy::kSafe);
+        co_await GatherLists(std::move(misses));
     for (size_t m = 0; m < missed.size(); ++m) {
       const size_t p = missed[m];
       const RoutePart& part = decision.parts[p];

@@ -58,14 +58,24 @@ VerifiedRead ReadOf(std::string_view method) {
 }  // namespace
 
 std::string OwnerProbeParams(const RpcCall& call, const Pubkey& account) {
-  std::string commitment;
-  if (absl::StatusOr<RpcParams> params = ParseRpcParams(call.params); params.ok()) {
-    if (std::optional<std::string> level = params->ConfigString(1, "commitment")) {
-      commitment = fmt::format(R"(,"commitment":{})", JsonQuote(*level));
+  std::string out = "[";
+  // The key as the call wrote it, when plainly (the text the decision decoded), else encoded.
+  if (std::optional<std::string_view> key = FirstPlainStringParam(call.params)) {
+    AppendJsonQuoted(out, *key);
+  } else {
+    AppendJsonQuoted(out, account.ToBase58());
+  }
+  out += R"(,{"encoding":"base64","dataSlice":{"offset":0,"length":0})";
+  if (call.params.find("commitment") != std::string::npos) {
+    if (absl::StatusOr<RpcParams> params = ParseRpcParams(call.params); params.ok()) {
+      if (std::optional<std::string> level = params->ConfigString(1, "commitment")) {
+        out += R"(,"commitment":)";
+        AppendJsonQuoted(out, *level);
+      }
     }
   }
-  return fmt::format(R"(["{}",{{"encoding":"base64","dataSlice":{{"offset":0,"length":0}}{}}}])",
-                     account.ToBase58(), commitment);
+  out += "}]";
+  return out;
 }
 
 Task<Router::Records> Router::ReadRecords(std::vector<Pubkey> accounts) {
@@ -78,8 +88,7 @@ Task<Router::Records> Router::ReadRecords(std::vector<Pubkey> accounts) {
   Requests requests;
   requests.push_back(SubCall{options_.routing.base, "getMultipleAccounts",
                              PartParams(pdas, all, R"(,{"encoding":"base64"})")});
-  std::vector<absl::StatusOr<ListAnswer>> answers =
-      co_await GatherLists(std::move(requests), RetryPolicy::kSafe);
+  std::vector<absl::StatusOr<ListAnswer>> answers = co_await GatherLists(std::move(requests));
   const size_t count = accounts.size();
   if (!answers[0].ok()) co_return answers[0].status();
   if (answers[0]->is_error()) {
@@ -169,9 +178,15 @@ Router::Answer Router::CheckOwnerOfAnswer(std::shared_ptr<Exchange> exchange, si
 
 void Router::AnswerProbedInBatch(std::shared_ptr<Exchange> exchange, size_t index,
                                  CallAnswer answer, const std::optional<UpstreamAnswer>& probe) {
-  // A probe missing from the batch answer leaves the answer as it is, as a failed probe does.
-  std::optional<std::string> value =
-      probe ? ResultValue(absl::StatusOr<UpstreamAnswer>(*probe)) : std::nullopt;
+  // A probe missing from the batch answer leaves the answer as it is, as a failed probe does;
+  // so does one that cannot call for a re-route (as in CheckOwnerOfAnswer), with no parsing.
+  const bool delegated = exchange->decisions[index].delegated;
+  if (!probe || probe->is_error() ||
+      probe->result.find(delegated ? "null" : kDelegationProgramId) == std::string::npos) {
+    AnswerTo(exchange, index)(std::move(answer.answer), answer.outcome);
+    return;
+  }
+  std::optional<std::string> value = ResultValue(absl::StatusOr<UpstreamAnswer>(*probe));
   Run(exchange, index, RerouteByOwner(exchange, index, std::move(value), std::move(answer)));
 }
 
@@ -228,6 +243,7 @@ void Router::JoinProbed(const std::shared_ptr<Exchange>& exchange, size_t index)
                        join->answer = CallAnswer{std::move(answer), outcome};
                        decide();
                      },
+                     {},
                      {},
                      {},
                      {}});
@@ -364,7 +380,7 @@ Task<Router::Reasked> Router::ReaskParts(std::shared_ptr<Exchange> exchange, siz
                            decision.ParamsAfterListFor(part.target, options_.routing.base))});
   }
   Reasked reasked;
-  reasked.answers = co_await GatherLists(std::move(requests), RetryPolicy::kSafe);
+  reasked.answers = co_await GatherLists(std::move(requests));
   reasked.parts = std::move(parts);
   co_return reasked;
 }

@@ -2,6 +2,12 @@
 // answer merging, upstream URLs, per-call metrics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "api/jsonrpc/raw_json.h"
 #include "api/jsonrpc/rpc_merge.h"
 #include "api/metrics/api_metrics.h"
@@ -259,6 +265,80 @@ TEST(RpcMergeTest, BatchAnswerThatIsNotAnArrayIsAnError) {
           .ok());
   EXPECT_FALSE(ParseUpstreamBatchAnswer("<html>", 2).ok());
   EXPECT_FALSE(ParseUpstreamBatchAnswer(R"([{"jsonrpc":"2.0","result":1,"id":0},)", 2).ok());
+}
+
+// A batch whose elements 0 and 2 are list reads: those come back taken apart, viewing the
+// batch's text; element 1 as a plain answer with its raw result.
+constexpr std::string_view kMixedBatchAnswer =
+    R"([{"jsonrpc":"2.0","result":{"context":{"slot":7},"value":[{"a":1}, null]},"id":0},)"
+    R"({"jsonrpc":"2.0","result":{"context":{"slot":8},"value":{"lamports":5}},"id":1},)"
+    R"({"jsonrpc":"2.0","error":{"code":-32005,"message":"Node is unhealthy"},"id":2}])";
+
+void ExpectMixedBatch(
+    const absl::StatusOr<std::vector<std::optional<UpstreamBatchElement>>>& answers) {
+  ASSERT_TRUE(answers.ok()) << answers.status();
+  ASSERT_EQ(answers->size(), 3u);
+  ASSERT_TRUE((*answers)[0] && (*answers)[0]->list);
+  const ListAnswer& list = *(*answers)[0]->list;
+  EXPECT_TRUE(list.is_list());
+  EXPECT_FALSE(list.is_error());
+  EXPECT_EQ(list.context(), R"({"slot":7})");
+  ASSERT_EQ(list.values().size(), 2u);
+  EXPECT_EQ(list.values()[0], R"({"a":1})");
+  EXPECT_EQ(list.values()[1], "null");
+  ASSERT_TRUE((*answers)[1]);
+  EXPECT_FALSE((*answers)[1]->list);
+  EXPECT_EQ((*answers)[1]->answer.result, R"({"context":{"slot":8},"value":{"lamports":5}})");
+  ASSERT_TRUE((*answers)[2] && (*answers)[2]->list);
+  EXPECT_TRUE((*answers)[2]->list->is_error());
+  EXPECT_EQ((*answers)[2]->answer.error, R"({"code":-32005,"message":"Node is unhealthy"})");
+}
+
+TEST(RpcMergeTest, ListReadsInABatchAnswerAreTakenApartInTheSamePass) {
+  const std::vector<bool> lists = {true, false, true};
+  absl::StatusOr<std::vector<std::optional<UpstreamBatchElement>>> answers;
+  {
+    // The views outlive the text they were parsed from: the answers share their own copy.
+    std::string body(kMixedBatchAnswer);
+    answers = ParseUpstreamBatchAnswer(body, 3, lists);
+    std::fill(body.begin(), body.end(), 'x');
+  }
+  ExpectMixedBatch(answers);
+}
+
+TEST(RpcMergeTest, AListReadInABatchAnsweredOutOfOrderIsStillItsOwn) {
+  // The same elements, answered last to first: read by position first, then again by id.
+  const std::string reversed =
+      R"([{"jsonrpc":"2.0","error":{"code":-32005,"message":"Node is unhealthy"},"id":2},)"
+      R"({"jsonrpc":"2.0","result":{"context":{"slot":8},"value":{"lamports":5}},"id":1},)"
+      R"({"jsonrpc":"2.0","result":{"context":{"slot":7},"value":[{"a":1}, null]},"id":0}])";
+  ExpectMixedBatch(ParseUpstreamBatchAnswer(reversed, 3, {true, false, true}));
+  // Without list reads, the answers are the plain ones of the overload without lists.
+  auto plain = ParseUpstreamBatchAnswer(kMixedBatchAnswer, 3, {});
+  ASSERT_TRUE(plain.ok());
+  for (size_t k = 0; k < 3; ++k) {
+    ASSERT_TRUE((*plain)[k]);
+    EXPECT_FALSE((*plain)[k]->list);
+  }
+  EXPECT_EQ((*plain)[0]->answer.result, R"({"context":{"slot":7},"value":[{"a":1}, null]})");
+  EXPECT_FALSE(
+      ParseUpstreamBatchAnswer(R"([{"jsonrpc":"2.0","result":{"context":1,)", 1, {true}).ok());
+}
+
+TEST(JsonQuoteTest, PlainTextIsCopiedAndEverythingElseEscapedAsBefore) {
+  EXPECT_EQ(JsonQuote("getMultipleAccounts"), R"("getMultipleAccounts")");
+  EXPECT_EQ(JsonQuote(R"(a"b\c)"), R"("a\"b\\c")");
+  EXPECT_EQ(JsonQuote("tab\there"), R"("tab\there")");
+  EXPECT_EQ(JsonQuote(std::string("\x01", 1)), R"("\u0001")");
+  EXPECT_EQ(JsonQuote("\xff"), R"("\ufffd")");
+  EXPECT_EQ(JsonQuote("\xc3\xa9"), "\"\xc3\xa9\"");
+  for (std::string_view text : {"getSlot", "", R"(q"uote)", "\n", "\xc3\xa9t\xe9"}) {
+    std::string appended = "[";
+    AppendJsonQuoted(appended, text);
+    std::string expected = "[";
+    expected += JsonQuote(text);
+    EXPECT_EQ(appended, expected) << text;
+  }
 }
 
 TEST(UpstreamUrlTest, ParsesHttpAndHttps) {

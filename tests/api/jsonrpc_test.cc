@@ -428,6 +428,49 @@ TEST(RpcParamsTest, FirstStringParamAnswersAsSplittingAndReadingElementZero) {
   EXPECT_EQ(FirstStringParam("[]").status().message(), "Invalid params: missing parameter 0");
 }
 
+TEST(RpcParamsTest, ListParamsAnswerAsSplittingAndReadingTheListThenTheRest) {
+  const std::vector<std::string> cases = {
+      R"([["K1","K2"],{"encoding":"base64"}])",
+      R"([["K1"]])",
+      R"([[], {"encoding" : "base64"} , 5])",
+      R"([["K1",  "K2"],{"minContextSlot":9}])",
+      R"([["K1","K2","K3"]])",          // one over the maximum
+      R"([["K1","K2","K3","K4"],{}])",  // two over
+      R"([["K1",2]])",
+      R"([[2,"K1","K2","K3"]])",
+      R"([[null]])",
+      R"(["K1"])",
+      R"([{"a":1}])",
+      R"([])",
+      R"({"a":"b"})",
+      "",
+  };
+  constexpr size_t kMax = 2;
+  for (const std::string& params : cases) {
+    absl::StatusOr<ListParams> one_pass = ParseListParams(params, kMax);
+    absl::StatusOr<RpcParams> split = ParseRpcParams(params);
+    absl::StatusOr<std::vector<std::string>> expected =
+        split.ok() ? split->StringList(0, kMax)
+                   : absl::StatusOr<std::vector<std::string>>(split.status());
+    EXPECT_EQ(one_pass.status(), expected.status()) << params;
+    if (one_pass.ok() && expected.ok()) {
+      EXPECT_EQ(one_pass->items, *expected) << params;
+      std::string rest;
+      for (size_t i = 1; i < split->elements.size(); ++i) {
+        rest.push_back(',');
+        rest += split->elements[i];
+      }
+      EXPECT_EQ(one_pass->rest, rest) << params;
+    }
+  }
+  absl::StatusOr<ListParams> read = ParseListParams(R"([["K\u0031","K2"], {"x" : [1, 2]} ])", 5);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->items, (std::vector<std::string>{"K1", "K2"}));
+  EXPECT_EQ(read->rest, R"(,{"x" : [1, 2]} )");  // as written, up to the closing bracket
+  EXPECT_EQ(ParseListParams(R"([["K1","K2","K3"]])", 2).status().message(),
+            "Invalid params: Too many inputs provided; max 2");
+}
+
 // A key written plainly is read where it lies, with the same answer as the parse; any other
 // text is left to the parse.
 TEST(RpcParamsTest, FirstPlainStringParamIsThePlainKeyOrNothing) {

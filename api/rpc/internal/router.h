@@ -28,12 +28,16 @@ namespace switchyard {
 
 struct RpcParams;
 
-// The request pipeline of one worker: parse, gate, route, forward, merge. Lives on the
-// worker's thread; see RouterContext for what it shares.
 // The params of the zero-length getAccountInfo probe that judges `call` (getBalance,
 // getTokenAccountBalance) by the owner of `account`.
 std::string OwnerProbeParams(const RpcCall& call, const Pubkey& account);
 
+// Why an upstream gave no answer, as the client sees it: an Internal error naming `target`,
+// or a consensus error as it is.
+absl::Status UpstreamFailure(const std::string& target, const absl::Status& status);
+
+// The request pipeline of one worker: parse, gate, route, forward, merge. Lives on the
+// worker's thread; see RouterContext for what it shares.
 class Router : public RequestHandler {
  public:
   Router(boost::asio::io_context& io_context, RouterContext* context,
@@ -161,6 +165,12 @@ class Router : public RequestHandler {
   // SendOne's send: a safe sub-call joins a coalesced batch when it may, else it goes alone;
   // `done` gets its HTTP answer (from a batch: its element as a whole answer).
   void SendSubCall(SubCall sub, RetryPolicy policy, UpstreamCallback done);
+  // The same for a list read (a safe read): `done` gets its answer taken apart, or why there
+  // is none (UpstreamFailure).
+  using ListCallback = std::function<void(absl::StatusOr<ListAnswer>)>;
+  void SendListSubCall(SubCall sub, ListCallback done);
+  // An UpstreamCallback that takes the answer of a list read apart for `done`.
+  static UpstreamCallback ParsedAsList(std::string target, ListCallback done);
   // A sub-call sent by itself; `may_learn`: an unknown-method answer keeps its method out of
   // the target's batches (it was sent alone again after a failed batch).
   void SendSubCallAlone(const std::string& target, std::string_view method, std::string_view params,
@@ -289,7 +299,11 @@ class Router : public RequestHandler {
   Task<absl::StatusOr<UpstreamResponse>> SendOne(SubCall sub, RetryPolicy policy);
   // SendAll with the answers parsed as UpstreamAnswer, and as ListAnswer.
   Task<std::vector<absl::StatusOr<UpstreamAnswer>>> Gather(Requests requests, RetryPolicy policy);
-  Task<std::vector<absl::StatusOr<ListAnswer>>> GatherLists(Requests requests, RetryPolicy policy);
+  // The list reads `requests` (getMultipleAccounts, getSignatureStatuses), each sent as a safe
+  // read and taken apart as a ListAnswer: from its coalesced batch's answer in the same pass
+  // that splits it, when it rides in one.
+  Task<std::vector<absl::StatusOr<ListAnswer>>> GatherLists(Requests requests);
+  Task<absl::StatusOr<ListAnswer>> SendList(SubCall sub);
   // An outcome of an answer the router made itself.
   static CallOutcome AtRouter(RpcOutcome outcome) {
     return CallOutcome{RpcCallMetrics::kRouterTarget, outcome};
@@ -373,7 +387,8 @@ struct Router::Exchange {
 // A read waiting for a coalesced batch, and the batch it waits in. The read is a client's call,
 // exchange->body.calls[index], answered through `done`; or, with no exchange, a sub-call the
 // router made (a part of a split list, a re-ask, a delegation records' read), answered through
-// `sub_done` with its element of the batch answer made a whole HTTP answer.
+// `sub_done` with its element of the batch answer made a whole HTTP answer, or, for a list
+// read, through `list_done` with its element taken apart.
 struct Router::Coalesced {
   std::shared_ptr<Exchange> exchange;
   size_t index = 0;
@@ -381,6 +396,7 @@ struct Router::Coalesced {
   std::string method;  // of a sub-call
   std::string params;  // of a sub-call
   UpstreamCallback sub_done;
+  ListCallback list_done;
 
   std::string_view Method() const {
     return exchange ? std::string_view(exchange->body.calls[index].method) : method;
