@@ -3,7 +3,9 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
+#include <cstdint>
 #include <system_error>
 
 #include "api/jsonrpc/raw_json.h"
@@ -406,13 +408,16 @@ size_t Utf8SequenceLength(std::string_view text) {
 namespace {
 
 // Whether any byte of `text` is escaped or checked by JsonQuote: a quote, a backslash, a
-// control character or a byte of a multi-byte sequence. No early exit, so that it vectorizes.
+// control character or a byte of a multi-byte sequence. One table load per byte.
+constexpr std::array<uint8_t, 256> kQuotedBytes = [] {
+  std::array<uint8_t, 256> table{};
+  for (size_t c = 0; c < 256; ++c) table[c] = c < 0x20 || c >= 0x80 || c == '"' || c == '\\';
+  return table;
+}();
+
 bool NeedsQuoting(std::string_view text) {
-  unsigned char special = 0;
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    special |= static_cast<unsigned char>((u < 0x20) | (u >= 0x80) | (u == '"') | (u == '\\'));
-  }
+  uint8_t special = 0;
+  for (const char c : text) special |= kQuotedBytes[static_cast<unsigned char>(c)];
   return special != 0;
 }
 

@@ -26,6 +26,13 @@ std::optional<std::string> ResultValue(const absl::StatusOr<UpstreamAnswer>& ans
   return *std::move(value);
 }
 
+// Whether an answer (or a probe's) may call for a re-route, by its text alone: from base, one
+// that mentions the delegation program; from the ER, one with a null. Any other needs no
+// parsing: RerouteByOwner would keep it as it is.
+bool MayCallForReroute(bool delegated, std::string_view text) {
+  return text.find(delegated ? "null" : kDelegationProgramId) != std::string_view::npos;
+}
+
 bool OwnedByDelegationProgram(std::string_view value) {
   // Most values do not mention the program at all; those need no parsing.
   if (value.find(kDelegationProgramId) == std::string_view::npos || IsJsonNull(value)) {
@@ -164,10 +171,7 @@ Router::Answer Router::CheckOwnerOfAnswer(std::shared_ptr<Exchange> exchange, si
   // answer that may call for one goes on in RerouteByOwner.
   return [this, exchange = std::move(exchange), index, done = std::move(done)](
              std::string answer, CallOutcome outcome) mutable {
-    // An answer that cannot call for a re-route needs no parsing: from base, one that does not
-    // mention the delegation program; from the ER, one without a null value.
-    const bool delegated = exchange->decisions[index].delegated;
-    if (answer.find(delegated ? "null" : kDelegationProgramId) == std::string::npos) {
+    if (!MayCallForReroute(exchange->decisions[index].delegated, answer)) {
       return done(std::move(answer), outcome);
     }
     std::optional<std::string> value = ResultValue(ParseUpstreamAnswer(answer));
@@ -180,9 +184,8 @@ void Router::AnswerProbedInBatch(std::shared_ptr<Exchange> exchange, size_t inde
                                  CallAnswer answer, const std::optional<UpstreamAnswer>& probe) {
   // A probe missing from the batch answer leaves the answer as it is, as a failed probe does;
   // so does one that cannot call for a re-route (as in CheckOwnerOfAnswer), with no parsing.
-  const bool delegated = exchange->decisions[index].delegated;
   if (!probe || probe->is_error() ||
-      probe->result.find(delegated ? "null" : kDelegationProgramId) == std::string::npos) {
+      !MayCallForReroute(exchange->decisions[index].delegated, probe->result)) {
     AnswerTo(exchange, index)(std::move(answer.answer), answer.outcome);
     return;
   }
@@ -229,8 +232,12 @@ void Router::JoinProbed(const std::shared_ptr<Exchange>& exchange, size_t index)
   auto decide = [this, exchange, index, join] {
     if (!join->answer || !join->probe) return;
     const absl::StatusOr<UpstreamResponse>& probe = *join->probe;
-    std::optional<std::string> value =
-        probe.ok() ? ResultValue(ParseUpstreamAnswer(probe->body)) : std::nullopt;
+    if (!probe.ok() || !MayCallForReroute(exchange->decisions[index].delegated, probe->body)) {
+      // No probe, or one that cannot call for a re-route: the answer as it is.
+      AnswerTo(exchange, index)(std::move(join->answer->answer), join->answer->outcome);
+      return;
+    }
+    std::optional<std::string> value = ResultValue(ParseUpstreamAnswer(probe->body));
     Run(exchange, index,
         RerouteByOwner(exchange, index, std::move(value), *std::move(join->answer)));
   };
