@@ -18,6 +18,15 @@ absl::Status InvalidParams(std::string_view why) {
   return MakeRpcStatus(RpcErrorKind::kInvalidParams, fmt::format("Invalid params: {}", why));
 }
 
+// Starts the one-pass reading of a params array (copied into `padded`) on this thread's parser.
+absl::Status OpenParams(const api_internal::PaddedCopy& padded, od::document& doc,
+                        od::array& array) {
+  if (ThreadParser().iterate(padded.view()).get(doc) || doc.get_array().get(array)) {
+    return InvalidParams("expected an array");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<RpcParams> ParseRpcParams(std::string_view params_json) {
@@ -54,12 +63,9 @@ absl::StatusOr<std::string> RpcParams::String(size_t i) const {
 absl::StatusOr<std::string> FirstStringParam(std::string_view params_json) {
   if (params_json.empty()) return InvalidParams("missing parameter 0");
   const api_internal::PaddedCopy padded(params_json);
-  od::parser& parser = ThreadParser();
   od::document doc;
   od::array array;
-  if (parser.iterate(padded.view()).get(doc) || doc.get_array().get(array)) {
-    return InvalidParams("expected an array");
-  }
+  if (absl::Status opened = OpenParams(padded, doc, array); !opened.ok()) return opened;
   for (auto element : array) {
     od::value value;
     if (element.get(value)) return InvalidParams("malformed params");
@@ -124,12 +130,9 @@ absl::StatusOr<std::vector<std::string>> RpcParams::StringList(size_t i, size_t 
 absl::StatusOr<ListParams> ParseListParams(std::string_view params_json, size_t max) {
   if (params_json.empty()) return InvalidParams("missing parameter 0");
   const api_internal::PaddedCopy padded(params_json);
-  od::parser& parser = ThreadParser();
   od::document doc;
   od::array array;
-  if (parser.iterate(padded.view()).get(doc) || doc.get_array().get(array)) {
-    return InvalidParams("expected an array");
-  }
+  if (absl::Status opened = OpenParams(padded, doc, array); !opened.ok()) return opened;
   const auto not_a_list = [] { return InvalidParams("parameter 0 must be an array of strings"); };
   ListParams params;
   bool first = true;
