@@ -252,8 +252,7 @@ Task<std::vector<absl::StatusOr<ListAnswer>>> Router::GatherAccountParts(
     misses.push_back(std::move(sub));
   }
   if (!misses.empty()) {
-    std::vector<absl::StatusOr<ListAnswer>> fetched =
-        co_await GatherLists(std::move(misses));
+    std::vector<absl::StatusOr<ListAnswer>> fetched = co_await GatherLists(std::move(misses));
     for (size_t m = 0; m < missed.size(); ++m) {
       const size_t p = missed[m];
       const RoutePart& part = decision.parts[p];

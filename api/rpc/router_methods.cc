@@ -172,8 +172,7 @@ Task<Router::CallAnswer> Router::Signatures(std::shared_ptr<Exchange> exchange, 
         co_await Gather(std::move(requests), RetryPolicy::kSafe);
     co_return FirstTransaction(call, answers, label);
   }
-  std::vector<absl::StatusOr<ListAnswer>> answers =
-      co_await GatherLists(std::move(requests));
+  std::vector<absl::StatusOr<ListAnswer>> answers = co_await GatherLists(std::move(requests));
   co_return MergedStatuses(*exchange, index, known_parts, targets, label, answers);
 }
 
