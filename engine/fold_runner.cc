@@ -55,7 +55,10 @@ FoldRunner::FoldRunner(FoldRunnerOptions options, EventLogReader* reader, StateS
       snapshots_(snapshots),
       clock_(clock),
       metrics_(metrics) {
-  if (options_.pipelined_commits) commit_thread_ = std::thread([this] { CommitLoop(); });
+  if (options_.pipelined_commits) {
+    commit_thread_ = std::thread([this] { StageLoop(); });
+    apply_thread_ = std::thread([this] { ApplyLoop(); });
+  }
 }
 
 FoldRunner::~FoldRunner() {
@@ -66,6 +69,7 @@ FoldRunner::~FoldRunner() {
       commit_stop_ = true;
     }
     commit_thread_.join();
+    apply_thread_.join();
   }
 }
 
@@ -149,7 +153,11 @@ absl::StatusOr<size_t> FoldRunner::StepOnce(absl::Duration timeout) {
 }
 
 absl::Status FoldRunner::CommitAndPublish(bool caught_up) {
-  RETURN_IF_ERROR(AwaitCommit());
+  // After a failed step the batches are written on this thread until one succeeds, so that a
+  // failing store (a full disk) fails the step that tried it, not the next one.
+  const bool pipelined =
+      !caught_up && commit_thread_.joinable() && !recovering_ && uncommitted_records_ > 0;
+  RETURN_IF_ERROR(pipelined ? AwaitStaging() : AwaitCommit());
   // While catching up, the next batch reuses the memory of the one just written. Once caught
   // up, the batches are small: a spent batch is dropped, so that its memory is given back.
   if (std::optional<FoldBatch> spent = TakeSpentBatch(); spent && !caught_up) {
@@ -175,9 +183,7 @@ absl::Status FoldRunner::CommitAndPublish(bool caught_up) {
   }
   job.batch = fold_->TakeBatch();
   uncommitted_records_ = 0;
-  // After a failed step the batches are written on this thread until one succeeds, so that a
-  // failing store (a full disk) fails the step that tried it, not the next one.
-  if (!caught_up && commit_thread_.joinable() && !recovering_) {
+  if (pipelined) {
     absl::MutexLock lock(&commit_mu_);
     commit_job_ = std::move(job);
     return absl::OkStatus();
@@ -189,16 +195,21 @@ absl::Status FoldRunner::CommitAndPublish(bool caught_up) {
 }
 
 absl::Status FoldRunner::RunCommit(const CommitJob& job) {
-  const FoldBatch& batch = job.batch;
   const absl::Duration start = clock_->Monotonic();
-  if (absl::Status s = store_->Commit(batch); !s.ok()) {
+  if (absl::Status s = store_->Commit(job.batch); !s.ok()) {
     if (metrics_ != nullptr) metrics_->commit_errors.Increment();
     return s;
   }
+  Committed(job.batch.position, job.snapshot, clock_->Monotonic() - start);
+  return absl::OkStatus();
+}
+
+void FoldRunner::Committed(const FoldPosition& position,
+                           const std::shared_ptr<const Snapshot>& snapshot, absl::Duration took) {
   if (metrics_ != nullptr) {
-    const FoldCounters& now = batch.position.counters;
+    const FoldCounters& now = position.counters;
     metrics_->commits.Increment();
-    metrics_->commit_seconds.Observe(absl::ToDoubleSeconds(clock_->Monotonic() - start));
+    metrics_->commit_seconds.Observe(absl::ToDoubleSeconds(took));
     metrics_->applied.Increment(now.applied - reported_.applied);
     metrics_->ignored_stale.Increment(now.ignored_stale - reported_.ignored_stale);
     metrics_->quarantined.Increment(now.quarantined - reported_.quarantined);
@@ -206,11 +217,10 @@ absl::Status FoldRunner::RunCommit(const CommitJob& job) {
     const StateStore::Memory memory = store_->MemoryUsage();
     metrics_->state_memtable_bytes.Set(static_cast<int64_t>(memory.memtables));
     metrics_->state_block_cache_bytes.Set(static_cast<int64_t>(memory.block_cache));
-    metrics_->applied_slot.Set(static_cast<int64_t>(batch.position.applied_slot));
-    metrics_->in_limbo.Set(batch.position.LimboSince() ? 1 : 0);
+    metrics_->applied_slot.Set(static_cast<int64_t>(position.applied_slot));
+    metrics_->in_limbo.Set(position.LimboSince() ? 1 : 0);
   }
-  if (job.snapshot != nullptr) snapshots_->Publish(job.snapshot);
-  return absl::OkStatus();
+  if (snapshot != nullptr) snapshots_->Publish(snapshot);
 }
 
 std::optional<FoldBatch> FoldRunner::TakeSpentBatch() {
@@ -222,35 +232,91 @@ std::optional<FoldBatch> FoldRunner::TakeSpentBatch() {
 
 absl::Status FoldRunner::AwaitCommit() {
   absl::MutexLock lock(&commit_mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) { return !commit_job_; };
+  auto idle = [this]()
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) { return !commit_job_ && !apply_job_; };
   commit_mu_.Await(absl::Condition(&idle));
   absl::Status status = std::move(commit_status_);
   commit_status_ = absl::OkStatus();
   return status;
 }
 
-void FoldRunner::CommitLoop() {
+absl::Status FoldRunner::AwaitStaging() {
+  {
+    absl::MutexLock lock(&commit_mu_);
+    auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) { return !commit_job_; };
+    commit_mu_.Await(absl::Condition(&room));
+    if (commit_status_.ok()) return absl::OkStatus();
+  }
+  // A batch in flight failed: the error is returned once nothing is in flight, so that the
+  // reload that follows reads the store as the last applied batch left it.
+  return AwaitCommit();
+}
+
+void FoldRunner::StageLoop() {
   auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
     return commit_job_.has_value() || commit_stop_;
   };
+  auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) { return !apply_job_; };
   for (;;) {
     CommitJob* job = nullptr;
+    bool failed = false;
     {
       absl::MutexLock lock(&commit_mu_);
       commit_mu_.Await(absl::Condition(&work));
       if (!commit_job_) return;  // stopping, nothing in flight
       job = &*commit_job_;
+      failed = !commit_status_.ok();
     }
-    // The fold thread waits for this job (AwaitCommit) before it touches the job, the
-    // reported counters or the store again, so the job is used here without the lock.
-    absl::Status status = RunCommit(*job);
+    // The fold thread waits for this job (AwaitStaging) before it touches the job again, so
+    // the job is used here without the lock. Behind a failed batch, it is dropped unwritten.
+    const absl::Duration start = clock_->Monotonic();
+    absl::StatusOr<std::unique_ptr<StagedCommit>> staged =
+        failed ? absl::AbortedError("a batch before it failed") : store_->Stage(job->batch);
+    ApplyJob next;
+    if (staged.ok()) {
+      next = {*std::move(staged), job->batch.position, std::move(job->snapshot),
+              clock_->Monotonic() - start};
+    } else if (!failed && metrics_ != nullptr) {
+      metrics_->commit_errors.Increment();
+    }
     // Emptied here, not on the fold thread: freeing a batch's records is a free() per event.
     FoldBatch spent = std::move(job->batch);
     spent.Clear();
     absl::MutexLock lock(&commit_mu_);
-    commit_status_ = std::move(status);
+    if (!staged.ok() && commit_status_.ok()) commit_status_ = staged.status();
+    if (next.staged != nullptr) {
+      commit_mu_.Await(absl::Condition(&room));
+      // Applied only if every batch before it was: a failure meanwhile drops it.
+      if (commit_status_.ok()) apply_job_ = std::move(next);
+    }
     spent_batch_ = std::move(spent);
     commit_job_.reset();
+  }
+}
+
+void FoldRunner::ApplyLoop() {
+  auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    return apply_job_.has_value() || commit_stop_;
+  };
+  for (;;) {
+    ApplyJob* job = nullptr;
+    {
+      absl::MutexLock lock(&commit_mu_);
+      commit_mu_.Await(absl::Condition(&work));
+      if (!apply_job_) return;  // stopping, nothing in flight
+      job = &*apply_job_;
+    }
+    const absl::Duration start = clock_->Monotonic();
+    absl::Status status = job->staged->Apply();
+    if (status.ok()) {
+      Committed(job->position, job->snapshot, job->staging + (clock_->Monotonic() - start));
+    } else if (metrics_ != nullptr) {
+      metrics_->commit_errors.Increment();
+    }
+    job->staged.reset();  // a failed commit's files are removed here, outside the lock
+    absl::MutexLock lock(&commit_mu_);
+    if (!status.ok() && commit_status_.ok()) commit_status_ = std::move(status);
+    apply_job_.reset();
   }
 }
 

@@ -26,9 +26,12 @@ struct FoldRunnerOptions {
   // larger commit writes fewer state rows (an account touched twice is written once) and pays
   // the fixed cost of a commit fewer times; bench/README.md, "Larger commits".
   size_t max_batch_records = 100'000;
-  // While catching up (a full batch read), the batch is written on a commit thread while the
-  // next one is read and folded on the fold thread; at most one batch is in flight. A batch
-  // read to the end of the log is written before Step returns either way.
+  // While catching up (a full batch read), a batch is written in two steps on two threads
+  // of the runner's own, while the next one is read and folded on the fold thread: one
+  // thread stages it (StateStore::Stage: builds its rows), the other applies it (makes it
+  // durable: for table files, the fsyncs and the ingestion), so the staging of one batch
+  // runs while the one before it is applied. At most two batches are in flight, applied in
+  // order. A batch read to the end of the log is written before Step returns either way.
   bool pipelined_commits = true;
   absl::Duration poll_timeout = absl::Milliseconds(100);
   // While catching up, a new snapshot at most this often; when caught up, after every batch
@@ -74,7 +77,7 @@ std::string LogHoleMessage(const LogHole& hole);
 // Drives a Fold: reads the log from the state's stored offsets, folds, commits each batch to
 // the StateStore, and publishes snapshots. Owns the fold's thread between Start() and
 // Stop(); the other methods are for a caller that drives it on its own thread instead. Owns
-// a commit thread for its whole life (FoldRunnerOptions::pipelined_commits): a snapshot is
+// two commit threads for its whole life (FoldRunnerOptions::pipelined_commits): a snapshot is
 // published only once the batch it shows is committed, so no reader sees a state that a
 // crash could take back.
 class FoldRunner {
@@ -115,18 +118,32 @@ class FoldRunner {
     FoldBatch batch;
     std::shared_ptr<const Snapshot> snapshot;
   };
+  // A staged batch to apply: what the metrics count and the snapshot to publish once it is.
+  struct ApplyJob {
+    std::unique_ptr<StagedCommit> staged;
+    FoldPosition position;
+    std::shared_ptr<const Snapshot> snapshot;
+    absl::Duration staging;  // how long Stage took
+  };
 
   absl::StatusOr<size_t> StepOnce(absl::Duration timeout);
-  // Takes the fold's batch and commits it: on the commit thread while catching up, else
-  // before returning. First waits for the batch in flight and returns its error, if any.
+  // Takes the fold's batch and commits it: on the commit threads while catching up, else
+  // before returning. First waits for room (the batches in flight, when committing here)
+  // and returns an error of one in flight, if any.
   absl::Status CommitAndPublish(bool caught_up);
-  // Writes the job's batch, counts it, then publishes its snapshot. Fold or commit thread.
+  // Writes the job's batch on the fold thread, then as Committed.
   absl::Status RunCommit(const CommitJob& job);
-  // Waits until no batch is in flight; the error of the last one, once.
+  // Counts a committed batch, then publishes its snapshot. Fold or apply thread.
+  void Committed(const FoldPosition& position, const std::shared_ptr<const Snapshot>& snapshot,
+                 absl::Duration took);
+  // Waits until no batch is in flight; the first error since the last call, once.
   absl::Status AwaitCommit();
-  // The batch the commit thread last wrote, emptied, if not taken yet.
+  // Waits until the staging thread can take a batch; after an error, as AwaitCommit.
+  absl::Status AwaitStaging();
+  // The batch the staging thread last used, emptied, if not taken yet.
   std::optional<FoldBatch> TakeSpentBatch();
-  void CommitLoop();
+  void StageLoop();
+  void ApplyLoop();
   // Compares each partition's start offset with the fold's read offset.
   absl::Status CheckLogStart();
 
@@ -153,12 +170,16 @@ class FoldRunner {
   std::optional<LogHole> hole_ ABSL_GUARDED_BY(error_mu_);
 
   absl::Mutex commit_mu_;
-  std::optional<CommitJob> commit_job_ ABSL_GUARDED_BY(commit_mu_);  // handed over, not done
-  // The last job's batch once written, emptied on the commit thread, for Fold::Recycle.
+  std::optional<CommitJob> commit_job_ ABSL_GUARDED_BY(commit_mu_);  // handed over, not staged
+  std::optional<ApplyJob> apply_job_ ABSL_GUARDED_BY(commit_mu_);    // staged, not applied
+  // The last job's batch once staged, emptied on the staging thread, for Fold::Recycle.
   std::optional<FoldBatch> spent_batch_ ABSL_GUARDED_BY(commit_mu_);
-  absl::Status commit_status_ ABSL_GUARDED_BY(commit_mu_);  // of the last job, until read
+  // The first failure of a batch in flight, until the fold thread reads it. While it is set,
+  // the batches behind the failed one are dropped unwritten: none is applied past a hole.
+  absl::Status commit_status_ ABSL_GUARDED_BY(commit_mu_);
   bool commit_stop_ ABSL_GUARDED_BY(commit_mu_) = false;
-  std::thread commit_thread_;
+  std::thread commit_thread_;  // stages
+  std::thread apply_thread_;
 };
 
 }  // namespace switchyard

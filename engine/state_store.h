@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -155,6 +156,14 @@ class SealedDigestReader {
                                                                         size_t count) = 0;
 };
 
+// A batch's rows written where nothing reads them yet (StateStore::Stage); Apply makes them
+// durable and visible in one atomic step. Dropped unapplied, it leaves the store as it was.
+class StagedCommit {
+ public:
+  virtual ~StagedCommit() = default;
+  virtual absl::Status Apply() = 0;
+};
+
 // The persistent delegation state. Implemented by storage/ (RocksDbStateStore). Called from
 // the fold's thread for writes; reads may come from any thread.
 class StateStore : public HistoryReader, public SealedDigestReader {
@@ -170,6 +179,18 @@ class StateStore : public HistoryReader, public SealedDigestReader {
   virtual absl::StatusOr<LoadedState> Load() = 0;
   // Writes a batch atomically and durably: all of it or none of it.
   virtual absl::Status Commit(const FoldBatch& batch) = 0;
+  // Commit in two steps, so that a writer can build one batch's rows while the batch before
+  // it is made durable (docs/architecture.md, "Crash safety"). The batch is not used once
+  // Stage returns. One Stage at a time; staged commits are applied one at a time, in the
+  // order they were staged, and none while a Commit runs. A store that cannot stage commits
+  // at once here and returns a commit with nothing left to apply.
+  virtual absl::StatusOr<std::unique_ptr<StagedCommit>> Stage(const FoldBatch& batch) {
+    struct Committed final : StagedCommit {
+      absl::Status Apply() override { return absl::OkStatus(); }
+    };
+    if (absl::Status s = Commit(batch); !s.ok()) return s;
+    return std::make_unique<Committed>();
+  }
 
   virtual absl::StatusOr<FoldPosition> Position() = 0;
   // The account now (tombstones included), or nullopt for an account never seen.

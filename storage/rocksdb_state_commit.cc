@@ -5,6 +5,7 @@
 #include <rocksdb/write_batch.h>
 
 #include <filesystem>
+#include <memory>
 #include <system_error>
 #include <tuple>
 #include <vector>
@@ -42,21 +43,82 @@ constexpr char kCommitting[] = "committing a fold batch to the state store";
 
 }  // namespace
 
+// A batch's table files, built, waiting to be ingested.
+class RocksDbStateStore::StagedTableFiles final : public StagedCommit {
+ public:
+  StagedTableFiles(RocksDbStateStore& store, std::unique_ptr<storage_internal::TableFiles> files)
+      : store_(store), files_(std::move(files)) {}
+  absl::Status Apply() override {
+    RETURN_IF_ERROR(files_->Ingest(kCommitting));
+    store_.ingested_commits_.fetch_add(1);
+    return absl::OkStatus();
+  }
+
+ private:
+  RocksDbStateStore& store_;
+  std::unique_ptr<storage_internal::TableFiles> files_;  // its destructor removes what is left
+};
+
+// A batch's rows in a write batch, waiting to be written; the write batch goes back to the
+// store for the next one.
+class RocksDbStateStore::StagedWrite final : public StagedCommit {
+ public:
+  StagedWrite(RocksDbStateStore& store, std::unique_ptr<rocksdb::WriteBatch> batch)
+      : store_(store), batch_(std::move(batch)) {}
+  ~StagedWrite() override {
+    batch_->Clear();
+    absl::MutexLock lock(&store_.spare_mu_);
+    store_.spare_batch_ = std::move(batch_);
+  }
+  absl::Status Apply() override {
+    rocksdb::WriteOptions write;
+    write.sync = store_.sync_commits_;
+    return store_.database_->Write(write, batch_.get(), kCommitting);
+  }
+  rocksdb::WriteBatch& batch() { return *batch_; }
+
+ private:
+  RocksDbStateStore& store_;
+  std::unique_ptr<rocksdb::WriteBatch> batch_;
+};
+
+bool RocksDbStateStore::Ingests(const FoldBatch& batch) const {
+  return ingest_min_rows_ > 0 && batch.history.size() >= ingest_min_rows_;
+}
+
 absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
   absl::MutexLock lock(&commit_mu_);
-  if (ingest_min_rows_ > 0 && batch.history.size() >= ingest_min_rows_) {
-    absl::Status ingested = CommitAsTableFiles(batch);
-    if (ingested.ok()) {
-      ingested_commits_.fetch_add(1);
-      return ingested;
-    }
+  if (Ingests(batch)) {
+    absl::StatusOr<std::unique_ptr<StagedCommit>> files = StageTableFiles(batch);
+    absl::Status ingested = files.ok() ? (*files)->Apply() : files.status();
+    if (ingested.ok()) return ingested;
     // Nothing of the batch was applied: it is written as a small commit is.
     spdlog::warn("{}; writing it through the write-ahead log instead", ingested.ToString());
   }
-  // One batch reused across commits: its buffer keeps its pages.
-  rocksdb::WriteBatch& wb = *commit_batch_;
-  wb.Clear();
-  auto into = [&](rocksdb::ColumnFamilyHandle* family) {
+  ASSIGN_OR_RETURN(std::unique_ptr<StagedCommit> write, StageWrite(batch));
+  return write->Apply();
+}
+
+absl::StatusOr<std::unique_ptr<StagedCommit>> RocksDbStateStore::Stage(const FoldBatch& batch) {
+  absl::MutexLock lock(&commit_mu_);
+  if (Ingests(batch)) {
+    absl::StatusOr<std::unique_ptr<StagedCommit>> files = StageTableFiles(batch);
+    if (files.ok()) return files;
+    spdlog::warn("{}; writing it through the write-ahead log instead", files.status().ToString());
+  }
+  return StageWrite(batch);
+}
+
+absl::StatusOr<std::unique_ptr<StagedCommit>> RocksDbStateStore::StageWrite(
+    const FoldBatch& batch) {
+  std::unique_ptr<rocksdb::WriteBatch> wb;
+  {
+    absl::MutexLock lock(&spare_mu_);
+    wb = std::move(spare_batch_);
+  }
+  if (wb == nullptr) wb = std::make_unique<rocksdb::WriteBatch>();
+  auto staged = std::make_unique<StagedWrite>(*this, std::move(wb));
+  auto into = [&wb = staged->batch()](rocksdb::ColumnFamilyHandle* family) {
     return [&wb, family](const rocksdb::Slice& key, const rocksdb::Slice& value) {
       return wb.Put(family, key, value);
     };
@@ -64,28 +126,27 @@ absl::Status RocksDbStateStore::Commit(const FoldBatch& batch) {
   RETURN_IF_ERROR(PutStateRows(batch, into(state_cf_)));
   RETURN_IF_ERROR(PutHistoryRows(batch, into(by_slot_cf_), into(history_cf_)));
   RETURN_IF_ERROR(PutMetaRows(batch, into(quarantine_cf_), into(meta_cf_)));
-  rocksdb::WriteOptions write;
-  write.sync = sync_commits_;
-  return database_->Write(write, &wb, kCommitting);
+  return staged;
 }
 
-absl::Status RocksDbStateStore::CommitAsTableFiles(const FoldBatch& batch) {
+absl::StatusOr<std::unique_ptr<StagedCommit>> RocksDbStateStore::StageTableFiles(
+    const FoldBatch& batch) {
   std::error_code ec;
   std::filesystem::create_directories(ingest_dir_, ec);
   if (ec) {
     return absl::InternalError(
         absl::StrCat(kCommitting, ": cannot make the directory ", ingest_dir_, ": ", ec.message()));
   }
-  storage_internal::TableFiles files(*database_, ingest_dir_);
+  auto files = std::make_unique<storage_internal::TableFiles>(*database_, ingest_dir_);
   auto into = [&](rocksdb::ColumnFamilyHandle* family) {
-    return [&file = files.For(family)](const rocksdb::Slice& key, const rocksdb::Slice& value) {
+    return [&file = files->For(family)](const rocksdb::Slice& key, const rocksdb::Slice& value) {
       return file.Put(key, value);
     };
   };
   RETURN_IF_ERROR(PutStateRows(batch, into(state_cf_)));
   RETURN_IF_ERROR(PutHistoryRows(batch, into(by_slot_cf_), into(history_cf_)));
   RETURN_IF_ERROR(PutMetaRows(batch, into(quarantine_cf_), into(meta_cf_)));
-  return files.Ingest(kCommitting);
+  return std::make_unique<StagedTableFiles>(*this, std::move(files));
 }
 
 absl::Status RocksDbStateStore::PutStateRows(const FoldBatch& batch, PutRow put) {

@@ -67,7 +67,7 @@ RocksDbStateStore::RocksDbStateStore(std::unique_ptr<storage_internal::Database>
       sync_commits_(options.sync_commits),
       ingest_min_rows_(options.ingest_min_rows),
       ingest_dir_(std::move(ingest_dir)),
-      commit_batch_(std::make_unique<rocksdb::WriteBatch>()) {}
+      spare_batch_(std::make_unique<rocksdb::WriteBatch>()) {}
 
 RocksDbStateStore::~RocksDbStateStore() = default;
 

@@ -55,7 +55,8 @@ struct RocksDbStateStoreOptions {
 //                    "sealed/" | slot (BE) -> the digest when the applied slot reached that slot
 //   quarantine       partition (BE) | offset (BE) -> reason and the undecodable record
 // Each Commit is one WriteBatch, or for a large one, one table file per family, built under
-// `ingest/` in the store's directory and ingested together. Thread-safe.
+// `ingest/` in the store's directory and ingested together; Stage builds either without
+// applying it. Thread-safe.
 class RocksDbStateStore final : public StateStore {
  public:
   // 2: history_by_slot, one row per event. 3: history_by_slot packed per slot and commit,
@@ -81,6 +82,10 @@ class RocksDbStateStore final : public StateStore {
 
   absl::StatusOr<LoadedState> Load() override;
   absl::Status Commit(const FoldBatch& batch) override;
+  // Builds the batch's table files (or, for a small batch, its write batch); Apply ingests
+  // them (or writes it). Ingestion that fails in Apply is not retried through the write-ahead
+  // log, as Commit's is: the batch is gone by then.
+  absl::StatusOr<std::unique_ptr<StagedCommit>> Stage(const FoldBatch& batch) override;
   absl::StatusOr<FoldPosition> Position() override;
   absl::StatusOr<std::optional<AccountState>> GetAccount(const Pubkey& account) override;
   absl::StatusOr<std::optional<AccountState>> GetAccountAt(const Pubkey& account,
@@ -137,12 +142,21 @@ class RocksDbStateStore final : public StateStore {
   // Reads the record of each of `refs` into out[ref.index], with `read`.
   absl::Status ReadRecords(const rocksdb::ReadOptions& read, const std::vector<RecordRef>& refs,
                            std::vector<HistoryEntry>& out);
+  class StagedTableFiles;
+  class StagedWrite;
+
+  // Whether a batch is large enough to be written as table files.
+  bool Ingests(const FoldBatch& batch) const;
+  // The batch's rows put into one table file per family, to be ingested together. On failure
+  // nothing is applied.
+  absl::StatusOr<std::unique_ptr<StagedCommit>> StageTableFiles(const FoldBatch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // The batch's rows in a write batch, to be written through the write-ahead log.
+  absl::StatusOr<std::unique_ptr<StagedCommit>> StageWrite(const FoldBatch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // A commit's rows of one column family go through a PutRow, in key order: into the write
   // batch, or into the family's table file (rocksdb_state_commit.cc).
   using PutRow = absl::FunctionRef<rocksdb::Status(const rocksdb::Slice&, const rocksdb::Slice&)>;
-  // Puts the rows straight into one table file per family and ingests them together. On
-  // failure nothing is applied.
-  absl::Status CommitAsTableFiles(const FoldBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // The state rows: each account's last write in the batch.
   absl::Status PutStateRows(const FoldBatch& batch, PutRow put)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
@@ -165,9 +179,11 @@ class RocksDbStateStore final : public StateStore {
   std::atomic<uint64_t> ingested_commits_{0};
   // False on a secondary of an older schema, whose records are not in slot order yet.
   bool slot_order_ready_ = true;
-  // Commit's buffers, kept across commits so that their memory is reused.
+  // A write batch given back by the last staged write, so that its buffer keeps its pages.
+  absl::Mutex spare_mu_;
+  std::unique_ptr<rocksdb::WriteBatch> spare_batch_ ABSL_GUARDED_BY(spare_mu_);
+  // Commit's and Stage's buffers, kept across commits so that their memory is reused.
   absl::Mutex commit_mu_;
-  std::unique_ptr<rocksdb::WriteBatch> commit_batch_ ABSL_GUARDED_BY(commit_mu_);
   std::string commit_key_ ABSL_GUARDED_BY(commit_mu_);
   std::string commit_value_ ABSL_GUARDED_BY(commit_mu_);
   std::string commit_packed_ ABSL_GUARDED_BY(commit_mu_);

@@ -2,13 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/status.h"
 #include "engine/event_codec.h"
 #include "storage/embedded_event_log.h"
 #include "storage/rocksdb_state_store.h"
@@ -104,13 +108,24 @@ TEST(FoldRunnerTest, RestartResumesFromStoredOffsetsAndLoadsTheSnapshotFromRocks
   EXPECT_EQ(*rows, reference.account_events);  // nothing folded twice
 }
 
-// Passes everything to a real store but fails the commits it is told to fail.
+// Passes everything to a real store but fails the commits it is told to fail. Commits and
+// staged commits are numbered together, in the order they are made.
 class FlakyStore final : public StateStore {
  public:
   explicit FlakyStore(StateStore* store) : store_(store) {}
+  // Fails these commits, or the staging of these staged commits.
   void FailCommits(std::set<int> which) { fail_ = std::move(which); }
-  // Runs before each commit, with its number, on the thread that commits.
+  // Fails the Apply of these staged commits, applying nothing.
+  void FailApplies(std::set<int> which) { fail_apply_ = std::move(which); }
+  // Runs before each commit or staging, with its number, on the thread that commits.
   void BeforeCommit(std::function<void(int)> hook) { before_commit_ = std::move(hook); }
+  // Runs before each Apply of a staged commit, with its number, on the thread that applies.
+  void BeforeApply(std::function<void(int)> hook) { before_apply_ = std::move(hook); }
+  // The numbers of the staged commits applied, in order.
+  std::vector<int> applied() {
+    absl::MutexLock lock(&mu_);
+    return applied_;
+  }
 
   absl::StatusOr<LoadedState> Load() override { return store_->Load(); }
   absl::Status Commit(const FoldBatch& batch) override {
@@ -118,6 +133,14 @@ class FlakyStore final : public StateStore {
     if (before_commit_) before_commit_(n);
     if (fail_.count(n) > 0) return absl::UnavailableError("injected commit failure");
     return store_->Commit(batch);
+  }
+  absl::StatusOr<std::unique_ptr<StagedCommit>> Stage(const FoldBatch& batch) override {
+    const int n = commits_++;
+    if (before_commit_) before_commit_(n);
+    if (fail_.count(n) > 0) return absl::UnavailableError("injected staging failure");
+    absl::StatusOr<std::unique_ptr<StagedCommit>> staged = store_->Stage(batch);
+    if (!staged.ok()) return staged.status();
+    return std::make_unique<Staged>(*this, n, *std::move(staged));
   }
   absl::StatusOr<FoldPosition> Position() override { return store_->Position(); }
   absl::StatusOr<std::optional<AccountState>> GetAccount(const Pubkey& a) override {
@@ -148,10 +171,33 @@ class FlakyStore final : public StateStore {
   }
 
  private:
+  class Staged final : public StagedCommit {
+   public:
+    Staged(FlakyStore& store, int n, std::unique_ptr<StagedCommit> staged)
+        : store_(store), n_(n), staged_(std::move(staged)) {}
+    absl::Status Apply() override {
+      if (store_.before_apply_) store_.before_apply_(n_);
+      if (store_.fail_apply_.count(n_) > 0) return absl::UnavailableError("injected apply failure");
+      RETURN_IF_ERROR(staged_->Apply());
+      absl::MutexLock lock(&store_.mu_);
+      store_.applied_.push_back(n_);
+      return absl::OkStatus();
+    }
+
+   private:
+    FlakyStore& store_;
+    int n_;
+    std::unique_ptr<StagedCommit> staged_;
+  };
+
   StateStore* store_;
   std::set<int> fail_;
+  std::set<int> fail_apply_;
   std::function<void(int)> before_commit_;
+  std::function<void(int)> before_apply_;
   std::atomic<int> commits_ = 0;
+  absl::Mutex mu_;
+  std::vector<int> applied_ ABSL_GUARDED_BY(mu_);
 };
 
 // Counts the records a reader delivers, from any thread.
@@ -222,12 +268,16 @@ TEST(FoldRunnerTest, TheNextBatchIsFoldedWhileOneIsWrittenAndItsSnapshotWaitsFor
   EXPECT_EQ(snapshots.Current()->applied_slot(), 0u);
   EXPECT_EQ((*rocksdb)->Position()->applied_slot, 0u);
   release.Notify();
-  second.join();  // the second Step waited for the first batch before handing over its own
-  // The second batch may be being written now: what is published is never ahead of what is
-  // committed.
-  const Slot published = snapshots.Current()->applied_slot();
+  second.join();  // the second Step waited for the first batch to be staged
+  // The batches are being written now: what is published is never ahead of what is
+  // committed, until the first batch shows.
+  Slot published = 0;
+  const absl::Time shown_by = absl::Now() + absl::Seconds(10);
+  while (published == 0 && absl::Now() < shown_by) {
+    published = snapshots.Current()->applied_slot();
+    EXPECT_LE(published, (*rocksdb)->Position()->applied_slot);
+  }
   EXPECT_GT(published, 0u);
-  EXPECT_LE(published, (*rocksdb)->Position()->applied_slot);
   ASSERT_TRUE(runner.RunUntilCaughtUp().ok());
   testing::ReferenceFold reference;
   for (const Event& e : events) reference.Apply(e);
@@ -269,6 +319,121 @@ TEST(FoldRunnerTest, FailedCommitIsRetriedFromTheStoredStateWithoutLosingABatch)
   EXPECT_EQ(*rows, reference.account_events);
   auto position = (*rocksdb)->Position();
   EXPECT_EQ(position->digest, reference.digest);
+}
+
+// The number of table files left in `dir`.
+size_t FilesIn(const std::string& dir) {
+  std::error_code ec;
+  size_t n = 0;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+// While one batch is applied (its table files fsynced and ingested), the next is staged: its
+// rows are built, and nothing of it is visible until it is applied in its turn.
+TEST(FoldRunnerTest, TheNextBatchIsStagedWhileTheOneBeforeItIsApplied) {
+  TempDir dir;
+  auto log = EmbeddedEventLog::Open(dir.Sub("log"));
+  testing::GeneratorOptions options;
+  options.slots = 60;
+  const auto events = testing::GenerateEvents(options);
+  ASSERT_TRUE((*log)->Append(Encode(events)).ok());
+  RocksDbStateStoreOptions store_options;
+  store_options.ingest_min_rows = 10;  // every batch of the test as table files
+  auto rocksdb = RocksDbStateStore::Open(dir.Sub("state"), store_options);
+  ASSERT_TRUE(rocksdb.ok());
+  FlakyStore store(rocksdb->get());
+  absl::Notification second_staged;
+  std::atomic<bool> staged_while_applying = false;
+  std::atomic<Slot> slot_while_staged = 1;
+  store.BeforeCommit([&](int n) {
+    if (n != 1) return;
+    slot_while_staged = (*rocksdb)->Position()->applied_slot;
+    second_staged.Notify();
+  });
+  // The first batch's Apply is held until the second batch is being staged.
+  store.BeforeApply([&](int n) {
+    if (n == 0) {
+      staged_while_applying = second_staged.WaitForNotificationWithTimeout(absl::Seconds(10));
+    }
+  });
+  auto reader = (*log)->NewReader();
+  SnapshotHolder snapshots;
+  SystemClock clock;
+  FoldRunnerOptions runner_options;
+  runner_options.max_batch_records = 50;
+  runner_options.publish_interval = absl::ZeroDuration();
+  FoldRunner runner(runner_options, reader.get(), &store, &snapshots, &clock);
+  ASSERT_TRUE(runner.Init().ok());
+  ASSERT_TRUE(runner.RunUntilCaughtUp().ok());
+  EXPECT_TRUE(staged_while_applying.load());
+  EXPECT_EQ(slot_while_staged.load(), 0u);  // the first batch was not applied yet
+  const std::vector<int> applied = store.applied();
+  ASSERT_GE(applied.size(), 2u);
+  for (size_t i = 0; i < applied.size(); ++i) EXPECT_EQ(applied[i], static_cast<int>(i));
+  testing::ReferenceFold reference;
+  for (const Event& e : events) reference.Apply(e);
+  EXPECT_EQ(snapshots.Current()->digest(), reference.digest);
+  EXPECT_EQ((*rocksdb)->Position()->digest, reference.digest);
+  EXPECT_EQ(*(*rocksdb)->CountHistoryRows(), reference.account_events);
+  EXPECT_GT((*rocksdb)->ingested_commits(), 1u);
+  EXPECT_EQ(FilesIn(dir.Sub("state") + "/ingest"), 0u);
+}
+
+// A batch that fails to apply takes the batch staged behind it down with it: that one is
+// dropped unapplied (applying it would skip the failed one's events), the step reports the
+// failure once, and the fold goes on from what the store holds.
+TEST(FoldRunnerTest, AFailedApplyDropsTheBatchStagedBehindIt) {
+  TempDir dir;
+  auto log = EmbeddedEventLog::Open(dir.Sub("log"));
+  testing::GeneratorOptions options;
+  options.slots = 60;
+  const auto events = testing::GenerateEvents(options);
+  ASSERT_TRUE((*log)->Append(Encode(events)).ok());
+  RocksDbStateStoreOptions store_options;
+  store_options.ingest_min_rows = 10;
+  auto rocksdb = RocksDbStateStore::Open(dir.Sub("state"), store_options);
+  ASSERT_TRUE(rocksdb.ok());
+  FlakyStore store(rocksdb->get());
+  store.FailApplies({1});
+  absl::Notification third_staged;
+  store.BeforeCommit([&](int n) {
+    if (n == 2) third_staged.Notify();
+  });
+  // The second batch fails only once the third is staged and waits behind it.
+  store.BeforeApply([&](int n) {
+    if (n == 1) third_staged.WaitForNotificationWithTimeout(absl::Seconds(10));
+  });
+  auto reader = (*log)->NewReader();
+  SnapshotHolder snapshots;
+  SystemClock clock;
+  FoldRunnerOptions runner_options;
+  runner_options.max_batch_records = 50;
+  FoldRunner runner(runner_options, reader.get(), &store, &snapshots, &clock);
+  ASSERT_TRUE(runner.Init().ok());
+  int failures = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (snapshots.Current()->applied_slot() < options.first_slot + options.slots - 1 &&
+         absl::Now() < deadline) {
+    if (!runner.Step(absl::ZeroDuration()).ok()) ++failures;
+  }
+  EXPECT_TRUE(third_staged.HasBeenNotified());
+  EXPECT_EQ(failures, 1);
+  const std::vector<int> applied = store.applied();
+  ASSERT_GE(applied.size(), 2u);
+  EXPECT_EQ(applied[0], 0);
+  // Neither the failed batch nor the one staged behind it was applied; the next ones were.
+  EXPECT_EQ(std::count(applied.begin(), applied.end(), 1), 0);
+  EXPECT_EQ(std::count(applied.begin(), applied.end(), 2), 0);
+  testing::ReferenceFold reference;
+  for (const Event& e : events) reference.Apply(e);
+  EXPECT_EQ(snapshots.Current()->digest(), reference.digest);
+  EXPECT_EQ((*rocksdb)->Position()->digest, reference.digest);
+  EXPECT_EQ(*(*rocksdb)->CountHistoryRows(), reference.account_events);
+  EXPECT_EQ(FilesIn(dir.Sub("state") + "/ingest"), 0u);
 }
 
 TEST(FoldRunnerTest, BackgroundThreadFollowsAppends) {
