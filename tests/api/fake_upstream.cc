@@ -4,6 +4,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <optional>
 
 #include "api/jsonrpc/jsonrpc.h"
 #include "api/jsonrpc/rpc_params.h"
@@ -36,9 +37,13 @@ class FakeUpstream::Connection : public std::enable_shared_from_this<Connection>
       if (ec) return;
       self->reading_request_ = true;
       self->idle_timer_.cancel();
-      http::async_read(self->socket_, self->buffer_, self->request_,
+      // Bodies up to 64 MiB, as a validator's own limit is far above Beast's default 1 MiB.
+      self->parser_.emplace();
+      self->parser_->body_limit(64 << 20);
+      http::async_read(self->socket_, self->buffer_, *self->parser_,
                        [self](beast::error_code ec2, size_t) {
                          if (ec2) return;
+                         self->request_ = self->parser_->release();
                          if (self->request_.method() == http::verb::get) {
                            // GET /health, as a validator answers it (not recorded).
                            self->owner_->CountHealthCheck();
@@ -90,6 +95,7 @@ class FakeUpstream::Connection : public std::enable_shared_from_this<Connection>
   size_t answered_ = 0;
   bool reading_request_ = false;
   beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> request_;
 };
 

@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "localnet/localnet.h"
+#include "tests/api/fake_upstream.h"
 #include "tests/api/test_support.h"
 
 namespace switchyard::api_test {
@@ -356,6 +357,47 @@ TEST_F(UpstreamPipelineTest, ReadsBehindASlowAnswerAreHedgedOnAnotherConnection)
   EXPECT_GT(metrics_.upstream_pipeline_hedges.value() + metrics_.upstream_pipeline_moves.value(),
             0u);
   EXPECT_LT(took, 3s);
+}
+
+// A request larger than the socket takes at once (megabytes of body) is sent in pieces: the
+// first try sends what fits, the rest follows as the upstream reads. All of it arrives, once,
+// in order, and its answer comes back, on a new connection and on the same one reused.
+TEST_F(UpstreamPipelineTest, ARequestLargerThanTheSocketTakesIsSentWholeInPieces) {
+  FakeUpstream upstream("base");
+  options_.request_timeout = absl::Seconds(20);
+  auto set = UpstreamSet::Create(io_context_, {UpstreamTarget{"base", {{upstream.url(), 1}}}},
+                                 options_, nullptr, &metrics_);
+  ASSERT_TRUE(set.ok()) << set.status();
+  set_ = *std::move(set);
+  std::string padding(24 << 20, 'x');
+  for (size_t i = 0; i < padding.size(); i += 4096) {
+    padding[i] = static_cast<char>('a' + (i / 4096) % 26);  // a piece out of place shows
+  }
+  std::string body = R"({"jsonrpc":"2.0","id":7,"method":"getSlot","params":[")";
+  body += padding;
+  body += R"("]})";
+  for (int round = 0; round < 2; ++round) {
+    std::string answer;
+    std::string error;
+    set_->Send("base", body, RetryPolicy::kSafe, [&](absl::StatusOr<UpstreamResponse> response) {
+      if (response.ok()) {
+        answer = response->body;
+      } else {
+        error = response.status().ToString();
+      }
+    });
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (answer.empty() && error.empty() && std::chrono::steady_clock::now() < until) {
+      io_context_.run_for(5ms);
+    }
+    ASSERT_EQ(error, "");
+    EXPECT_NE(answer.find(R"("id":7)"), std::string::npos) << answer;
+  }
+  const std::vector<std::string> received = upstream.received();
+  ASSERT_EQ(received.size(), 2u);
+  EXPECT_TRUE(received[0] == body) << received[0].size() << " bytes of " << body.size();
+  EXPECT_TRUE(received[1] == body) << received[1].size() << " bytes of " << body.size();
+  EXPECT_EQ(upstream.connections_accepted(), 1u);
 }
 
 }  // namespace
