@@ -30,6 +30,32 @@ std::vector<OutgoingRecord> Encode(const std::vector<Event>& events) {
   return out;
 }
 
+// The published snapshot and the store's position hold a reference fold's digest of `events`,
+// and the store's history holds each event once.
+void ExpectFoldedOnce(const std::vector<Event>& events, const SnapshotHolder& snapshots,
+                      RocksDbStateStore& store) {
+  testing::ReferenceFold reference;
+  for (const Event& e : events) reference.Apply(e);
+  EXPECT_EQ(snapshots.Current()->digest(), reference.digest);
+  absl::StatusOr<FoldPosition> position = store.Position();
+  ASSERT_TRUE(position.ok()) << position.status();
+  EXPECT_EQ(position->digest, reference.digest);
+  absl::StatusOr<uint64_t> rows = store.CountHistoryRows();
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(*rows, reference.account_events);
+}
+
+// Steps `runner` until the published snapshot reaches `slot`, for at most 30 s; the number of
+// steps that failed.
+int StepUntilSlot(FoldRunner& runner, const SnapshotHolder& snapshots, Slot slot) {
+  int failures = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (snapshots.Current()->applied_slot() < slot && absl::Now() < deadline) {
+    if (!runner.Step(absl::ZeroDuration()).ok()) ++failures;
+  }
+  return failures;
+}
+
 TEST(FoldRunnerTest, FoldsTheLogAndPublishesWholeSlotSnapshots) {
   TempDir dir;
   auto log = EmbeddedEventLog::Open(dir.Sub("log"));
@@ -279,11 +305,7 @@ TEST(FoldRunnerTest, TheNextBatchIsFoldedWhileOneIsWrittenAndItsSnapshotWaitsFor
   }
   EXPECT_GT(published, 0u);
   ASSERT_TRUE(runner.RunUntilCaughtUp().ok());
-  testing::ReferenceFold reference;
-  for (const Event& e : events) reference.Apply(e);
-  EXPECT_EQ(snapshots.Current()->digest(), reference.digest);
-  EXPECT_EQ((*rocksdb)->Position()->digest, reference.digest);
-  EXPECT_EQ(*(*rocksdb)->CountHistoryRows(), reference.account_events);
+  ExpectFoldedOnce(events, snapshots, **rocksdb);
 }
 
 // Regression: a failed commit dropped the batch the fold had already taken, and the next
@@ -305,20 +327,8 @@ TEST(FoldRunnerTest, FailedCommitIsRetriedFromTheStoredStateWithoutLosingABatch)
   runner_options.max_batch_records = 50;
   FoldRunner runner(runner_options, reader.get(), &store, &snapshots, &clock);
   ASSERT_TRUE(runner.Init().ok());
-  int failures = 0;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (snapshots.Current()->applied_slot() < 50 && absl::Now() < deadline) {
-    if (!runner.Step(absl::ZeroDuration()).ok()) ++failures;
-  }
-  EXPECT_EQ(failures, 3);
-  testing::ReferenceFold reference;
-  for (const Event& e : events) reference.Apply(e);
-  EXPECT_EQ(snapshots.Current()->digest(), reference.digest);
-  auto rows = (*rocksdb)->CountHistoryRows();
-  ASSERT_TRUE(rows.ok());
-  EXPECT_EQ(*rows, reference.account_events);
-  auto position = (*rocksdb)->Position();
-  EXPECT_EQ(position->digest, reference.digest);
+  EXPECT_EQ(StepUntilSlot(runner, snapshots, 50), 3);
+  ExpectFoldedOnce(events, snapshots, **rocksdb);
 }
 
 // The number of table files left in `dir`.
@@ -332,108 +342,98 @@ size_t FilesIn(const std::string& dir) {
   return n;
 }
 
+// A log of 60 slots and a store that writes every batch of 50 records as table files, behind
+// a FlakyStore.
+class FoldRunnerStagingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    log_ = *EmbeddedEventLog::Open(dir_.Sub("log"));
+    options_.slots = 60;
+    events_ = testing::GenerateEvents(options_);
+    ASSERT_TRUE(log_->Append(Encode(events_)).ok());
+    RocksDbStateStoreOptions store_options;
+    store_options.ingest_min_rows = 10;
+    auto rocksdb = RocksDbStateStore::Open(dir_.Sub("state"), store_options);
+    ASSERT_TRUE(rocksdb.ok()) << rocksdb.status();
+    rocksdb_ = *std::move(rocksdb);
+    store_ = std::make_unique<FlakyStore>(rocksdb_.get());
+    reader_ = log_->NewReader();
+  }
+  std::unique_ptr<FoldRunner> MakeRunner(FoldRunnerOptions options = {}) {
+    options.max_batch_records = 50;
+    return std::make_unique<FoldRunner>(options, reader_.get(), store_.get(), &snapshots_, &clock_);
+  }
+  Slot last_slot() const { return options_.first_slot + options_.slots - 1; }
+  size_t files_left() const { return FilesIn(dir_.Sub("state") + "/ingest"); }
+
+  TempDir dir_;
+  testing::GeneratorOptions options_;
+  std::vector<Event> events_;
+  std::unique_ptr<EmbeddedEventLog> log_;
+  std::unique_ptr<RocksDbStateStore> rocksdb_;
+  std::unique_ptr<FlakyStore> store_;
+  std::unique_ptr<EventLogReader> reader_;
+  SnapshotHolder snapshots_;
+  SystemClock clock_;
+};
+
 // While one batch is applied (its table files fsynced and ingested), the next is staged: its
 // rows are built, and nothing of it is visible until it is applied in its turn.
-TEST(FoldRunnerTest, TheNextBatchIsStagedWhileTheOneBeforeItIsApplied) {
-  TempDir dir;
-  auto log = EmbeddedEventLog::Open(dir.Sub("log"));
-  testing::GeneratorOptions options;
-  options.slots = 60;
-  const auto events = testing::GenerateEvents(options);
-  ASSERT_TRUE((*log)->Append(Encode(events)).ok());
-  RocksDbStateStoreOptions store_options;
-  store_options.ingest_min_rows = 10;  // every batch of the test as table files
-  auto rocksdb = RocksDbStateStore::Open(dir.Sub("state"), store_options);
-  ASSERT_TRUE(rocksdb.ok());
-  FlakyStore store(rocksdb->get());
+TEST_F(FoldRunnerStagingTest, TheNextBatchIsStagedWhileTheOneBeforeItIsApplied) {
   absl::Notification second_staged;
   std::atomic<bool> staged_while_applying = false;
   std::atomic<Slot> slot_while_staged = 1;
-  store.BeforeCommit([&](int n) {
+  store_->BeforeCommit([&](int n) {
     if (n != 1) return;
-    slot_while_staged = (*rocksdb)->Position()->applied_slot;
+    slot_while_staged = rocksdb_->Position()->applied_slot;
     second_staged.Notify();
   });
   // The first batch's Apply is held until the second batch is being staged.
-  store.BeforeApply([&](int n) {
+  store_->BeforeApply([&](int n) {
     if (n == 0) {
       staged_while_applying = second_staged.WaitForNotificationWithTimeout(absl::Seconds(10));
     }
   });
-  auto reader = (*log)->NewReader();
-  SnapshotHolder snapshots;
-  SystemClock clock;
-  FoldRunnerOptions runner_options;
-  runner_options.max_batch_records = 50;
-  runner_options.publish_interval = absl::ZeroDuration();
-  FoldRunner runner(runner_options, reader.get(), &store, &snapshots, &clock);
-  ASSERT_TRUE(runner.Init().ok());
-  ASSERT_TRUE(runner.RunUntilCaughtUp().ok());
+  FoldRunnerOptions options;
+  options.publish_interval = absl::ZeroDuration();
+  std::unique_ptr<FoldRunner> runner = MakeRunner(options);
+  ASSERT_TRUE(runner->Init().ok());
+  ASSERT_TRUE(runner->RunUntilCaughtUp().ok());
   EXPECT_TRUE(staged_while_applying.load());
   EXPECT_EQ(slot_while_staged.load(), 0u);  // the first batch was not applied yet
-  const std::vector<int> applied = store.applied();
+  const std::vector<int> applied = store_->applied();
   ASSERT_GE(applied.size(), 2u);
   for (size_t i = 0; i < applied.size(); ++i) EXPECT_EQ(applied[i], static_cast<int>(i));
-  testing::ReferenceFold reference;
-  for (const Event& e : events) reference.Apply(e);
-  EXPECT_EQ(snapshots.Current()->digest(), reference.digest);
-  EXPECT_EQ((*rocksdb)->Position()->digest, reference.digest);
-  EXPECT_EQ(*(*rocksdb)->CountHistoryRows(), reference.account_events);
-  EXPECT_GT((*rocksdb)->ingested_commits(), 1u);
-  EXPECT_EQ(FilesIn(dir.Sub("state") + "/ingest"), 0u);
+  ExpectFoldedOnce(events_, snapshots_, *rocksdb_);
+  EXPECT_GT(rocksdb_->ingested_commits(), 1u);
+  EXPECT_EQ(files_left(), 0u);
 }
 
 // A batch that fails to apply takes the batch staged behind it down with it: that one is
 // dropped unapplied (applying it would skip the failed one's events), the step reports the
 // failure once, and the fold goes on from what the store holds.
-TEST(FoldRunnerTest, AFailedApplyDropsTheBatchStagedBehindIt) {
-  TempDir dir;
-  auto log = EmbeddedEventLog::Open(dir.Sub("log"));
-  testing::GeneratorOptions options;
-  options.slots = 60;
-  const auto events = testing::GenerateEvents(options);
-  ASSERT_TRUE((*log)->Append(Encode(events)).ok());
-  RocksDbStateStoreOptions store_options;
-  store_options.ingest_min_rows = 10;
-  auto rocksdb = RocksDbStateStore::Open(dir.Sub("state"), store_options);
-  ASSERT_TRUE(rocksdb.ok());
-  FlakyStore store(rocksdb->get());
-  store.FailApplies({1});
+TEST_F(FoldRunnerStagingTest, AFailedApplyDropsTheBatchStagedBehindIt) {
+  store_->FailApplies({1});
   absl::Notification third_staged;
-  store.BeforeCommit([&](int n) {
+  store_->BeforeCommit([&](int n) {
     if (n == 2) third_staged.Notify();
   });
   // The second batch fails only once the third is staged and waits behind it.
-  store.BeforeApply([&](int n) {
+  store_->BeforeApply([&](int n) {
     if (n == 1) third_staged.WaitForNotificationWithTimeout(absl::Seconds(10));
   });
-  auto reader = (*log)->NewReader();
-  SnapshotHolder snapshots;
-  SystemClock clock;
-  FoldRunnerOptions runner_options;
-  runner_options.max_batch_records = 50;
-  FoldRunner runner(runner_options, reader.get(), &store, &snapshots, &clock);
-  ASSERT_TRUE(runner.Init().ok());
-  int failures = 0;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (snapshots.Current()->applied_slot() < options.first_slot + options.slots - 1 &&
-         absl::Now() < deadline) {
-    if (!runner.Step(absl::ZeroDuration()).ok()) ++failures;
-  }
+  std::unique_ptr<FoldRunner> runner = MakeRunner();
+  ASSERT_TRUE(runner->Init().ok());
+  EXPECT_EQ(StepUntilSlot(*runner, snapshots_, last_slot()), 1);
   EXPECT_TRUE(third_staged.HasBeenNotified());
-  EXPECT_EQ(failures, 1);
-  const std::vector<int> applied = store.applied();
+  const std::vector<int> applied = store_->applied();
   ASSERT_GE(applied.size(), 2u);
   EXPECT_EQ(applied[0], 0);
   // Neither the failed batch nor the one staged behind it was applied; the next ones were.
   EXPECT_EQ(std::count(applied.begin(), applied.end(), 1), 0);
   EXPECT_EQ(std::count(applied.begin(), applied.end(), 2), 0);
-  testing::ReferenceFold reference;
-  for (const Event& e : events) reference.Apply(e);
-  EXPECT_EQ(snapshots.Current()->digest(), reference.digest);
-  EXPECT_EQ((*rocksdb)->Position()->digest, reference.digest);
-  EXPECT_EQ(*(*rocksdb)->CountHistoryRows(), reference.account_events);
-  EXPECT_EQ(FilesIn(dir.Sub("state") + "/ingest"), 0u);
+  ExpectFoldedOnce(events_, snapshots_, *rocksdb_);
+  EXPECT_EQ(files_left(), 0u);
 }
 
 TEST(FoldRunnerTest, BackgroundThreadFollowsAppends) {
