@@ -8,7 +8,6 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/read_size.hpp>
@@ -21,6 +20,7 @@
 #include "absl/strings/ascii.h"
 #include "api/net/internal/http_server_worker.h"
 #include "api/net/internal/http_wire.h"
+#include "api/net/write_in_place.h"
 #include "common/clock.h"
 #include "common/cpu.h"
 #include "common/gzip.h"
@@ -532,23 +532,10 @@ class HttpServer::StreamSession final : public HttpServer::Session,
     const std::array<asio::const_buffer, 2> buffers = {asio::buffer(front.head),
                                                        asio::buffer(front.body)};
     if constexpr (!kTls) {
-      // Plain TCP: written here when the socket takes it all, as it nearly always does. Asio's
-      // async_write would send at once too but report it through the worker's queue, which
-      // costs the worker a round of its loop (a poll of the sockets) per answer.
-      error_code ec;
-      const size_t sent = stream_.write_some(buffers, ec);
-      if (!ec && sent == asio::buffer_size(buffers)) return OnWritten(ec);
-      if (!ec || ec == asio::error::would_block || ec == asio::error::try_again) {
-        auto rest =
-            std::make_shared<beast::buffers_suffix<std::array<asio::const_buffer, 2>>>(buffers);
-        rest->consume(ec ? 0 : sent);
-        asio::async_write(stream_, *rest,
-                          [self = this->shared_from_this(), rest](error_code ec, size_t) {
-                            self->OnWritten(ec);
-                          });
-        return;
-      }
-      // An error: reported by the write below, from the worker's queue as before.
+      WriteInPlaceOrAsync(stream_, buffers, [self = this->shared_from_this()](error_code ec) {
+        self->OnWritten(ec);
+      });
+      return;
     }
     asio::async_write(stream_, buffers, [self = this->shared_from_this()](error_code ec, size_t) {
       self->OnWritten(ec);
@@ -786,7 +773,7 @@ bool HttpServer::AdmitHttp(tcp::socket& socket) {
 void HttpServer::StartSession(Worker& worker, tcp::socket socket) {
   error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
-  socket.non_blocking(true, ignored);  // WriteNext's first try never blocks
+  socket.non_blocking(true, ignored);  // for WriteInPlaceOrAsync
   auto session = std::make_shared<StreamSession<Socket>>(
       std::move(socket), worker.io_context, options_, worker.handler.get(), metrics_, this);
   std::erase_if(worker.sessions, [](const auto& weak) { return weak.expired(); });

@@ -7,7 +7,6 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/read_size.hpp>
 #include <boost/beast/core/string.hpp>
@@ -16,6 +15,7 @@
 #include <cstring>
 
 #include "absl/strings/numbers.h"
+#include "api/net/write_in_place.h"
 #include "common/socket_liveness.h"
 
 namespace switchyard::upstream_internal {
@@ -204,7 +204,7 @@ void UpstreamConnection::OnConnected(error_code ec) {
   if (ec) return Fail(ec, false, false);
   Lowest().set_option(tcp::no_delay(true), ec);
   if (!tls_stream_) {
-    plain_->non_blocking(true, ec);  // Write's first try never blocks
+    plain_->non_blocking(true, ec);  // for WriteInPlaceOrAsync
     connecting_ = false;
     connected_ = true;
     return Write();
@@ -244,22 +244,8 @@ void UpstreamConnection::Write() {
   writing_ = true;
   const BufferView view{write_buffers_.data(), write_buffers_.data() + write_buffers_.size()};
   if (plain_) {
-    // Plain TCP: written here when the socket takes it all, as it nearly always does. Asio's
-    // async_write would send at once too but report it through the worker's queue, which costs
-    // the worker a round of its loop (a poll of the sockets) per request.
-    error_code ec;
-    const size_t total = asio::buffer_size(view);
-    const size_t sent = plain_->write_some(view, ec);
-    if (!ec && sent == total) return OnWritten(ec);
-    if (!ec || ec == asio::error::would_block || ec == asio::error::try_again) {
-      auto rest = std::make_shared<beast::buffers_suffix<BufferView>>(view);
-      rest->consume(ec ? 0 : sent);
-      asio::async_write(*plain_, *rest, [self = shared_from_this(), rest](error_code ec, size_t) {
-        self->OnWritten(ec);
-      });
-      return;
-    }
-    // An error: reported by the write below, from the worker's queue as before.
+    return WriteInPlaceOrAsync(*plain_, view,
+                               [self = shared_from_this()](error_code ec) { self->OnWritten(ec); });
   }
   WithStream([&](auto& stream) {
     asio::async_write(stream, view,
