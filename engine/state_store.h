@@ -158,6 +158,7 @@ class SealedDigestReader {
 
 // A batch's rows written where nothing reads them yet (StateStore::Stage); Apply makes them
 // durable and visible in one atomic step. Dropped unapplied, it leaves the store as it was.
+// It must not outlive the store that staged it.
 class StagedCommit {
  public:
   virtual ~StagedCommit() = default;
