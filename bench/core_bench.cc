@@ -20,6 +20,7 @@
 #include "storage/embedded_event_log.h"
 #include "storage/rocksdb_state_store.h"
 #include "storage/state_snapshot.h"
+#include "tests/support/forwarding_state_store.h"
 
 namespace switchyard {
 
@@ -207,48 +208,8 @@ BENCHMARK(BM_FoldIntoRocksDbLong)
 // accounts from the embedded log (written before timing starts) and commits them to RocksDB
 // with fsync. Pipelined commits write each batch on the commit thread while the next is read
 // and folded. items_per_second is events read, folded and durably committed per second.
-// A store that commits each batch in one step: Stage is StateStore's default, which commits
-// at once, so the runner's staging thread does all of the commit and its apply thread
-// nothing, as before staged commits. Everything else goes to the RocksDB store.
-class OneStepStore final : public StateStore {
- public:
-  explicit OneStepStore(RocksDbStateStore* store) : store_(store) {}
-  absl::StatusOr<LoadedState> Load() override { return store_->Load(); }
-  absl::Status Commit(const FoldBatch& batch) override { return store_->Commit(batch); }
-  absl::StatusOr<FoldPosition> Position() override { return store_->Position(); }
-  absl::StatusOr<std::optional<AccountState>> GetAccount(const Pubkey& a) override {
-    return store_->GetAccount(a);
-  }
-  absl::StatusOr<std::optional<AccountState>> GetAccountAt(const Pubkey& a, Slot s) override {
-    return store_->GetAccountAt(a, s);
-  }
-  absl::StatusOr<std::vector<HistoryEntry>> History(const Pubkey& a) override {
-    return store_->History(a);
-  }
-  absl::StatusOr<std::vector<HistoryEntry>> HistoryBetween(const Pubkey& a, Slot from, Slot to,
-                                                           size_t limit) override {
-    return store_->HistoryBetween(a, from, to, limit);
-  }
-  absl::StatusOr<std::optional<StateDigest>> SealedDigest(Slot s) override {
-    return store_->SealedDigest(s);
-  }
-  absl::StatusOr<std::vector<SealedDigestAt>> LastSealedDigests(Slot at_or_below,
-                                                                size_t count) override {
-    return store_->LastSealedDigests(at_or_below, count);
-  }
-  absl::StatusOr<std::vector<std::pair<Slot, StateDigest>>> SealedDigests() override {
-    return store_->SealedDigests();
-  }
-  absl::StatusOr<std::vector<QuarantineEntry>> Quarantine() override {
-    return store_->Quarantine();
-  }
-
- private:
-  RocksDbStateStore* store_;
-};
-
 // Serve's fold of 1 M events over 100 k accounts from the embedded log; `one_step`: each batch
-// committed in one step (OneStepStore), for comparison with staged commits.
+// committed in one step, for comparison with staged commits.
 void FoldRunnerFromEmbeddedLog(benchmark::State& state, bool one_step) {
   const size_t events = 1'000'000;
   const std::vector<std::string> log = MakeLog(events, 100'000, 1000);
@@ -283,7 +244,9 @@ void FoldRunnerFromEmbeddedLog(benchmark::State& state, bool one_step) {
     options.max_batch_records = static_cast<size_t>(state.range(1));
     SystemClock clock;
     SnapshotHolder snapshots;
-    OneStepStore one_step_store(store->get());
+    // One step: the forwarder's Stage is StateStore's default, which commits at once, so the
+    // staging thread does the whole commit and the apply thread nothing, as before staging.
+    testing::ForwardingStateStore one_step_store(store->get());
     StateStore* target = one_step ? static_cast<StateStore*>(&one_step_store) : store->get();
     auto runner = std::make_unique<FoldRunner>(options, reader.get(), target,
                                                state.range(2) != 0 ? &snapshots : nullptr, &clock);

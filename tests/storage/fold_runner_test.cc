@@ -17,6 +17,7 @@
 #include "storage/embedded_event_log.h"
 #include "storage/rocksdb_state_store.h"
 #include "tests/support/event_generator.h"
+#include "tests/support/forwarding_state_store.h"
 #include "tests/support/temp_dir.h"
 
 namespace switchyard {
@@ -136,9 +137,9 @@ TEST(FoldRunnerTest, RestartResumesFromStoredOffsetsAndLoadsTheSnapshotFromRocks
 
 // Passes everything to a real store but fails the commits it is told to fail. Commits and
 // staged commits are numbered together, in the order they are made.
-class FlakyStore final : public StateStore {
+class FlakyStore final : public testing::ForwardingStateStore {
  public:
-  explicit FlakyStore(StateStore* store) : store_(store) {}
+  explicit FlakyStore(StateStore* store) : ForwardingStateStore(store) {}
   // Fails these commits, or the staging of these staged commits.
   void FailCommits(std::set<int> which) { fail_ = std::move(which); }
   // Fails the Apply of these staged commits, applying nothing.
@@ -153,47 +154,19 @@ class FlakyStore final : public StateStore {
     return applied_;
   }
 
-  absl::StatusOr<LoadedState> Load() override { return store_->Load(); }
   absl::Status Commit(const FoldBatch& batch) override {
     const int n = commits_++;
     if (before_commit_) before_commit_(n);
     if (fail_.count(n) > 0) return absl::UnavailableError("injected commit failure");
-    return store_->Commit(batch);
+    return store()->Commit(batch);
   }
   absl::StatusOr<std::unique_ptr<StagedCommit>> Stage(const FoldBatch& batch) override {
     const int n = commits_++;
     if (before_commit_) before_commit_(n);
     if (fail_.count(n) > 0) return absl::UnavailableError("injected staging failure");
-    absl::StatusOr<std::unique_ptr<StagedCommit>> staged = store_->Stage(batch);
+    absl::StatusOr<std::unique_ptr<StagedCommit>> staged = store()->Stage(batch);
     if (!staged.ok()) return staged.status();
     return std::make_unique<Staged>(*this, n, *std::move(staged));
-  }
-  absl::StatusOr<FoldPosition> Position() override { return store_->Position(); }
-  absl::StatusOr<std::optional<AccountState>> GetAccount(const Pubkey& a) override {
-    return store_->GetAccount(a);
-  }
-  absl::StatusOr<std::optional<AccountState>> GetAccountAt(const Pubkey& a, Slot s) override {
-    return store_->GetAccountAt(a, s);
-  }
-  absl::StatusOr<std::vector<HistoryEntry>> History(const Pubkey& a) override {
-    return store_->History(a);
-  }
-  absl::StatusOr<std::vector<HistoryEntry>> HistoryBetween(const Pubkey& a, Slot from, Slot to,
-                                                           size_t limit) override {
-    return store_->HistoryBetween(a, from, to, limit);
-  }
-  absl::StatusOr<std::optional<StateDigest>> SealedDigest(Slot s) override {
-    return store_->SealedDigest(s);
-  }
-  absl::StatusOr<std::vector<SealedDigestAt>> LastSealedDigests(Slot at_or_below,
-                                                                size_t count) override {
-    return store_->LastSealedDigests(at_or_below, count);
-  }
-  absl::StatusOr<std::vector<std::pair<Slot, StateDigest>>> SealedDigests() override {
-    return store_->SealedDigests();
-  }
-  absl::StatusOr<std::vector<QuarantineEntry>> Quarantine() override {
-    return store_->Quarantine();
   }
 
  private:
@@ -216,7 +189,6 @@ class FlakyStore final : public StateStore {
     std::unique_ptr<StagedCommit> staged_;
   };
 
-  StateStore* store_;
   std::set<int> fail_;
   std::set<int> fail_apply_;
   std::function<void(int)> before_commit_;
