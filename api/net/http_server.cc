@@ -48,41 +48,12 @@ thread_local size_t tls_worker = 0;
 
 using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 
-}  // namespace
-
-ConnectionSlot& ConnectionSlot::operator=(ConnectionSlot&& other) noexcept {
-  if (this != &other) {
-    if (server_ != nullptr) server_->ReleaseUpgraded();
-    server_ = std::exchange(other.server_, nullptr);
-  }
-  return *this;
-}
-
-ConnectionSlot::~ConnectionSlot() {
-  if (server_ != nullptr) server_->ReleaseUpgraded();
-}
-
-namespace {
-
 using SteadyClock = std::chrono::steady_clock;
 // Bound to the worker's io_context executor type: no type-erased executor is copied per
 // operation.
 using Socket = asio::basic_stream_socket<tcp, asio::io_context::executor_type>;
 using Timer = asio::basic_waitable_timer<SteadyClock, asio::wait_traits<SteadyClock>,
                                          asio::io_context::executor_type>;
-
-}  // namespace
-
-// What the server's stop sees of a session, whatever its stream. Lives on one worker's thread.
-class HttpServer::Session {
- public:
-  virtual ~Session() = default;
-  virtual void ForceClose() = 0;
-  // Stops reading; the connection closes once the answers it owes are written.
-  virtual void Drain() = 0;
-};
-
-namespace {
 
 // The TCP socket under a session's stream, for what TLS leaves to TCP (cancel, shutdown,
 // close).
@@ -98,6 +69,27 @@ asio::ip::address PeerOf(const S& socket) {
 }
 
 }  // namespace
+
+ConnectionSlot& ConnectionSlot::operator=(ConnectionSlot&& other) noexcept {
+  if (this != &other) {
+    if (server_ != nullptr) server_->ReleaseUpgraded();
+    server_ = std::exchange(other.server_, nullptr);
+  }
+  return *this;
+}
+
+ConnectionSlot::~ConnectionSlot() {
+  if (server_ != nullptr) server_->ReleaseUpgraded();
+}
+
+// What the server's stop sees of a session, whatever its stream. Lives on one worker's thread.
+class HttpServer::Session {
+ public:
+  virtual ~Session() = default;
+  virtual void ForceClose() = 0;
+  // Stops reading; the connection closes once the answers it owes are written.
+  virtual void Drain() = 0;
+};
 
 // One client connection over `Stream`: Socket (plain TCP) or TlsStream (its handshake done),
 // fixed per connection so that the plain path has no indirection per read or write. Lives on
@@ -220,6 +212,9 @@ class HttpServer::StreamSession final : public HttpServer::Session,
       Parse();
       return;
     }
+    // An answer is owed and the last read left the socket empty: the client most likely waits
+    // for that answer, so a read now would fail (EAGAIN) on the request's path. OnWritten reads.
+    if (!queue_.empty() && socket_drained_) return;
     if (phase_ == Phase::kWaiting) {
       // Waiting for the next request: the idle timeout, or none while answers are owed (the
       // upstream deadlines bound those).
@@ -284,16 +279,16 @@ class HttpServer::StreamSession final : public HttpServer::Session,
     ReadMore();
   }
 
-  // Reads what the client sent next, up to kReadSize bytes at once. The buffer is given its
-  // kReadSize at the first read: Beast's read_size asks for the buffer's free capacity (at least
-  // 512 bytes), and the request reader takes every byte it is given, so a buffer left to grow
-  // by itself stayed at 512 bytes and a 1.1 KiB request took three recvs.
+  // Reads up to kReadSize bytes, all offered from the first read: a buffer left to grow by itself
+  // (Beast's read_size offers its free capacity, at least 512 bytes) stayed at 512 bytes.
   void ReadMore() {
     reading_ = true;
     buffer_.reserve(kReadSize);
-    stream_.async_read_some(buffer_.prepare(beast::read_size(buffer_, kReadSize)),
-                            [self = this->shared_from_this()](error_code ec, size_t n) {
+    const size_t offered = beast::read_size(buffer_, kReadSize);
+    stream_.async_read_some(buffer_.prepare(offered),
+                            [self = this->shared_from_this(), offered](error_code ec, size_t n) {
                               self->reading_ = false;
+                              self->socket_drained_ = n < offered;
                               self->OnRead(ec, n);
                             });
   }
@@ -599,6 +594,7 @@ class HttpServer::StreamSession final : public HttpServer::Session,
   Phase phase_ = Phase::kWaiting;
   std::deque<Pending> queue_;  // deque: pointers to elements stay valid across push/pop
   bool reading_ = false;
+  bool socket_drained_ = false;  // the last read took less than it was offered
   bool writing_ = false;
   bool read_closed_ = false;
   bool closed_ = false;

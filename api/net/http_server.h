@@ -41,7 +41,9 @@ struct HttpServerOptions {
   size_t max_connections = 10'000;
   size_t max_body_bytes = 1 << 20;  // larger bodies get 413
   size_t max_header_bytes = 16 * 1024;
-  size_t max_pipelined = 16;  // requests read ahead of their answers, per connection
+  // Requests read ahead of their answers, per connection: from what reads brought in; an empty
+  // socket is not read again while an answer is owed (docs/architecture.md §9).
+  size_t max_pipelined = 16;
   absl::Duration idle_timeout = absl::Seconds(60);    // waiting for the next request
   absl::Duration header_timeout = absl::Seconds(10);  // from its first byte to its headers
   absl::Duration body_timeout = absl::Seconds(30);    // reading the body

@@ -73,6 +73,36 @@ TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrderWithinTheBound) {
   EXPECT_EQ(base_.max_outstanding(), 2u);
 }
 
+// A request sent after the one before it was read whole and handed on stays in the socket
+// until that one's answer is written: the session does not read ahead on an empty socket while
+// an answer is owed (the client is most likely waiting for it, and the read would only fail).
+TEST_F(HttpServerTest, ARequestSentWhileAnAnswerIsOwedIsReadOnceThatAnswerIsWritten) {
+  Start([](RouterOptions& options, HttpServerOptions& server) {
+    server.max_pipelined = 4;
+    options.cache.enabled = false;
+    options.cache.coalesce = false;
+  });
+  base_.Hold();
+  TestClient client(port());
+  client.WriteRaw(TestClient::Request(R"({"jsonrpc":"2.0","id":0,"method":"getSlot"})"));
+  ASSERT_TRUE(base_.WaitForRequests(1));
+  const uint64_t reads = metrics_.http_reads.value();
+  client.WriteRaw(TestClient::Request(R"({"jsonrpc":"2.0","id":1,"method":"getSlot"})"));
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(metrics_.http_reads.value(), reads);
+  EXPECT_EQ(metrics_.http_requests.value(), 1u);
+  EXPECT_EQ(base_.received_count(), 1u);
+  base_.Release();
+  for (int i = 0; i < 2; ++i) {
+    ClientResponse response = client.Read();
+    ASSERT_EQ(response.status, 200u) << i;
+    EXPECT_NE(response.body.find("\"id\":" + std::to_string(i) + "}"), std::string::npos)
+        << response.body;
+  }
+  EXPECT_EQ(metrics_.http_requests.value(), 2u);
+  EXPECT_EQ(base_.max_outstanding(), 1u);
+}
+
 TEST_F(HttpServerTest, BodyOverTheLimitGets413) {
   Start([](RouterOptions&, HttpServerOptions& server) { server.max_body_bytes = 1024; });
   TestClient client(port());
