@@ -1,5 +1,7 @@
 #include "api/pubsub/pubsub_baselines.h"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 
 #include "api/jsonrpc/jsonrpc.h"
@@ -45,24 +47,10 @@ absl::StatusOr<BaselineAnswer> ParseBaselineAnswer(const absl::StatusOr<Upstream
 
 }  // namespace
 
-PubsubBaselines::PubsubBaselines(PubsubRouter* router, asio::io_context& io, PubsubLinks* links,
+PubsubBaselines::PubsubBaselines(asio::io_context& io, std::unique_ptr<UpstreamClient> http,
+                                 PubsubMetrics* metrics, const PubsubRouterOptions& options,
                                  Owner* owner)
-    : io_(io),
-      links_(links),
-      owner_(owner),
-      metrics_(router->metrics()),
-      options_(router->options()) {
-  const RouterContext& context = *router->context();
-  const RouterOptions& options = context.options();
-  absl::StatusOr<std::unique_ptr<UpstreamSet>> http = UpstreamSet::Create(
-      io_, options.upstreams, options.upstream, context.tls(), context.metrics());
-  // RouterContext::Create checked every URL; an empty set makes baselines fail, not crash.
-  if (http.ok()) {
-    http_ = *std::move(http);
-  } else {
-    http_ = std::make_unique<UpstreamSet>();
-  }
-}
+    : io_(io), owner_(owner), metrics_(metrics), options_(options), http_(std::move(http)) {}
 
 PubsubBaselines::~PubsubBaselines() = default;
 
@@ -127,7 +115,7 @@ void PubsubBaselines::Queue(PubsubLeg& leg) {
 }
 
 PubsubLeg* PubsubBaselines::Awaiting(const QueuedRead& read) const {
-  PubsubLeg* leg = links_->FindLeg(read.first);
+  PubsubLeg* leg = owner_->FindLeg(read.first);
   if (leg == nullptr || leg->baseline.generation != read.second ||
       leg->baseline.kind == BaselineKind::kNone) {
     return nullptr;
@@ -156,30 +144,25 @@ void PubsubBaselines::SendQueued() {
     } else {
       ++it;
     }
-    if (!batch.empty()) Send(target, config, std::move(batch), keys);
+    if (batch.empty()) continue;
+    const std::string body =
+        SubRequest("getMultipleAccounts", config.empty() ? fmt::format("[[{}]]", keys)
+                                                         : fmt::format("[[{}],{}]", keys, config));
+    ++in_flight_;
+    asio::co_spawn(io_, ReadBatch(lifetime_, target, body, std::move(batch)), asio::detached);
   }
 }
 
-void PubsubBaselines::Send(const std::string& target, const std::string& config,
-                           std::vector<QueuedRead> batch, const std::string& keys) {
-  const std::string body =
-      SubRequest("getMultipleAccounts", config.empty() ? fmt::format("[[{}]]", keys)
-                                                       : fmt::format("[[{}],{}]", keys, config));
-  ++in_flight_;
-  auto done = [this, lifetime = lifetime_,
-               batch = std::move(batch)](absl::StatusOr<UpstreamResponse> response) {
-    auto alive = lifetime.lock();
-    if (!alive) return;
-    // Send may answer at once: take the answer on a fresh stack.
-    asio::post(io_, [this, lifetime, batch, response = std::move(response)] {
-      if (auto alive = lifetime.lock()) OnRead(batch, response);
-    });
-  };
-  if (!http_->Has(target)) {
-    done(absl::UnavailableError(fmt::format("no HTTP upstream named {}", target)));
-  } else {
-    http_->Send(target, body, RetryPolicy::kSafe, std::move(done));
+Task<void> PubsubBaselines::ReadBatch(std::weak_ptr<void> lifetime, std::string target,
+                                      std::string body, std::vector<QueuedRead> batch) {
+  absl::StatusOr<UpstreamResponse> response =
+      absl::UnavailableError(fmt::format("no HTTP upstream named {}", target));
+  // (Not a conditional expression: GCC 12 destroys the temporaries of a co_await in one twice.)
+  if (http_->Has(target)) {
+    response = co_await SendAsync(*http_, target, std::move(body), RetryPolicy::kSafe);
   }
+  // The shard, and this with it, may be gone by the time the answer is in.
+  if (auto alive = lifetime.lock()) OnRead(batch, response);
 }
 
 void PubsubBaselines::OnRead(const std::vector<QueuedRead>& batch,
@@ -239,7 +222,7 @@ void PubsubBaselines::Apply(PubsubLeg& leg, uint64_t slot, const std::string& va
       return;
     case BaselineKind::kSwitch:
       leg.baseline.floor_slot = slot;
-      links_->CompleteSwitch(sub);
+      owner_->CompleteSwitch(sub);
       Emit(sub, value, result_json);
       Release(*sub.active, slot);
       return;

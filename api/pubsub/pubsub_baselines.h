@@ -15,11 +15,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "api/jsonrpc/pubsub_json.h"
-#include "api/pubsub/pubsub_links.h"
 #include "api/pubsub/pubsub_metrics.h"
 #include "api/pubsub/pubsub_router.h"
 #include "api/pubsub/pubsub_subscription.h"
-#include "api/upstream/upstream.h"
+#include "api/upstream/upstream_await.h"
+#include "api/upstream/upstream_client.h"
 
 namespace switchyard {
 
@@ -44,10 +44,15 @@ class PubsubBaselines {
     // Runs `then` after `delay` unless subscription `id` is gone by then.
     virtual void RetryLater(uint64_t id, absl::Duration delay,
                             std::function<void(PubsubSubscription&)> then) = 0;
+    // The leg of `serial`, or null when it is closed.
+    virtual PubsubLeg* FindLeg(uint64_t serial) const = 0;
+    // Makes the pending leg of `sub` its active one: its baseline arrived.
+    virtual void CompleteSwitch(PubsubSubscription& sub) = 0;
   };
 
-  PubsubBaselines(PubsubRouter* router, boost::asio::io_context& io, PubsubLinks* links,
-                  Owner* owner);
+  // The account reads go through `http` only (the shard's UpstreamSet; a fake in tests).
+  PubsubBaselines(boost::asio::io_context& io, std::unique_ptr<UpstreamClient> http,
+                  PubsubMetrics* metrics, const PubsubRouterOptions& options, Owner* owner);
   ~PubsubBaselines();
   PubsubBaselines(const PubsubBaselines&) = delete;
   PubsubBaselines& operator=(const PubsubBaselines&) = delete;
@@ -69,8 +74,9 @@ class PubsubBaselines {
 
   void Queue(PubsubLeg& leg);
   void SendQueued();
-  void Send(const std::string& target, const std::string& config, std::vector<QueuedRead> batch,
-            const std::string& keys);
+  // One getMultipleAccounts for `batch`, and what its answer makes of each leg still waiting.
+  Task<void> ReadBatch(std::weak_ptr<void> lifetime, std::string target, std::string body,
+                       std::vector<QueuedRead> batch);
   void OnRead(const std::vector<QueuedRead>& batch,
               const absl::StatusOr<UpstreamResponse>& response);
   void Failed(PubsubLeg& leg, const absl::Status& failure);
@@ -83,7 +89,6 @@ class PubsubBaselines {
   PubsubLeg* Awaiting(const QueuedRead& read) const;
 
   boost::asio::io_context& io_;
-  PubsubLinks* const links_;
   Owner* const owner_;
   PubsubMetrics* const metrics_;
   const PubsubRouterOptions& options_;

@@ -61,6 +61,8 @@ class PubsubShard : public PubsubLinks::Owner,
   void OnBaselineFailed(PubsubLeg& leg, BaselineKind kind, const absl::Status& why) override;
   void RetryLater(uint64_t id, absl::Duration delay,
                   std::function<void(PubsubSubscription&)> then) override;
+  PubsubLeg* FindLeg(uint64_t serial) const override { return links_.FindLeg(serial); }
+  void CompleteSwitch(PubsubSubscription& sub) override { links_.CompleteSwitch(sub); }
 
   template <typename F>
   void ToClient(const std::shared_ptr<PubsubClient>& client, F&& f) {

@@ -23,6 +23,7 @@
 #include "engine/snapshot.h"
 #include "solana/base64.h"
 #include "solana/delegation.h"
+#include "tests/api/fake_upstream_client.h"
 #include "tests/api/test_support.h"
 
 // GCC 12 reports a false -Wrestrict on `"literal" + std::string` (GCC bug 105329).
@@ -56,42 +57,6 @@ inline std::string RecordData(const Pubkey& validator) {
   record.lamports = 1000;
   return Base64Encode(EncodeDelegationRecord(record));
 }
-
-// Records every Send; the test answers them.
-class FakeClient : public UpstreamClient {
- public:
-  struct Sent {
-    std::string target;
-    std::string body;
-    RetryPolicy policy;
-    uint64_t min_slot = 0;
-    UpstreamCallback done;
-    bool large_answer = false;
-  };
-  bool Has(std::string_view target) const override { return target == "base" || target == "er1"; }
-  void Send(std::string_view target, std::string body, SendOptions options,
-            UpstreamCallback done) override {
-    const RetryPolicy policy = options.policy;
-    if (*shut_down) {  // as UpstreamSet: later sends fail, before Send returns
-      done(absl::UnavailableError("shut down"));
-      return;
-    }
-    sent->push_back({std::string(target), std::move(body), policy, options.min_slot,
-                     std::move(done), options.large_answer});
-  }
-  // As UpstreamSet: every send still out fails.
-  void Shutdown() override {
-    *shut_down = true;
-    while (!sent->empty()) {
-      Sent pending = std::move(sent->front());
-      sent->pop_front();
-      pending.done(absl::UnavailableError("shut down"));
-    }
-  }
-
-  std::shared_ptr<std::deque<Sent>> sent = std::make_shared<std::deque<Sent>>();
-  std::shared_ptr<bool> shut_down = std::make_shared<bool>(false);
-};
 
 inline std::string AccountAnswer(int id, std::string_view owner) {
   return R"({"jsonrpc":"2.0","result":{"context":{"slot":7},"value":{"data":["","base64"],)"
