@@ -7,7 +7,6 @@
 #include "api/jsonrpc/jsonrpc.h"
 #include "api/jsonrpc/rpc_errors.h"
 #include "api/routing/route_decision.h"
-#include "api/upstream/upstream.h"
 #include "common/clock.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
@@ -15,20 +14,6 @@
 namespace switchyard {
 
 namespace asio = boost::asio;
-
-namespace {
-
-// The HTTP upstreams the baselines read accounts from, on the shard's thread.
-std::unique_ptr<UpstreamClient> BaselineClient(const RouterContext& context, asio::io_context& io) {
-  const RouterOptions& options = context.options();
-  absl::StatusOr<std::unique_ptr<UpstreamSet>> http = UpstreamSet::Create(
-      io, options.upstreams, options.upstream, context.tls(), context.metrics());
-  // RouterContext::Create checked every URL; an empty set makes baselines fail, not crash.
-  if (!http.ok()) return std::make_unique<UpstreamSet>();
-  return *std::move(http);
-}
-
-}  // namespace
 
 PubsubShard::PubsubShard(size_t index, PubsubRouter* router)
     : index_(index),
@@ -39,8 +24,9 @@ PubsubShard::PubsubShard(size_t index, PubsubRouter* router)
       options_(router->options()),
       registry_(router->thread_count()),
       links_(router, io_, this),
-      baselines_(io_, BaselineClient(*router->context(), io_), router->metrics(), router->options(),
-                 this),
+      // The baselines' HTTP upstreams, on the shard's thread (no endpoint health of their own).
+      baselines_(io_, router->context()->NewUpstreamSet(io_, /*with_health=*/false),
+                 router->metrics(), router->options(), this),
       flush_timer_(io_) {}
 
 PubsubShard::~PubsubShard() = default;

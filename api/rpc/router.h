@@ -94,6 +94,11 @@ class RouterContext {
 
   // For HttpServer: one Router per worker.
   RequestHandlerFactory HandlerFactory();
+  // A worker's UpstreamSet over the configured targets, on `io_context`; with the endpoint
+  // health when `with_health`. Create() checked every URL, so it cannot fail; if it did, the
+  // set is empty and answers every send with an error.
+  std::unique_ptr<UpstreamSet> NewUpstreamSet(boost::asio::io_context& io_context,
+                                              bool with_health) const;
 
   const RouterOptions& options() const { return options_; }
   SignatureMemory& signatures() { return signatures_; }

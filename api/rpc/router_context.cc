@@ -217,20 +217,25 @@ absl::StatusOr<std::unique_ptr<RouterContext>> RouterContext::Create(RouterOptio
   return context;
 }
 
+std::unique_ptr<UpstreamSet> RouterContext::NewUpstreamSet(asio::io_context& io_context,
+                                                           bool with_health) const {
+  absl::StatusOr<std::unique_ptr<UpstreamSet>> upstreams =
+      UpstreamSet::Create(io_context, options_.upstreams, options_.upstream, tls_.get(), metrics_,
+                          with_health ? health_.get() : nullptr);
+  if (!upstreams.ok()) return std::make_unique<UpstreamSet>();
+  return *std::move(upstreams);
+}
+
 RequestHandlerFactory RouterContext::HandlerFactory() {
   return [this](asio::io_context& io_context) -> std::unique_ptr<RequestHandler> {
-    absl::StatusOr<std::unique_ptr<UpstreamSet>> upstreams = UpstreamSet::Create(
-        io_context, options_.upstreams, options_.upstream, tls_.get(), metrics_, health_.get());
-    // Create() checked every URL, so this cannot fail; an empty set answers errors.
-    if (!upstreams.ok()) upstreams = std::make_unique<UpstreamSet>();
+    std::unique_ptr<UpstreamSet> upstreams = NewUpstreamSet(io_context, /*with_health=*/true);
     if (options_.discovered_ers) {
       ErDirectory* ers = ers_.get();
-      (*upstreams)
-          ->SetDynamicTargets(DynamicTargets{
-              [ers] { return ers->generation(); },
-              [ers](std::string_view target) { return ers->DiscoveredUrl(target); }});
+      upstreams->SetDynamicTargets(
+          DynamicTargets{[ers] { return ers->generation(); },
+                         [ers](std::string_view target) { return ers->DiscoveredUrl(target); }});
     }
-    return std::make_unique<Router>(io_context, this, *std::move(upstreams));
+    return std::make_unique<Router>(io_context, this, std::move(upstreams));
   };
 }
 
